@@ -1,0 +1,63 @@
+// kgpt train: validate the deck and its data, set up the run directory, train.
+
+#include <iostream>
+
+#include "commands.hpp"
+#include "config/deck.hpp"
+#include "core/build_info.hpp"
+#include "core/error.hpp"
+#include "core/text.hpp"
+#include "data/dataset_check.hpp"
+#include "io/run_directory.hpp"
+#include "io/run_log.hpp"
+
+namespace kgpt::app {
+
+config::ResolvedDeck load_deck_from_args(const ParsedArgs& args, int world_size);
+
+const CommandSpec& train_spec() {
+  static const CommandSpec spec{
+      "train",
+      "DECK [--set section.key=value]... [--run-dir DIR]",
+      "train a model from a deck",
+      "Validates DECK and its data exactly as `kgpt check` does, then creates the run directory\n"
+      "(--run-dir, or <run.out_dir>/<run.name>, where run.name defaults to the deck's file name)\n"
+      "holding deck.yaml (the resolved deck), deck.source.yaml (the deck as given) and log.txt (the\n"
+      "log, the same lines as stdout). An existing run directory is never overwritten.\n"
+      "This version sets up the run and stops with exit code 1: the model and the training loop\n"
+      "are not part of it yet.",
+      {
+          {"set", "section.key=value", "override a deck key (repeatable; validated like the deck)"},
+          {"run-dir", "DIR", "run directory to create (default <run.out_dir>/<run.name>)"},
+      },
+      1,
+      1};
+  return spec;
+}
+
+int run_train(const ParsedArgs& args) {
+  const config::ResolvedDeck deck = load_deck_from_args(args, 1);
+  const data::DatasetFiles files = data::check_dataset(deck);
+  const std::string dir = io::run_directory_path(deck, args.get("run-dir"));
+  io::create_run_directory(dir);
+  io::write_resolved_deck(dir, deck);
+
+  io::RunLog log(dir);
+  const config::ModelConfig& m = deck.config.model;
+  const config::BatchPlan& p = deck.plan;
+  log.line(std::string("kgpt ") + build_info::version() + " (git " + build_info::git_sha() + ")");
+  log.line("run_dir:" + dir + " deck:" + deck.path);
+  log.line("model:" + m.family + " layers:" + std::to_string(m.n_layer) + " d_model:" + std::to_string(m.d_model) +
+           " heads:" + std::to_string(m.n_head) + " kv_heads:" + std::to_string(m.n_kv_head) +
+           " vocab:" + std::to_string(m.vocab_size));
+  log.line("tokens_per_step:" + std::to_string(deck.config.train.global_batch_tokens) +
+           " world_size:" + std::to_string(p.world_size) + " grad_accum_steps:" + std::to_string(p.grad_accum_steps) +
+           " micro_batch:" + std::to_string(p.local_sequences) + "x" + std::to_string(p.seq_len));
+  log.line("train_shards:" + std::to_string(files.train.files.size()) + " train_tokens:" +
+           std::to_string(files.train.tokens) + " val_shards:" + std::to_string(files.val.files.size()) +
+           " val_tokens:" + std::to_string(files.val.tokens));
+  throw Error(ExitCode::failure, "the model and the training loop are not part of this version of kgpt; " + dir +
+                                     " holds the resolved deck and the log");
+}
+
+}  // namespace kgpt::app

@@ -1,0 +1,32 @@
+#pragma once
+// The subcommands of kgpt. Each has a spec (for parsing and --help) and a function that returns
+// the exit code; errors are thrown and become messages and exit codes in main.cpp.
+
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+
+namespace kgpt::app {
+
+struct Command {
+  const CommandSpec& spec;
+  int (*run)(const ParsedArgs& args);
+};
+
+const CommandSpec& check_spec();
+int run_check(const ParsedArgs& args);
+
+const CommandSpec& prepare_spec();
+int run_prepare(const ParsedArgs& args);
+
+const CommandSpec& train_spec();
+int run_train(const ParsedArgs& args);
+
+// Every subcommand, in the order `kgpt --help` lists them.
+const std::vector<Command>& commands();
+
+// Multi-line description of this build: versions of kgpt and of every library it uses.
+std::string version_text();
+
+}  // namespace kgpt::app

@@ -1,0 +1,107 @@
+// kgpt: trains GPT language models from a YAML input deck. This file turns the command line into
+// a subcommand call, and errors into one message and an exit code.
+
+#include <exception>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "core/error.hpp"
+#include "core/text.hpp"
+
+namespace kgpt::app {
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> all = {
+      {train_spec(), run_train},
+      {check_spec(), run_check},
+      {prepare_spec(), run_prepare},
+  };
+  return all;
+}
+
+}  // namespace kgpt::app
+
+namespace {
+
+void print_overview(std::ostream& out) {
+  out << "usage: kgpt COMMAND [ARGS]...\n"
+         "       kgpt --version | --help | help COMMAND\n\n"
+         "Trains GPT language models from a YAML input deck on MPI ranks.\n\ncommands:\n";
+  for (const auto& command : kgpt::app::commands()) {
+    std::string name = "  " + command.spec.name;
+    name.append(12 - name.size(), ' ');
+    out << name << command.spec.summary << "\n";
+  }
+  out << "\nexit codes: 0 success, 1 failure during a run, 2 bad input (deck, options, data files).\n"
+         "Every deck key is documented in docs/deck-reference.md (or: kgpt check --reference).\n"
+         "`kgpt COMMAND --help` describes each command.\n";
+}
+
+const kgpt::app::Command* find_command(const std::string& name) {
+  for (const auto& command : kgpt::app::commands()) {
+    if (command.spec.name == name) return &command;
+  }
+  return nullptr;
+}
+
+std::string unknown_command(const std::string& name) {
+  std::vector<std::string> names;
+  for (const auto& command : kgpt::app::commands()) names.push_back(command.spec.name);
+  const std::string best = kgpt::text::closest_match(name, names);
+  return "unknown command '" + name + "'" + (best.empty() ? "" : " (did you mean '" + best + "'?)") +
+         "; see kgpt --help";
+}
+
+void report(const std::string& who, const std::string& message) {
+  std::size_t start = 0;
+  while (start <= message.size()) {
+    const std::size_t end = message.find('\n', start);
+    std::cerr << who << ": error: " << message.substr(start, end - start) << "\n";
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  std::string who = "kgpt";
+  try {
+    if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+      print_overview(args.empty() ? std::cerr : std::cout);
+      return args.empty() ? static_cast<int>(kgpt::ExitCode::bad_input) : 0;
+    }
+    if (args[0] == "--version" || args[0] == "version") {
+      std::cout << kgpt::app::version_text();
+      return 0;
+    }
+    if (args[0] == "help") {
+      if (args.size() == 1) {
+        print_overview(std::cout);
+        return 0;
+      }
+      const auto* command = find_command(args[1]);
+      if (!command) throw kgpt::InputError(unknown_command(args[1]));
+      std::cout << kgpt::app::command_help(command->spec);
+      return 0;
+    }
+    const auto* command = find_command(args[0]);
+    if (!command) throw kgpt::InputError(unknown_command(args[0]));
+    who = "kgpt " + command->spec.name;
+    const auto parsed = kgpt::app::parse_args(command->spec, {args.begin() + 1, args.end()});
+    if (parsed.has("help")) {
+      std::cout << kgpt::app::command_help(command->spec);
+      return 0;
+    }
+    return command->run(parsed);
+  } catch (const kgpt::Error& e) {
+    report(who, e.what());
+    return static_cast<int>(e.code());
+  } catch (const std::exception& e) {
+    report(who, std::string("internal error: ") + e.what());
+    return static_cast<int>(kgpt::ExitCode::failure);
+  }
+}

@@ -1,0 +1,84 @@
+# Finds every package kgpt builds against and gives each one target to link:
+#   Kokkos::kokkos, kgpt::kokkos_kernels, MPI::MPI_CXX, HDF5::HDF5, kgpt::yaml_cpp, and, in CUDA
+#   builds, kgpt::nccl. Works with Debian 12's Trilinos packages and with upstream installs found
+#   through CMAKE_PREFIX_PATH.
+
+find_package(Kokkos 3.4 REQUIRED)
+
+# Debian's Trilinos Kokkos (3.4.01) exports Kokkos::kokkos with the include folder <prefix>/include,
+# while its headers live in <prefix>/include/trilinos (which Kokkos_INCLUDE_DIRS names correctly).
+if(TARGET trilinos_kokkoscore)
+  set(_kgpt_kokkos_includes "")
+  foreach(_dir IN LISTS Kokkos_INCLUDE_DIRS)
+    get_filename_component(_dir "${_dir}" REALPATH)
+    list(APPEND _kgpt_kokkos_includes "${_dir}")
+  endforeach()
+  set_target_properties(Kokkos::kokkos PROPERTIES
+    INTERFACE_INCLUDE_DIRECTORIES "${_kgpt_kokkos_includes}"
+    INTERFACE_LINK_LIBRARIES "trilinos_kokkosalgorithms;trilinos_kokkoscontainers;trilinos_kokkoscore")
+  if(NOT Kokkos_VERSION)
+    set(Kokkos_VERSION "${PACKAGE_VERSION}")
+  endif()
+endif()
+
+# Kokkos Kernels: upstream exports Kokkos::kokkoskernels; Debian exports trilinos_kokkoskernels
+# without include folders and ships no version file, so no version is asked for.
+find_package(KokkosKernels REQUIRED)
+add_library(kgpt_kokkos_kernels INTERFACE)
+add_library(kgpt::kokkos_kernels ALIAS kgpt_kokkos_kernels)
+if(TARGET Kokkos::kokkoskernels)
+  target_link_libraries(kgpt_kokkos_kernels INTERFACE Kokkos::kokkoskernels)
+elseif(TARGET trilinos_kokkoskernels)
+  target_link_libraries(kgpt_kokkos_kernels INTERFACE trilinos_kokkoskernels Kokkos::kokkos)
+else()
+  message(FATAL_ERROR "KokkosKernels was found but exports neither Kokkos::kokkoskernels nor trilinos_kokkoskernels")
+endif()
+set(KGPT_KOKKOS_KERNELS_VERSION "${KokkosKernels_VERSION}")
+if(NOT KGPT_KOKKOS_KERNELS_VERSION)
+  set(KGPT_KOKKOS_KERNELS_VERSION "${Kokkos_VERSION} (Trilinos)")
+endif()
+
+find_package(MPI REQUIRED COMPONENTS CXX)
+find_package(HDF5 REQUIRED COMPONENTS C)
+if(NOT TARGET HDF5::HDF5)
+  add_library(HDF5::HDF5 INTERFACE IMPORTED)
+  target_include_directories(HDF5::HDF5 INTERFACE ${HDF5_INCLUDE_DIRS})
+  target_link_libraries(HDF5::HDF5 INTERFACE ${HDF5_LIBRARIES})
+endif()
+
+find_package(yaml-cpp REQUIRED)
+add_library(kgpt_yaml_cpp INTERFACE)
+add_library(kgpt::yaml_cpp ALIAS kgpt_yaml_cpp)
+if(TARGET yaml-cpp::yaml-cpp)
+  target_link_libraries(kgpt_yaml_cpp INTERFACE yaml-cpp::yaml-cpp)
+else()
+  target_link_libraries(kgpt_yaml_cpp INTERFACE yaml-cpp)
+endif()
+
+# CUDA and NCCL come together: on exactly when the Kokkos found was built with CUDA.
+if("CUDA" IN_LIST Kokkos_DEVICES)
+  set(_kgpt_kokkos_has_cuda ON)
+else()
+  set(_kgpt_kokkos_has_cuda OFF)
+endif()
+option(KGPT_ENABLE_CUDA "Build the CUDA path (cuBLAS, NCCL); needs a Kokkos built with CUDA" ${_kgpt_kokkos_has_cuda})
+if(KGPT_ENABLE_CUDA AND NOT _kgpt_kokkos_has_cuda)
+  message(FATAL_ERROR "KGPT_ENABLE_CUDA is ON but the Kokkos found (${Kokkos_DIR}) has no CUDA backend "
+                      "(devices: ${Kokkos_DEVICES}); point CMAKE_PREFIX_PATH at a Kokkos built with CUDA")
+endif()
+if(KGPT_ENABLE_CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV NCCL_HOME PATH_SUFFIXES include)
+  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ENV NCCL_HOME PATH_SUFFIXES lib lib64)
+  if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
+    message(FATAL_ERROR "CUDA build without NCCL: set NCCL_HOME or CMAKE_PREFIX_PATH to the NCCL install")
+  endif()
+  add_library(kgpt_nccl INTERFACE)
+  add_library(kgpt::nccl ALIAS kgpt_nccl)
+  target_include_directories(kgpt_nccl SYSTEM INTERFACE ${NCCL_INCLUDE_DIR})
+  target_link_libraries(kgpt_nccl INTERFACE ${NCCL_LIBRARY} CUDA::cudart CUDA::cublas CUDA::cublasLt)
+endif()
+
+if(KGPT_ENABLE_TESTS)
+  find_package(Catch2 2 REQUIRED)
+endif()

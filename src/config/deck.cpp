@@ -1,0 +1,408 @@
+#include "config/deck.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "config/schema.hpp"
+#include "core/error.hpp"
+#include "core/text.hpp"
+
+namespace kgpt::config {
+
+std::string Origin::describe() const {
+  switch (kind) {
+    case Kind::deck: return file + ":" + std::to_string(line) + ":" + std::to_string(column);
+    case Kind::override_flag: return "--set " + file;
+    case Kind::default_value: break;
+  }
+  return "default";
+}
+
+const Origin& ResolvedDeck::origin(const std::string& key) const {
+  static const Origin fallback;
+  auto it = origins.find(key);
+  return it == origins.end() ? fallback : it->second;
+}
+
+std::string ResolvedDeck::where(const std::string& key) const {
+  const Origin& o = origin(key);
+  if (o.kind == Origin::Kind::deck) return o.describe() + ": " + key;
+  return key + " (" + o.describe() + ")";
+}
+
+namespace {
+
+const KeySpec* find_key(const std::string& section, const std::string& name) {
+  for (const auto& spec : deck_schema()) {
+    if (spec.section == section && spec.name == name) return &spec;
+  }
+  return nullptr;
+}
+
+// " (did you mean 'train.seq_len'?)" for a key that does not exist, or "".
+std::string suggest_key(const std::string& section, const std::string& name) {
+  for (const auto& spec : deck_schema()) {
+    if (spec.name == name) return " (did you mean '" + spec.dotted() + "'? it belongs to section '" + spec.section + "')";
+  }
+  std::vector<std::string> same_section, everywhere;
+  for (const auto& spec : deck_schema()) {
+    if (spec.section == section) same_section.push_back(spec.name);
+    everywhere.push_back(spec.dotted());
+  }
+  std::string best = text::closest_match(name, same_section);
+  if (!best.empty()) return " (did you mean '" + section + "." + best + "'?)";
+  best = text::closest_match(section + "." + name, everywhere);
+  return best.empty() ? "" : " (did you mean '" + best + "'?)";
+}
+
+std::string suggest_section(const std::string& section) {
+  const std::string best = text::closest_match(section, deck_sections());
+  if (!best.empty()) return " (did you mean '" + best + "'?)";
+  std::string names;
+  for (const auto& s : deck_sections()) names += (names.empty() ? "" : ", ") + s;
+  return " (sections are " + names + ")";
+}
+
+// Parses deck text into a typed value. Returns "" on success, else what is wrong with it.
+std::string parse_value(const KeySpec& spec, const std::string& raw, Value& out) {
+  const std::string shown = "'" + raw + "'";
+  switch (spec.kind) {
+    case ValueKind::integer: {
+      long long v = 0;
+      if (!text::parse_int64(raw, v)) return "expected an integer, got " + shown;
+      if (!spec.bounds.contains(static_cast<double>(v))) {
+        return "value " + raw + " is out of range: must be " + spec.bounds.describe();
+      }
+      out = v;
+      return "";
+    }
+    case ValueKind::real: {
+      double v = 0;
+      if (!text::parse_double(raw, v)) return "expected a number, got " + shown;
+      if (!spec.bounds.contains(v)) return "value " + raw + " is out of range: must be " + spec.bounds.describe();
+      out = v;
+      return "";
+    }
+    case ValueKind::boolean: {
+      bool v = false;
+      if (!text::parse_bool(raw, v)) return "expected true or false, got " + shown;
+      out = v;
+      return "";
+    }
+    case ValueKind::string: out = raw; return "";
+    case ValueKind::choice: {
+      if (std::find(spec.choices.begin(), spec.choices.end(), raw) != spec.choices.end()) {
+        out = raw;
+        return "";
+      }
+      const std::string best = text::closest_match(raw, spec.choices);
+      return "expected " + spec.type_name() + ", got " + shown + (best.empty() ? "" : " (did you mean '" + best + "'?)");
+    }
+  }
+  return "unknown value kind";
+}
+
+std::string node_kind(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: return "a mapping";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Null: return "no value";
+    default: return "a scalar";
+  }
+}
+
+Origin deck_origin(const std::string& file, const YAML::Mark& mark) {
+  Origin o;
+  o.kind = Origin::Kind::deck;
+  o.file = file;
+  o.line = mark.line + 1;
+  o.column = mark.column + 1;
+  return o;
+}
+
+class DeckReader {
+ public:
+  DeckReader(ResolvedDeck& deck, std::vector<std::string>& problems) : deck_(deck), problems_(problems) {}
+
+  void read(const std::string& text) {
+    YAML::Node root;
+    try {
+      root = YAML::Load(text);
+    } catch (const YAML::ParserException& e) {
+      problems_.push_back(deck_origin(deck_.path, e.mark).describe() + ": YAML syntax error: " + e.msg);
+      return;
+    }
+    if (root.IsNull()) {
+      problems_.push_back(deck_.path + ":1:1: the deck is empty; it needs at least one of the sections " + sections_list());
+      return;
+    }
+    if (!root.IsMap()) {
+      problems_.push_back(at(root.Mark()) + ": the deck must be a mapping of sections (" + sections_list() +
+                          "), got " + node_kind(root));
+      return;
+    }
+    std::set<std::string> seen_sections;
+    for (auto it = root.begin(); it != root.end(); ++it) {
+      const std::string section = it->first.Scalar();
+      const YAML::Mark key_mark = it->first.Mark();
+      if (std::find(deck_sections().begin(), deck_sections().end(), section) == deck_sections().end()) {
+        problems_.push_back(at(key_mark) + ": unknown section '" + section + "'" + suggest_section(section));
+        continue;
+      }
+      if (!seen_sections.insert(section).second) {
+        problems_.push_back(at(key_mark) + ": section '" + section + "' appears twice");
+        continue;
+      }
+      read_section(section, it->second, key_mark);
+    }
+  }
+
+ private:
+  void read_section(const std::string& section, const YAML::Node& body, const YAML::Mark& section_mark) {
+    if (body.IsNull()) return;  // "model:" with nothing below keeps every default
+    if (!body.IsMap()) {
+      problems_.push_back(at(section_mark) + ": section '" + section + "' must be a mapping of keys, got " +
+                          node_kind(body));
+      return;
+    }
+    std::set<std::string> seen;
+    for (auto it = body.begin(); it != body.end(); ++it) {
+      const std::string name = it->first.Scalar();
+      const std::string dotted = section + "." + name;
+      const YAML::Mark key_mark = it->first.Mark();
+      const KeySpec* spec = find_key(section, name);
+      if (!spec) {
+        problems_.push_back(at(key_mark) + ": unknown key '" + dotted + "'" + suggest_key(section, name));
+        continue;
+      }
+      if (!seen.insert(name).second) {
+        problems_.push_back(at(key_mark) + ": " + dotted + ": key appears twice in section '" + section + "'");
+        continue;
+      }
+      const YAML::Node node = it->second;
+      // A null value has no mark of its own; point at the key instead.
+      const YAML::Mark value_mark = node.Mark().line >= 0 ? node.Mark() : key_mark;
+      if (!node.IsScalar()) {
+        problems_.push_back(at(value_mark) + ": " + dotted + ": expected " + spec->type_name() + ", got " +
+                            node_kind(node));
+        continue;
+      }
+      Value value;
+      const std::string reason = parse_value(*spec, node.Scalar(), value);
+      if (!reason.empty()) {
+        problems_.push_back(at(value_mark) + ": " + dotted + ": " + reason);
+        continue;
+      }
+      spec->set(deck_.config, value);
+      deck_.origins[dotted] = deck_origin(deck_.path, value_mark);
+    }
+  }
+
+  std::string at(const YAML::Mark& mark) const { return deck_origin(deck_.path, mark).describe(); }
+
+  static std::string sections_list() {
+    std::string names;
+    for (const auto& s : deck_sections()) names += (names.empty() ? "" : ", ") + s;
+    return names;
+  }
+
+  ResolvedDeck& deck_;
+  std::vector<std::string>& problems_;
+};
+
+void apply_override(ResolvedDeck& deck, const std::string& flag, std::vector<std::string>& problems) {
+  const std::string shown = "--set " + flag;
+  const auto equals = flag.find('=');
+  const auto dot = flag.find('.');
+  if (equals == std::string::npos || dot == std::string::npos || dot > equals) {
+    problems.push_back(shown + ": expected section.key=value, for example --set train.iterations=100");
+    return;
+  }
+  const std::string section = flag.substr(0, dot);
+  const std::string name = flag.substr(dot + 1, equals - dot - 1);
+  const std::string raw = flag.substr(equals + 1);
+  const KeySpec* spec = find_key(section, name);
+  if (!spec) {
+    const bool known_section =
+        std::find(deck_sections().begin(), deck_sections().end(), section) != deck_sections().end();
+    problems.push_back(shown + ": unknown key '" + section + "." + name + "'" +
+                       (known_section ? suggest_key(section, name) : suggest_section(section)));
+    return;
+  }
+  Value value;
+  const std::string reason = parse_value(*spec, raw, value);
+  if (!reason.empty()) {
+    problems.push_back(shown + ": " + spec->dotted() + ": " + reason);
+    return;
+  }
+  spec->set(deck.config, value);
+  Origin o;
+  o.kind = Origin::Kind::override_flag;
+  o.file = flag;
+  deck.origins[spec->dotted()] = o;
+}
+
+// Rules that tie several keys together. Each message names every key involved and its origin.
+void check_cross_field(ResolvedDeck& deck, std::vector<std::string>& problems) {
+  const Config& c = deck.config;
+  const ModelConfig& m = c.model;
+  auto value_of = [&deck](const std::string& key, long long v) {
+    return key + " = " + std::to_string(v) + " (" + deck.origin(key).describe() + ")";
+  };
+  if (m.d_model % m.n_head != 0) {
+    problems.push_back(deck.where("model.d_model") + ": d_model = " + std::to_string(m.d_model) +
+                       " is not divisible by " + value_of("model.n_head", m.n_head));
+  } else if (m.family == "golf" && (m.d_model / m.n_head) % 2 != 0) {
+    problems.push_back(deck.where("model.d_model") + ": the head dimension d_model / n_head = " +
+                       std::to_string(m.d_model / m.n_head) + " must be even for RoPE (" +
+                       value_of("model.n_head", m.n_head) + ")");
+  }
+  if (m.n_head % m.n_kv_head != 0) {
+    problems.push_back(deck.where("model.n_head") + ": n_head = " + std::to_string(m.n_head) +
+                       " is not divisible by " + value_of("model.n_kv_head", m.n_kv_head));
+  }
+  if (m.family == "gpt2" && m.n_kv_head != m.n_head) {
+    problems.push_back(deck.where("model.n_kv_head") + ": n_kv_head = " + std::to_string(m.n_kv_head) +
+                       " must equal " + value_of("model.n_head", m.n_head) +
+                       " for family gpt2, which uses multi-head attention");
+  }
+  if (c.data.tokenizer == "byte" && m.vocab_size < 257) {
+    problems.push_back(deck.where("model.vocab_size") + ": vocab_size = " + std::to_string(m.vocab_size) +
+                       " is too small for data.tokenizer = byte (" + deck.origin("data.tokenizer").describe() +
+                       "), which needs 257 ids: 256 bytes and the document boundary");
+  }
+  if (c.data.tokenizer == "sentencepiece" && c.data.vocab_file.empty()) {
+    problems.push_back(deck.where("data.vocab_file") + ": data.tokenizer = sentencepiece (" +
+                       deck.origin("data.tokenizer").describe() +
+                       ") needs data.vocab_file, the SentencePiece .vocab file, to count bytes for val_bpb");
+  }
+  for (const char* key : {"data.train_files", "data.val_files"}) {
+    const std::string& pattern = std::string(key) == "data.train_files" ? c.data.train_files : c.data.val_files;
+    if (pattern.empty()) problems.push_back(deck.where(key) + ": must name shard files (a path or a glob)");
+  }
+  if (c.optim.muon_momentum_warmup_start > c.optim.muon_momentum) {
+    problems.push_back(deck.where("optim.muon_momentum_warmup_start") + ": warmup start " +
+                       text::format_double(c.optim.muon_momentum_warmup_start) + " is above " +
+                       "optim.muon_momentum = " + text::format_double(c.optim.muon_momentum) + " (" +
+                       deck.origin("optim.muon_momentum").describe() + ")");
+  }
+  const std::string batch_problem = plan_batch(c.train, deck.options.world_size, deck.plan);
+  if (!batch_problem.empty()) {
+    const bool accum = c.train.accum_total % deck.options.world_size != 0;
+    const std::string key = accum ? "train.accum_total" : "train.global_batch_tokens";
+    std::string message = deck.where(key) + ": " + batch_problem;
+    if (!accum) message += " (train.seq_len from " + deck.origin("train.seq_len").describe() + ")";
+    problems.push_back(message);
+  }
+}
+
+}  // namespace
+
+ResolvedDeck parse_deck(const std::string& text, const std::string& display_name, const DeckOptions& options) {
+  ResolvedDeck deck;
+  deck.path = display_name;
+  deck.text = text;
+  deck.options = options;
+  std::vector<std::string> problems;
+  DeckReader(deck, problems).read(text);
+  for (const auto& flag : options.overrides) apply_override(deck, flag, problems);
+  if (problems.empty()) check_cross_field(deck, problems);
+  if (!problems.empty()) throw InputError(problems);
+  return deck;
+}
+
+ResolvedDeck load_deck(const std::string& path, const DeckOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot open the deck file (does it exist and is it readable?)");
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) throw InputError(path + ": error while reading the deck file");
+  return parse_deck(buffer.str(), path, options);
+}
+
+std::vector<std::string> all_keys() {
+  std::vector<std::string> keys;
+  for (const auto& spec : deck_schema()) keys.push_back(spec.dotted());
+  return keys;
+}
+
+namespace {
+
+std::string yaml_scalar(const KeySpec& spec, const Value& value) {
+  if (spec.kind != ValueKind::string) return value_text(value);
+  YAML::Emitter out;
+  out << std::get<std::string>(value);
+  return out.c_str();
+}
+
+}  // namespace
+
+std::string render_resolved(const ResolvedDeck& deck) {
+  std::ostringstream out;
+  out << "# kgpt resolved deck: every key with the value in force and where it came from.\n";
+  out << "# deck: " << deck.path << "\n";
+  out << "# overrides:";
+  if (deck.options.overrides.empty()) out << " none";
+  for (const auto& flag : deck.options.overrides) out << " --set " << flag;
+  out << "\n";
+  const BatchPlan& p = deck.plan;
+  out << "# world_size " << p.world_size << ": grad_accum_steps " << p.grad_accum_steps << ", " << p.local_sequences
+      << " sequences of " << p.seq_len << " tokens (" << p.local_tokens << " tokens) per rank per micro-step\n";
+  std::string current;
+  for (const auto& spec : deck_schema()) {
+    if (spec.section != current) {
+      current = spec.section;
+      out << current << ":\n";
+    }
+    std::string line = "  " + spec.name + ": " + yaml_scalar(spec, spec.get(deck.config));
+    if (line.size() < 48) line.append(48 - line.size(), ' ');
+    out << line << "  # " << deck.origin(spec.dotted()).describe() << "\n";
+  }
+  return out.str();
+}
+
+std::string render_reference() {
+  std::ostringstream out;
+  out << "# Deck reference\n\n"
+      << "Every key of a kgpt input deck, with its default. This file is generated by\n"
+      << "`kgpt check --reference`; a test keeps it equal to that output.\n\n"
+      << "A deck is a YAML mapping of sections; each section maps keys to values. Keys left out keep\n"
+      << "their defaults. `--set section.key=value` on the command line overrides a key after the deck\n"
+      << "is read and is validated the same way. Unknown keys, wrong types, out-of-range values and the\n"
+      << "rules between keys below stop the program with exit code 2 and a message naming the key and\n"
+      << "its line:column.\n\n"
+      << "Rules between keys:\n"
+      << "- `model.d_model` divisible by `model.n_head`; in golf the head dimension is even (RoPE).\n"
+      << "- `model.n_head` divisible by `model.n_kv_head`; gpt2 needs `n_kv_head = n_head`.\n"
+      << "- `train.accum_total` divisible by the world size; grad_accum_steps = accum_total / world_size.\n"
+      << "- `train.global_batch_tokens` divisible by world_size x grad_accum_steps x `train.seq_len`.\n"
+      << "- `data.tokenizer: byte` needs `model.vocab_size >= 257`; `sentencepiece` needs `data.vocab_file`.\n"
+      << "- `optim.muon_momentum_warmup_start <= optim.muon_momentum`.\n"
+      << "- `kgpt check` and `kgpt train` also check that `data.train_files` and `data.val_files` match\n"
+      << "  shard files with valid headers (`kgpt check --no-data` skips this).\n";
+  const Config defaults;
+  std::string current;
+  for (const auto& spec : deck_schema()) {
+    if (spec.section != current) {
+      current = spec.section;
+      out << "\n## " << current << "\n\n| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n";
+    }
+    std::string allowed;
+    if (spec.kind == ValueKind::integer || spec.kind == ValueKind::real) allowed = spec.bounds.describe();
+    if (spec.kind == ValueKind::choice) {
+      for (const auto& c : spec.choices) allowed += (allowed.empty() ? "" : ", ") + c;
+    }
+    if (spec.kind == ValueKind::boolean) allowed = "true, false";
+    const std::string type = spec.kind == ValueKind::choice ? "choice" : spec.type_name();
+    const std::string def = value_text(spec.get(defaults));
+    out << "| `" << spec.name << "` | " << type << " | " << (def.empty() ? "\"\"" : "`" + def + "`") << " | "
+        << allowed << " | " << spec.doc << " |\n";
+  }
+  return out.str();
+}
+
+}  // namespace kgpt::config

@@ -1,0 +1,59 @@
+#pragma once
+// Input decks: YAML in, a validated Config out, with the place every value came from.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/batch_plan.hpp"
+#include "config/config.hpp"
+
+namespace kgpt::config {
+
+// Where a value came from, for messages and for the resolved deck's comments.
+struct Origin {
+  enum class Kind { default_value, deck, override_flag };
+  Kind kind = Kind::default_value;
+  std::string file;  // deck path (deck) or the --set text (override_flag)
+  int line = 0;      // 1-based, deck only
+  int column = 0;    // 1-based, deck only
+
+  // "inputs/a.yaml:4:3", "--set train.seq_len=64" or "default".
+  std::string describe() const;
+};
+
+struct DeckOptions {
+  int world_size = 1;
+  std::vector<std::string> overrides;  // "section.key=value", applied in order after the deck
+};
+
+struct ResolvedDeck {
+  Config config;
+  BatchPlan plan;
+  std::string path;       // the deck file as given
+  std::string text;       // the deck file's text, kept for run directories and checkpoints
+  DeckOptions options;
+  std::map<std::string, Origin> origins;  // every key, by "section.key"
+
+  const Origin& origin(const std::string& key) const;
+  // "inputs/a.yaml:9:16: data.train_files" (or "--set ...: key", or "data.train_files (default)"):
+  // the prefix of a message about one key.
+  std::string where(const std::string& key) const;
+};
+
+// Reads, validates and resolves a deck. Throws InputError listing every problem found.
+ResolvedDeck load_deck(const std::string& path, const DeckOptions& options);
+// The same for deck text that did not come from a file; `display_name` stands in for the path.
+ResolvedDeck parse_deck(const std::string& text, const std::string& display_name, const DeckOptions& options);
+
+// The fully resolved deck as YAML: every key, its value and where it came from. Reading it back
+// gives the same Config.
+std::string render_resolved(const ResolvedDeck& deck);
+
+// Markdown reference of every key: type, default, allowed values, meaning.
+std::string render_reference();
+
+// Every key as "section.key", in reference order.
+std::vector<std::string> all_keys();
+
+}  // namespace kgpt::config

@@ -1,0 +1,202 @@
+#include "config/schema.hpp"
+
+#include <limits>
+
+#include "core/text.hpp"
+
+namespace kgpt::config {
+
+bool Bounds::contains(double x) const {
+  if (has_low && (low_open ? !(x > low) : !(x >= low))) return false;
+  if (has_high && (high_open ? !(x < high) : !(x <= high))) return false;
+  return true;
+}
+
+std::string Bounds::describe() const {
+  auto number = [](double v) {
+    long long whole = static_cast<long long>(v);
+    return static_cast<double>(whole) == v ? std::to_string(whole) : text::format_double(v);
+  };
+  if (has_low && has_high) {
+    return std::string("in ") + (low_open ? "(" : "[") + number(low) + ", " + number(high) + (high_open ? ")" : "]");
+  }
+  if (has_low) return (low_open ? "> " : ">= ") + number(low);
+  if (has_high) return (high_open ? "< " : "<= ") + number(high);
+  return "any value";
+}
+
+std::string KeySpec::type_name() const {
+  switch (kind) {
+    case ValueKind::integer: return "integer";
+    case ValueKind::real: return "number";
+    case ValueKind::boolean: return "boolean";
+    case ValueKind::string: return "string";
+    case ValueKind::choice: {
+      std::string names;
+      for (const auto& c : choices) names += (names.empty() ? "" : "|") + c;
+      return "one of " + names;
+    }
+  }
+  return "";
+}
+
+std::string value_text(const Value& value) {
+  if (auto* i = std::get_if<long long>(&value)) return std::to_string(*i);
+  if (auto* d = std::get_if<double>(&value)) return text::format_double(*d);
+  if (auto* b = std::get_if<bool>(&value)) return *b ? "true" : "false";
+  return std::get<std::string>(value);
+}
+
+namespace {
+
+Bounds at_least(double low) { return Bounds{low, 0.0, true, false, false, false}; }
+Bounds above(double low) { return Bounds{low, 0.0, true, false, true, false}; }
+Bounds between(double low, double high) { return Bounds{low, high, true, true, false, false}; }
+Bounds half_open(double low, double high) { return Bounds{low, high, true, true, false, true}; }
+
+constexpr double kMaxInt = static_cast<double>(std::numeric_limits<int>::max());
+
+// Builds the entry for one field. Integer fields of type int are range-checked against int by their
+// bounds, which never exceed kMaxInt.
+template <class Section, class Field>
+KeySpec key(const char* section, const char* name, Section Config::*part, Field Section::*field, ValueKind kind,
+            Bounds bounds, std::string doc, std::vector<std::string> choices = {}) {
+  KeySpec spec;
+  spec.section = section;
+  spec.name = name;
+  spec.kind = kind;
+  spec.bounds = bounds;
+  spec.choices = std::move(choices);
+  spec.doc = std::move(doc);
+  spec.get = [part, field](const Config& c) -> Value {
+    const Field& v = c.*part.*field;
+    if constexpr (std::is_same_v<Field, bool>) return v;
+    else if constexpr (std::is_integral_v<Field>) return static_cast<long long>(v);
+    else if constexpr (std::is_floating_point_v<Field>) return static_cast<double>(v);
+    else return std::string(v);
+  };
+  spec.set = [part, field](Config& c, const Value& v) {
+    Field& target = c.*part.*field;
+    if constexpr (std::is_same_v<Field, bool>) target = std::get<bool>(v);
+    else if constexpr (std::is_integral_v<Field>) target = static_cast<Field>(std::get<long long>(v));
+    else if constexpr (std::is_floating_point_v<Field>) target = static_cast<Field>(std::get<double>(v));
+    else target = std::get<std::string>(v);
+  };
+  return spec;
+}
+
+std::vector<KeySpec> build_schema() {
+  using VK = ValueKind;
+  using RC = RunConfig;
+  using MC = ModelConfig;
+  using DC = DataConfig;
+  using TC = TrainConfig;
+  using OC = OptimConfig;
+  const Bounds none{};
+  const Bounds positive_int = between(1, kMaxInt);
+  const Bounds count = between(0, kMaxInt);
+  return {
+      // run
+      key("run", "name", &Config::run, &RC::name, VK::string, none,
+          "Name of the run directory below out_dir; empty means the deck file's name without extension."),
+      key("run", "out_dir", &Config::run, &RC::out_dir, VK::string, none,
+          "Folder that holds run directories (relative paths are relative to the working directory)."),
+      key("run", "seed", &Config::run, &RC::seed, VK::integer, between(0, 9.0e18),
+          "Seed of the weight initialisation and of sampling; the same on every rank."),
+      // model
+      key("model", "family", &Config::model, &MC::family, VK::choice, none,
+          "Model family: golf (parameter-golf baseline) or gpt2 (nanoGPT / GPT-2).", {"golf", "gpt2"}),
+      key("model", "vocab_size", &Config::model, &MC::vocab_size, VK::integer, between(2, 65536),
+          "Vocabulary size; every token id in the shards must be below it (shards hold uint16 ids)."),
+      key("model", "n_layer", &Config::model, &MC::n_layer, VK::integer, between(1, 1024), "Transformer blocks."),
+      key("model", "d_model", &Config::model, &MC::d_model, VK::integer, between(1, 65536),
+          "Residual stream width; divisible by n_head."),
+      key("model", "n_head", &Config::model, &MC::n_head, VK::integer, between(1, 1024),
+          "Query heads; divisible by n_kv_head. Head dimension is d_model / n_head."),
+      key("model", "n_kv_head", &Config::model, &MC::n_kv_head, VK::integer, between(1, 1024),
+          "Key/value heads (grouped-query attention in golf); gpt2 needs n_kv_head = n_head."),
+      key("model", "mlp_mult", &Config::model, &MC::mlp_mult, VK::integer, between(1, 64),
+          "MLP hidden width as a multiple of d_model (golf relu^2 MLP; gpt2 uses 4)."),
+      key("model", "rope_base", &Config::model, &MC::rope_base, VK::real, above(0), "RoPE frequency base (golf)."),
+      key("model", "logit_softcap", &Config::model, &MC::logit_softcap, VK::real, at_least(0),
+          "Logits become c*tanh(z/c); 0 turns the cap off."),
+      key("model", "qk_gain_init", &Config::model, &MC::qk_gain_init, VK::real, above(0),
+          "Initial per-head query gain (golf)."),
+      key("model", "tied_embed_init_std", &Config::model, &MC::tied_embed_init_std, VK::real, above(0),
+          "Standard deviation of the tied embedding's normal initialisation."),
+      // data
+      key("data", "train_files", &Config::data, &DC::train_files, VK::string, none,
+          "Glob of training shards, read in sorted order and wrapped around."),
+      key("data", "val_files", &Config::data, &DC::val_files, VK::string, none, "Glob of validation shards."),
+      key("data", "tokenizer", &Config::data, &DC::tokenizer, VK::choice, none,
+          "How tokens map to bytes for val_bpb: byte (kgpt prepare; 256 is the document boundary) or "
+          "sentencepiece (needs vocab_file).",
+          {"byte", "sentencepiece"}),
+      key("data", "vocab_file", &Config::data, &DC::vocab_file, VK::string, none,
+          "SentencePiece .vocab file (one piece and score per line); required when tokenizer is sentencepiece."),
+      // train
+      key("train", "seq_len", &Config::train, &TC::seq_len, VK::integer, between(1, 1048576),
+          "Tokens per training sequence."),
+      key("train", "global_batch_tokens", &Config::train, &TC::global_batch_tokens, VK::integer, between(1, 1.0e13),
+          "Tokens per optimizer step over all ranks and micro-steps; divisible by "
+          "world_size x grad_accum_steps x seq_len."),
+      key("train", "accum_total", &Config::train, &TC::accum_total, VK::integer, between(1, 65536),
+          "Micro-steps per optimizer step over all ranks; grad_accum_steps = accum_total / world_size."),
+      key("train", "iterations", &Config::train, &TC::iterations, VK::integer, count, "Optimizer steps."),
+      key("train", "warmup_steps", &Config::train, &TC::warmup_steps, VK::integer, count,
+          "Steps of linear learning-rate warmup."),
+      key("train", "schedule", &Config::train, &TC::schedule, VK::choice, none,
+          "Learning rate after warmup: constant (then warmdown) or cosine (to min_lr_fraction).",
+          {"constant", "cosine"}),
+      key("train", "min_lr_fraction", &Config::train, &TC::min_lr_fraction, VK::real, between(0, 1),
+          "Floor of the cosine schedule as a fraction of each group's learning rate."),
+      key("train", "warmdown_iters", &Config::train, &TC::warmdown_iters, VK::integer, count,
+          "Linear decay to zero over the last warmdown_iters steps (or the same share of the wall-clock cap)."),
+      key("train", "max_wallclock_seconds", &Config::train, &TC::max_wallclock_seconds, VK::real, at_least(0),
+          "Stop after this many seconds of training, agreed by all ranks; 0 means no cap."),
+      key("train", "grad_clip_norm", &Config::train, &TC::grad_clip_norm, VK::real, at_least(0),
+          "Clip gradients to this global norm; 0 means no clipping."),
+      key("train", "eval_every", &Config::train, &TC::eval_every, VK::integer, count,
+          "Evaluate on the val split every N steps and at the end; 0 means only at the end."),
+      key("train", "val_tokens", &Config::train, &TC::val_tokens, VK::integer, between(0, 1.0e13),
+          "Tokens of the val split to evaluate; 0 means all of it."),
+      key("train", "log_every", &Config::train, &TC::log_every, VK::integer, positive_int,
+          "Print a train line every N steps (and the first and last steps)."),
+      // optim
+      key("optim", "matrix_lr", &Config::optim, &OC::matrix_lr, VK::real, at_least(0),
+          "Learning rate of the 2-D block matrices (Muon in golf, AdamW in gpt2)."),
+      key("optim", "scalar_lr", &Config::optim, &OC::scalar_lr, VK::real, at_least(0),
+          "Learning rate of vectors and scalars (gains, scales, mixes, skip weights, norms)."),
+      key("optim", "embed_lr", &Config::optim, &OC::embed_lr, VK::real, at_least(0),
+          "Learning rate of the tied embedding."),
+      key("optim", "head_lr", &Config::optim, &OC::head_lr, VK::real, at_least(0),
+          "Learning rate of an untied output head."),
+      key("optim", "beta1", &Config::optim, &OC::beta1, VK::real, half_open(0, 1), "Adam first-moment decay."),
+      key("optim", "beta2", &Config::optim, &OC::beta2, VK::real, half_open(0, 1), "Adam second-moment decay."),
+      key("optim", "adam_eps", &Config::optim, &OC::adam_eps, VK::real, above(0), "Adam epsilon."),
+      key("optim", "weight_decay", &Config::optim, &OC::weight_decay, VK::real, at_least(0),
+          "Decoupled weight decay on 2-D tensors (AdamW)."),
+      key("optim", "muon_momentum", &Config::optim, &OC::muon_momentum, VK::real, half_open(0, 1),
+          "Muon momentum after warmup (Nesterov)."),
+      key("optim", "muon_momentum_warmup_start", &Config::optim, &OC::muon_momentum_warmup_start, VK::real,
+          half_open(0, 1), "Muon momentum at step 0, raised linearly to muon_momentum."),
+      key("optim", "muon_momentum_warmup_steps", &Config::optim, &OC::muon_momentum_warmup_steps, VK::integer, count,
+          "Steps over which Muon momentum warms up."),
+      key("optim", "muon_backend_steps", &Config::optim, &OC::muon_backend_steps, VK::integer, between(1, 20),
+          "Newton-Schulz iterations per Muon update."),
+  };
+}
+
+}  // namespace
+
+const std::vector<KeySpec>& deck_schema() {
+  static const std::vector<KeySpec> schema = build_schema();
+  return schema;
+}
+
+const std::vector<std::string>& deck_sections() {
+  static const std::vector<std::string> sections = {"run", "model", "data", "train", "optim"};
+  return sections;
+}
+
+}  // namespace kgpt::config

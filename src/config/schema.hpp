@@ -1,0 +1,46 @@
+#pragma once
+// The table of deck keys: one entry per key with its type, bounds, meaning, and how it reads and
+// writes its Config field. The deck reader, the resolved deck and the reference all walk it.
+
+#include <functional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace kgpt::config {
+
+enum class ValueKind { integer, real, boolean, string, choice };
+
+using Value = std::variant<long long, double, bool, std::string>;
+
+struct Bounds {
+  double low = 0.0, high = 0.0;
+  bool has_low = false, has_high = false;
+  bool low_open = false, high_open = false;  // open: the bound itself is not allowed
+  bool contains(double x) const;
+  std::string describe() const;  // ">= 1", "in (0, 1)", ...
+};
+
+struct KeySpec {
+  std::string section;
+  std::string name;
+  ValueKind kind = ValueKind::integer;
+  Bounds bounds;                     // integer and real
+  std::vector<std::string> choices;  // choice
+  std::string doc;
+  std::function<Value(const Config&)> get;
+  std::function<void(Config&, const Value&)> set;
+
+  std::string dotted() const { return section + "." + name; }
+  std::string type_name() const;  // "integer", "number", "boolean", "string", "one of golf|gpt2"
+};
+
+const std::vector<KeySpec>& deck_schema();
+const std::vector<std::string>& deck_sections();
+
+// Value as deck text ("0.04", "true", "golf").
+std::string value_text(const Value& value);
+
+}  // namespace kgpt::config

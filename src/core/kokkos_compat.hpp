@@ -1,0 +1,99 @@
+#pragma once
+// The one place that tests Kokkos versions. Debian 12 ships Trilinos' Kokkos 3.4.01 (C++14
+// configuration, Serial); GPU builds use upstream Kokkos >= 4.6. Everything else in kgpt calls
+// the names below instead of testing KOKKOS_VERSION itself.
+
+#include <Kokkos_Core.hpp>
+
+#include <string>
+
+#if KOKKOS_VERSION >= 40000
+#define KGPT_KOKKOS_4 1
+#else
+#define KGPT_KOKKOS_4 0
+#endif
+
+namespace kgpt::compat {
+
+// Kokkos 3.4 has no Kokkos::min/max/clamp and no rsqrt; these work in kernels on every backend.
+template <class T>
+KOKKOS_INLINE_FUNCTION constexpr T min(T a, T b) { return b < a ? b : a; }
+template <class T>
+KOKKOS_INLINE_FUNCTION constexpr T max(T a, T b) { return a < b ? b : a; }
+template <class T>
+KOKKOS_INLINE_FUNCTION constexpr T clamp(T x, T lo, T hi) { return x < lo ? lo : (hi < x ? hi : x); }
+KOKKOS_INLINE_FUNCTION float rsqrt(float x) { return 1.0f / sqrtf(x); }
+KOKKOS_INLINE_FUNCTION double rsqrt(double x) { return 1.0 / sqrt(x); }
+
+// Kokkos 3.4 has no labelled global fence.
+inline void fence(const std::string& label) {
+#if KGPT_KOKKOS_4
+  Kokkos::fence(label);
+#else
+  (void)label;
+  Kokkos::fence();
+#endif
+}
+
+inline bool has_bhalf() {
+#if KGPT_KOKKOS_4
+  return true;
+#else
+  return false;
+#endif
+}
+
+// "3.4.1" from KOKKOS_VERSION (major*10000 + minor*100 + patch).
+inline std::string version_string() {
+  return std::to_string(KOKKOS_VERSION / 10000) + "." + std::to_string(KOKKOS_VERSION / 100 % 100) + "." +
+         std::to_string(KOKKOS_VERSION % 100);
+}
+
+// The execution spaces compiled into this Kokkos, as a space-separated list.
+inline std::string enabled_backends() {
+  std::string names;
+  auto add = [&names](const char* name) { names += names.empty() ? name : std::string(" ") + name; };
+#ifdef KOKKOS_ENABLE_SERIAL
+  add("Serial");
+#endif
+#ifdef KOKKOS_ENABLE_OPENMP
+  add("OpenMP");
+#endif
+#ifdef KOKKOS_ENABLE_THREADS
+  add("Threads");
+#endif
+#ifdef KOKKOS_ENABLE_CUDA
+  add("Cuda");
+#endif
+#ifdef KOKKOS_ENABLE_HIP
+  add("HIP");
+#endif
+#ifdef KOKKOS_ENABLE_SYCL
+  add("SYCL");
+#endif
+  return names;
+}
+
+// Starts Kokkos for this process (device_id < 0: Kokkos chooses) and stops it when destroyed.
+// Exactly one lives in main, after MPI_Init: Kokkos 4's own ScopeGuard aborts on a second start.
+class Runtime {
+ public:
+  explicit Runtime(int device_id = -1) {
+#if KGPT_KOKKOS_4
+    Kokkos::InitializationSettings settings;
+    if (device_id >= 0) settings.set_device_id(device_id);
+    settings.set_disable_warnings(true);
+    Kokkos::initialize(settings);
+#else
+    Kokkos::InitArguments arguments;
+    arguments.device_id = device_id;
+    arguments.disable_warnings = true;
+    Kokkos::initialize(arguments);
+#endif
+  }
+  ~Runtime() { Kokkos::finalize(); }
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+};
+
+}  // namespace kgpt::compat

@@ -1,0 +1,225 @@
+#include "data/prepare.hpp"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <ostream>
+
+#include "core/files.hpp"
+#include "core/error.hpp"
+#include "core/text.hpp"
+#include "data/byte_tokenizer.hpp"
+#include "data/shard.hpp"
+
+namespace kgpt::data {
+
+namespace {
+
+std::uint64_t file_size(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) throw InputError(path + ": cannot read input file: " + std::strerror(errno));
+  if (!S_ISREG(info.st_mode)) throw InputError(path + ": input is not a regular file");
+  return static_cast<std::uint64_t>(info.st_size);
+}
+
+std::string mib(std::uint64_t bytes) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buffer;
+}
+
+// Collects one split's tokens and writes a shard each time `shard_tokens` are gathered.
+class ShardSink {
+ public:
+  ShardSink(std::string stem, std::uint64_t shard_tokens) : stem_(std::move(stem)), shard_tokens_(shard_tokens) {}
+
+  void push(std::uint16_t token) {
+    buffer_.push_back(token);
+    ++tokens_;
+    if (buffer_.size() == shard_tokens_) flush();
+  }
+  void flush() {
+    if (buffer_.empty()) return;
+    char index[16];
+    std::snprintf(index, sizeof(index), "%06zu", shards_.size());
+    shards_.push_back(stem_ + index + ".bin");
+    write_shard(shards_.back(), buffer_);
+    buffer_.clear();
+  }
+  std::uint64_t tokens() const { return tokens_; }
+  const std::vector<std::string>& shards() const { return shards_; }
+
+ private:
+  std::string stem_;
+  std::uint64_t shard_tokens_;
+  std::vector<std::uint16_t> buffer_;
+  std::vector<std::string> shards_;
+  std::uint64_t tokens_ = 0;
+};
+
+class Preparer {
+ public:
+  Preparer(const PrepareOptions& options, std::uint64_t total_bytes)
+      : options_(options),
+        total_bytes_(total_bytes),
+        train_(options.out_dir + "/" + options.prefix + "_train_", options.shard_tokens),
+        val_(options.out_dir + "/" + options.prefix + "_val_", options.shard_tokens),
+        last_report_(std::chrono::steady_clock::now()) {}
+
+  void read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw InputError(path + ": cannot open input file");
+    if (options_.doc_delimiter.empty()) {
+      char chunk[1 << 16];
+      bool started = false;
+      while (in.read(chunk, sizeof(chunk)) || in.gcount() > 0) {
+        if (!started) start_document();
+        started = true;
+        emit(chunk, static_cast<std::size_t>(in.gcount()));
+      }
+    } else {
+      std::string line;
+      bool open = false;
+      while (std::getline(in, line)) {
+        summary_.bytes_read += line.size() + 1;
+        std::string bare = line;
+        if (!bare.empty() && bare.back() == '\r') bare.pop_back();
+        if (bare == options_.doc_delimiter) {
+          open = false;
+          continue;
+        }
+        if (!open) {
+          start_document();
+          open = true;
+        }
+        line.push_back('\n');
+        emit(line.data(), line.size(), false);
+      }
+    }
+    if (in.bad()) throw Error(ExitCode::failure, path + ": error while reading input");
+  }
+
+  PrepareSummary finish() {
+    if (summary_.documents == 0) throw InputError("prepare: the inputs hold no text");
+    if (train_.tokens() == 0) {
+      throw InputError("prepare: every one of the " + std::to_string(summary_.documents) +
+                       " documents went to the val split; lower --val-fraction or give more text");
+    }
+    train_.flush();
+    val_.flush();
+    summary_.train_tokens = train_.tokens();
+    summary_.val_tokens = val_.tokens();
+    summary_.train_shards = train_.shards();
+    summary_.val_shards = val_.shards();
+    report(true);
+    return summary_;
+  }
+
+ private:
+  // Documents are spread evenly over the splits: document i goes to val when the running count
+  // of val documents, about (i + 1) * fraction rounded up, grows. Document 0 always goes to val.
+  void start_document() {
+    const double f = options_.val_fraction;
+    const double i = static_cast<double>(summary_.documents);
+    to_val_ = f > 0.0 && std::floor((i + 1.0) * f + 1.0 - f) > std::floor(i * f + 1.0 - f);
+    if (to_val_) ++summary_.val_documents;
+    ++summary_.documents;
+    (to_val_ ? val_ : train_).push(static_cast<std::uint16_t>(kByteDocumentBoundary));
+  }
+
+  // A document starts at its first byte, so empty files and repeated delimiter lines make no
+  // empty documents.
+  void emit(const char* bytes, std::size_t n, bool count_bytes = true) {
+    ShardSink& sink = to_val_ ? val_ : train_;
+    for (std::size_t k = 0; k < n; ++k) sink.push(static_cast<unsigned char>(bytes[k]));
+    if (count_bytes) summary_.bytes_read += n;
+    report(false);
+  }
+
+  void report(bool final_line) {
+    if (!options_.progress) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (!final_line && now - last_report_ < std::chrono::seconds(2)) return;
+    last_report_ = now;
+    const double percent = total_bytes_ ? 100.0 * static_cast<double>(summary_.bytes_read) / total_bytes_ : 100.0;
+    char share[16];
+    std::snprintf(share, sizeof(share), "%.0f%%", percent > 100.0 ? 100.0 : percent);
+    *options_.progress << "prepare: " << mib(summary_.bytes_read) << " of " << mib(total_bytes_) << " read (" << share
+                       << "), " << text::with_thousands(summary_.documents) << " documents, "
+                       << text::with_thousands(train_.tokens()) << " train and " << text::with_thousands(val_.tokens())
+                       << " val tokens" << std::endl;
+  }
+
+  const PrepareOptions& options_;
+  std::uint64_t total_bytes_;
+  ShardSink train_, val_;
+  PrepareSummary summary_;
+  bool to_val_ = false;
+  std::chrono::steady_clock::time_point last_report_;
+};
+
+void write_meta(const PrepareOptions& options, PrepareSummary& summary) {
+  summary.meta_file = options.out_dir + "/" + options.prefix + "_prepare.yaml";
+  std::ostringstream out;
+  out << "# written by kgpt prepare\n"
+      << "tokenizer: byte\n"
+      << "vocab_size: " << kByteVocabSize << "  # bytes 0-255 and the document boundary\n"
+      << "document_boundary: " << kByteDocumentBoundary << "  # placed before every document\n"
+      << "doc_delimiter: \"" << options.doc_delimiter << "\"\n"
+      << "val_fraction: " << text::format_double(options.val_fraction) << "\n"
+      << "documents: " << summary.documents << "\n"
+      << "val_documents: " << summary.val_documents << "\n"
+      << "bytes_read: " << summary.bytes_read << "\n"
+      << "train_tokens: " << summary.train_tokens << "\n"
+      << "val_tokens: " << summary.val_tokens << "\n"
+      << "train_shards: " << summary.train_shards.size() << "\n"
+      << "val_shards: " << summary.val_shards.size() << "\n"
+      << "inputs:\n";
+  for (const auto& input : options.inputs) out << "  - \"" << input << "\"\n";
+  write_file_atomically(summary.meta_file, out.str());
+}
+
+}  // namespace
+
+PrepareSummary prepare_byte_shards(const PrepareOptions& options) {
+  if (options.inputs.empty()) throw InputError("prepare: no input files (--input FILE...)");
+  if (options.out_dir.empty()) throw InputError("prepare: no output folder (--out DIR)");
+  if (!(options.val_fraction >= 0.0 && options.val_fraction < 1.0)) {
+    throw InputError("prepare: --val-fraction " + text::format_double(options.val_fraction) + " must be in [0, 1)");
+  }
+  if (options.shard_tokens < 1 || options.shard_tokens > static_cast<std::uint64_t>(INT32_MAX)) {
+    throw InputError("prepare: --shard-tokens must be in [1, " + std::to_string(INT32_MAX) + "]");
+  }
+  if (options.prefix.empty() || options.prefix.find('/') != std::string::npos) {
+    throw InputError("prepare: --prefix '" + options.prefix + "' must be a non-empty name without '/'");
+  }
+  std::uint64_t total_bytes = 0;
+  for (const auto& input : options.inputs) total_bytes += file_size(input);
+
+  make_directories(options.out_dir);
+  std::vector<std::string> existing;
+  for (const char* split : {"_train_", "_val_"}) {
+    for (auto& file : find_shards(options.out_dir + "/" + options.prefix + split + "*.bin")) existing.push_back(file);
+  }
+  if (!existing.empty()) {
+    if (!options.force) {
+      throw InputError(existing.front() + ": shards with prefix '" + options.prefix + "' are already in " +
+                       options.out_dir + " (" + std::to_string(existing.size()) +
+                       " files); pass --force to replace them or choose another --out or --prefix");
+    }
+    for (const auto& file : existing) std::remove(file.c_str());
+  }
+
+  Preparer preparer(options, total_bytes);
+  for (const auto& input : options.inputs) preparer.read_file(input);
+  PrepareSummary summary = preparer.finish();
+  write_meta(options, summary);
+  return summary;
+}
+
+}  // namespace kgpt::data

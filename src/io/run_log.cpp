@@ -1,0 +1,21 @@
+#include "io/run_log.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+
+#include "core/error.hpp"
+
+namespace kgpt::io {
+
+RunLog::RunLog(const std::string& dir) : path_(dir + "/log.txt"), file_(path_, std::ios::app) {
+  if (!file_) throw Error(ExitCode::failure, path_ + ": cannot open the run log: " + std::strerror(errno));
+}
+
+void RunLog::line(const std::string& text) {
+  std::cout << text << std::endl;
+  file_ << text << std::endl;
+  if (!file_) throw Error(ExitCode::failure, path_ + ": cannot write the run log");
+}
+
+}  // namespace kgpt::io

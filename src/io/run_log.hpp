@@ -1,0 +1,22 @@
+#pragma once
+// The run log: every line goes to stdout and to <run dir>/log.txt, flushed at once so that a
+// crash keeps what was written and `tail -f` follows the run.
+
+#include <fstream>
+#include <string>
+
+namespace kgpt::io {
+
+class RunLog {
+ public:
+  // Appends to <dir>/log.txt. Throws Error(failure) naming the file when it cannot be opened.
+  explicit RunLog(const std::string& dir);
+  void line(const std::string& text);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::ofstream file_;
+};
+
+}  // namespace kgpt::io
