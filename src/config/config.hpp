@@ -27,10 +27,11 @@ struct ModelConfig {
 };
 
 struct DataConfig {
-  std::string train_files = "data/fineweb10B_sp1024/fineweb_train_*.bin";
-  std::string val_files = "data/fineweb10B_sp1024/fineweb_val_*.bin";
+  // parameter-golf's layout for its SentencePiece-1024 FineWeb shards.
+  std::string train_files = "data/datasets/fineweb10B_sp1024/fineweb_train_*.bin";
+  std::string val_files = "data/datasets/fineweb10B_sp1024/fineweb_val_*.bin";
   std::string tokenizer = "sentencepiece";  // byte | sentencepiece
-  std::string vocab_file = "";              // SentencePiece .vocab file, for val_bpb
+  std::string vocab_file = "data/tokenizers/fineweb_1024_bpe.vocab";  // for val_bpb
 };
 
 struct TrainConfig {

@@ -67,13 +67,24 @@ std::string suggest_section(const std::string& section) {
   return " (sections are " + names + ")";
 }
 
+std::string expected_phrase(const KeySpec& spec) {
+  switch (spec.kind) {
+    case ValueKind::integer: return "an integer";
+    case ValueKind::real: return "a number";
+    case ValueKind::boolean: return "true or false";
+    case ValueKind::string: return "a string";
+    case ValueKind::choice: return spec.type_name();
+  }
+  return spec.type_name();
+}
+
 // Parses deck text into a typed value. Returns "" on success, else what is wrong with it.
 std::string parse_value(const KeySpec& spec, const std::string& raw, Value& out) {
   const std::string shown = "'" + raw + "'";
   switch (spec.kind) {
     case ValueKind::integer: {
       long long v = 0;
-      if (!text::parse_int64(raw, v)) return "expected an integer, got " + shown;
+      if (!text::parse_int64(raw, v)) return "expected " + expected_phrase(spec) + ", got " + shown;
       if (!spec.bounds.contains(static_cast<double>(v))) {
         return "value " + raw + " is out of range: must be " + spec.bounds.describe();
       }
@@ -82,14 +93,14 @@ std::string parse_value(const KeySpec& spec, const std::string& raw, Value& out)
     }
     case ValueKind::real: {
       double v = 0;
-      if (!text::parse_double(raw, v)) return "expected a number, got " + shown;
+      if (!text::parse_double(raw, v)) return "expected " + expected_phrase(spec) + ", got " + shown;
       if (!spec.bounds.contains(v)) return "value " + raw + " is out of range: must be " + spec.bounds.describe();
       out = v;
       return "";
     }
     case ValueKind::boolean: {
       bool v = false;
-      if (!text::parse_bool(raw, v)) return "expected true or false, got " + shown;
+      if (!text::parse_bool(raw, v)) return "expected " + expected_phrase(spec) + ", got " + shown;
       out = v;
       return "";
     }
@@ -100,7 +111,7 @@ std::string parse_value(const KeySpec& spec, const std::string& raw, Value& out)
         return "";
       }
       const std::string best = text::closest_match(raw, spec.choices);
-      return "expected " + spec.type_name() + ", got " + shown + (best.empty() ? "" : " (did you mean '" + best + "'?)");
+      return "expected " + expected_phrase(spec) + ", got " + shown + (best.empty() ? "" : " (did you mean '" + best + "'?)");
     }
   }
   return "unknown value kind";
@@ -184,10 +195,10 @@ class DeckReader {
         continue;
       }
       const YAML::Node node = it->second;
-      // A null value has no mark of its own; point at the key instead.
-      const YAML::Mark value_mark = node.Mark().line >= 0 ? node.Mark() : key_mark;
+      // A missing value has no place of its own; point at the key instead.
+      const YAML::Mark value_mark = node.IsNull() || node.Mark().line < 0 ? key_mark : node.Mark();
       if (!node.IsScalar()) {
-        problems_.push_back(at(value_mark) + ": " + dotted + ": expected " + spec->type_name() + ", got " +
+        problems_.push_back(at(value_mark) + ": " + dotted + ": expected " + expected_phrase(*spec) + ", got " +
                             node_kind(node));
         continue;
       }

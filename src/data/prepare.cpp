@@ -121,12 +121,12 @@ class Preparer {
   }
 
  private:
-  // Documents are spread evenly over the splits: document i goes to val when the running count
-  // of val documents, about (i + 1) * fraction rounded up, grows. Document 0 always goes to val.
+  // Documents are spread evenly over the splits: document i goes to val when ceil((i + 1) * f)
+  // exceeds ceil(i * f), so the first document always does and N documents give ceil(N * f).
   void start_document() {
     const double f = options_.val_fraction;
     const double i = static_cast<double>(summary_.documents);
-    to_val_ = f > 0.0 && std::floor((i + 1.0) * f + 1.0 - f) > std::floor(i * f + 1.0 - f);
+    to_val_ = std::ceil((i + 1.0) * f) > std::ceil(i * f);
     if (to_val_) ++summary_.val_documents;
     ++summary_.documents;
     (to_val_ ? val_ : train_).push(static_cast<std::uint16_t>(kByteDocumentBoundary));

@@ -1,0 +1,190 @@
+// The kgpt executable, run for real: help, version, exit codes and messages, and the files that
+// `prepare` and `train` leave behind.
+#include <catch2/catch.hpp>
+
+#include <dirent.h>
+
+#include <algorithm>
+
+#include "support/process.hpp"
+#include "support/temp_dir.hpp"
+
+using kgpt::test::read_file;
+using kgpt::test::run_kgpt;
+using kgpt::test::TempDir;
+using kgpt::test::write_file;
+
+namespace {
+
+const std::string source_dir = KGPT_SOURCE_DIR;
+
+// Makes byte shards in <dir>/data from a few lines of text, through the CLI.
+void prepare_data(const TempDir& dir) {
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "fortune number " + std::to_string(i) + " says hello\n%\n";
+  write_file(dir.file("text.txt"), text);
+  const auto r = run_kgpt({"prepare", "--input", dir.file("text.txt"), "--out", dir.file("data"), "--val-fraction",
+                           "0.1", "--doc-delimiter", "%", "--prefix", "tiny", "--quiet"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.out.find("prepared 200 documents (20 val)") != std::string::npos);
+}
+
+std::string small_deck(const TempDir& dir) {
+  return "model:\n  vocab_size: 257\n  n_layer: 2\n  d_model: 32\n  n_head: 2\n  n_kv_head: 1\n"
+         "data:\n  train_files: " + dir.file("data/tiny_train_*.bin") + "\n  val_files: " + dir.file("data/tiny_val_*.bin") +
+         "\n  tokenizer: byte\ntrain:\n  seq_len: 16\n  global_batch_tokens: 512\n";
+}
+
+}  // namespace
+
+TEST_CASE("kgpt --help, help for every subcommand, and --version", "[app]") {
+  const auto help = run_kgpt({"--help"});
+  CHECK(help.exit_code == 0);
+  for (const char* command : {"train", "check", "prepare"}) {
+    INFO(command);
+    CHECK(help.out.find(std::string("  ") + command) != std::string::npos);
+    const auto sub = run_kgpt({command, "--help"});
+    CHECK(sub.exit_code == 0);
+    CHECK(sub.out.rfind(std::string("usage: kgpt ") + command, 0) == 0);
+    CHECK(run_kgpt({"help", command}).out == sub.out);
+  }
+  const auto none = run_kgpt({});
+  CHECK(none.exit_code == 2);
+  CHECK(none.err.find("usage: kgpt COMMAND") != std::string::npos);
+
+  const auto version = run_kgpt({"--version"});
+  CHECK(version.exit_code == 0);
+  CHECK(version.out.rfind("kgpt 0.1.0 (git ", 0) == 0);
+  for (const char* part : {"Kokkos ", "backends: ", "Kokkos Kernels ", "MPI: ", "HDF5 1.", "yaml-cpp ", "NCCL: "}) {
+    INFO(part);
+    CHECK(version.out.find(part) != std::string::npos);
+  }
+}
+
+TEST_CASE("unknown commands and options exit 2 with a suggestion", "[app]") {
+  const auto r = run_kgpt({"chekc", "x.yaml"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err == "kgpt: error: unknown command 'chekc' (did you mean 'check'?); see kgpt --help\n");
+  const auto o = run_kgpt({"check", "x.yaml", "--wrld-size", "2"});
+  CHECK(o.exit_code == 2);
+  CHECK(o.err == "kgpt check: error: unknown option --wrld-size (did you mean --world-size?); see kgpt check --help\n");
+  const auto v = run_kgpt({"check", "x.yaml", "--world-size"});
+  CHECK(v.exit_code == 2);
+  CHECK(v.err.find("option --world-size needs a value (N)") != std::string::npos);
+  const auto w = run_kgpt({"check", source_dir + "/inputs/tiny_cpu.yaml", "--world-size", "0", "--no-data"});
+  CHECK(w.exit_code == 2);
+  CHECK(w.err.find("option --world-size: 0 is out of range") != std::string::npos);
+  const auto p = run_kgpt({"train"});
+  CHECK(p.exit_code == 2);
+  CHECK(p.err.find("missing argument; usage: kgpt train DECK") != std::string::npos);
+}
+
+TEST_CASE("kgpt check refuses every bad deck with exit code 2 and the key's line:column", "[app][bad]") {
+  const std::string dir = source_dir + "/tests/config/bad_decks";
+  DIR* listing = ::opendir(dir.c_str());
+  REQUIRE(listing != nullptr);
+  int checked = 0;
+  while (const dirent* entry = ::readdir(listing)) {
+    const std::string name = entry->d_name;
+    if (name.size() < 6 || name.substr(name.size() - 5) != ".yaml") continue;
+    const std::string text = read_file(dir + "/" + name);
+    const auto expect = text.find("# expect: ");
+    REQUIRE(expect != std::string::npos);
+    std::string world = "1";
+    if (text.rfind("# world_size: ", 0) == 0) world = text.substr(14, text.find('\n') - 14);
+    // Run from tests/config so that messages show bad_decks/<name> as the unit test expects.
+    const auto r = run_kgpt({"check", "bad_decks/" + name, "--world-size", world, "--no-data"}, source_dir + "/tests/config");
+    INFO(name << "\n" << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err.rfind("kgpt check: error: ", 0) == 0);
+    const std::string location = text.substr(expect + 10, text.find(' ', expect + 10) - expect - 10);
+    if (location.find(':') != std::string::npos && location.find('|') == std::string::npos &&
+        std::all_of(location.begin(), location.end(), [](char c) { return std::isdigit(c) || c == ':'; })) {
+      CHECK(r.err.rfind("kgpt check: error: bad_decks/" + name + ":" + location + ": ", 0) == 0);
+    }
+    ++checked;
+  }
+  ::closedir(listing);
+  CHECK(checked >= 15);
+}
+
+TEST_CASE("kgpt prepare, check and train on real shards", "[app]") {
+  TempDir dir;
+  prepare_data(dir);
+  write_file(dir.file("small.yaml"), small_deck(dir));
+
+  const auto check = run_kgpt({"check", dir.file("small.yaml"), "--set", "train.iterations=7"});
+  INFO(check.err);
+  REQUIRE(check.exit_code == 0);
+  CHECK(check.out.find("  iterations: 7") != std::string::npos);
+  CHECK(check.out.find("# --set train.iterations=7") != std::string::npos);
+  CHECK(check.err.find("is valid for world size 1; 1 train shards") != std::string::npos);
+
+  // A glob that matches nothing names the key, its line:column and the pattern.
+  const auto missing = run_kgpt({"check", dir.file("small.yaml"), "--set", "data.val_files=" + dir.file("nope_*.bin")});
+  CHECK(missing.exit_code == 2);
+  CHECK(missing.err == "kgpt check: error: data.val_files (--set data.val_files=" + dir.file("nope_*.bin") +
+                           "): no file matches '" + dir.file("nope_*.bin") +
+                           "' (relative paths are relative to the working directory; `kgpt prepare` makes shards)\n");
+  // A corrupt shard is named with the deck key that found it.
+  write_file(dir.file("data/tiny_val_000001.bin"), "garbage");
+  const auto corrupt = run_kgpt({"check", dir.file("small.yaml")});
+  CHECK(corrupt.exit_code == 2);
+  CHECK(corrupt.err.find(dir.file("small.yaml") + ":9:14: data.val_files: " + dir.file("data/tiny_val_000001.bin") +
+                         ": shard is truncated") != std::string::npos);
+  std::remove(dir.file("data/tiny_val_000001.bin").c_str());
+
+  // train: validates, creates the run directory with the resolved deck, never overwrites it.
+  const std::string run_dir = dir.file("runs/first");
+  const auto train = run_kgpt({"train", dir.file("small.yaml"), "--run-dir", run_dir, "--set", "train.iterations=3"});
+  CHECK(train.out.find("tokens_per_step:512 world_size:1 grad_accum_steps:8 micro_batch:4x16") != std::string::npos);
+  const std::string resolved = read_file(run_dir + "/deck.yaml");
+  CHECK(resolved.find("  iterations: 3") != std::string::npos);
+  CHECK(read_file(run_dir + "/deck.source.yaml") == small_deck(dir));
+  CHECK(read_file(run_dir + "/log.txt") == train.out);
+  const auto again = run_kgpt({"train", dir.file("small.yaml"), "--run-dir", run_dir});
+  CHECK(again.exit_code == 2);
+  CHECK(again.err.find("run directory already holds a run") != std::string::npos);
+  CHECK(read_file(run_dir + "/deck.yaml") == resolved);
+
+  // The resolved deck is itself a valid deck with the same values.
+  const auto recheck = run_kgpt({"check", run_dir + "/deck.yaml"});
+  CHECK(recheck.exit_code == 0);
+  CHECK(recheck.out.find("  iterations: 3") != std::string::npos);
+
+  // Bad deck through train: exit 2 and no run directory.
+  const auto bad = run_kgpt({"train", dir.file("small.yaml"), "--run-dir", dir.file("runs/bad"), "--set", "model.n_head=3"});
+  CHECK(bad.exit_code == 2);
+  CHECK_FALSE(kgpt::test::file_exists(dir.file("runs/bad")));
+}
+
+TEST_CASE("kgpt prepare names a missing input and keeps existing shards", "[app]") {
+  TempDir dir;
+  prepare_data(dir);
+  const std::string before = read_file(dir.file("data/tiny_train_000000.bin"));
+  const auto missing = run_kgpt({"prepare", "--input", dir.file("none.txt"), "--out", dir.file("data")});
+  CHECK(missing.exit_code == 2);
+  CHECK(missing.err == "kgpt prepare: error: " + dir.file("none.txt") + ": cannot read input file: No such file or directory\n");
+  const auto again = run_kgpt({"prepare", "--input", dir.file("text.txt"), "--out", dir.file("data"), "--prefix", "tiny"});
+  CHECK(again.exit_code == 2);
+  CHECK(again.err.find("pass --force to replace them") != std::string::npos);
+  CHECK(read_file(dir.file("data/tiny_train_000000.bin")) == before);
+}
+
+TEST_CASE("every shipped deck is valid", "[app][inputs]") {
+  DIR* listing = ::opendir((source_dir + "/inputs").c_str());
+  REQUIRE(listing != nullptr);
+  int decks = 0;
+  while (const dirent* entry = ::readdir(listing)) {
+    const std::string name = entry->d_name;
+    if (name.size() < 6 || name.substr(name.size() - 5) != ".yaml") continue;
+    const auto r = run_kgpt({"check", "inputs/" + name, "--no-data"}, source_dir);
+    INFO(name << "\n" << r.err);
+    CHECK(r.exit_code == 0);
+    ++decks;
+  }
+  ::closedir(listing);
+  CHECK(decks >= 1);
+}

@@ -1,0 +1,185 @@
+#include <catch2/catch.hpp>
+
+#include "config/deck.hpp"
+#include "config/schema.hpp"
+#include "core/error.hpp"
+#include "support/temp_dir.hpp"
+
+using kgpt::config::Config;
+using kgpt::config::DeckOptions;
+using kgpt::config::Origin;
+using kgpt::config::parse_deck;
+
+namespace {
+
+// Every key's value as text, for comparing whole configurations.
+std::vector<std::string> snapshot(const Config& config) {
+  std::vector<std::string> values;
+  for (const auto& spec : kgpt::config::deck_schema()) {
+    values.push_back(spec.dotted() + "=" + kgpt::config::value_text(spec.get(config)));
+  }
+  return values;
+}
+
+std::string error_of(const std::string& text, const DeckOptions& options = {}) {
+  try {
+    parse_deck(text, "deck.yaml", options);
+  } catch (const kgpt::InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("keys left out keep their documented defaults", "[config]") {
+  const auto deck = parse_deck("model:\n  n_layer: 9\n", "deck.yaml", {});
+  CHECK(snapshot(deck.config) == snapshot(Config{}));
+  const Config& c = deck.config;
+  CHECK(c.model.family == "golf");
+  CHECK(c.model.vocab_size == 1024);
+  CHECK(c.model.d_model == 512);
+  CHECK(c.model.n_head == 8);
+  CHECK(c.model.n_kv_head == 4);
+  CHECK(c.train.seq_len == 1024);
+  CHECK(c.train.global_batch_tokens == 524288);
+  CHECK(c.train.accum_total == 8);
+  CHECK(c.optim.matrix_lr == 0.04);
+  CHECK(c.optim.embed_lr == 0.05);
+  CHECK(c.optim.head_lr == 0.008);
+  CHECK(deck.origin("model.n_layer").kind == Origin::Kind::deck);
+  CHECK(deck.origin("model.d_model").kind == Origin::Kind::default_value);
+  CHECK(deck.origins.size() == 1);
+  // Every key has an entry in the schema with a description.
+  for (const auto& spec : kgpt::config::deck_schema()) {
+    INFO(spec.dotted());
+    CHECK(spec.doc.size() > 10);
+  }
+}
+
+TEST_CASE("deck values land in typed fields with their line:column", "[config]") {
+  const std::string text =
+      "run:\n"
+      "  name: small\n"
+      "  seed: 7\n"
+      "model:\n"
+      "  family: gpt2\n"
+      "  n_head: 4\n"
+      "  n_kv_head: 4\n"
+      "  d_model: 128\n"
+      "  logit_softcap: 0\n"
+      "train:\n"
+      "  seq_len: 64\n"
+      "  global_batch_tokens: 4096\n"
+      "  schedule: cosine\n"
+      "optim:\n"
+      "  adam_eps: 1.0e-10\n";
+  const auto deck = parse_deck(text, "small.yaml", {});
+  CHECK(deck.config.run.name == "small");
+  CHECK(deck.config.run.seed == 7);
+  CHECK(deck.config.model.family == "gpt2");
+  CHECK(deck.config.model.d_model == 128);
+  CHECK(deck.config.model.logit_softcap == 0.0);
+  CHECK(deck.config.train.schedule == "cosine");
+  CHECK(deck.config.optim.adam_eps == 1e-10);
+  const Origin& o = deck.origin("train.global_batch_tokens");
+  CHECK(o.kind == Origin::Kind::deck);
+  CHECK(o.line == 12);
+  CHECK(o.column == 24);
+  CHECK(deck.where("train.global_batch_tokens") == "small.yaml:12:24: train.global_batch_tokens");
+  CHECK(deck.where("train.iterations") == "train.iterations (default)");
+  // world size 1, accum 8: 4096 / 8 = 512 tokens = 8 sequences of 64 per micro-step.
+  CHECK(deck.plan.grad_accum_steps == 8);
+  CHECK(deck.plan.local_tokens == 512);
+  CHECK(deck.plan.local_sequences == 8);
+  CHECK(deck.plan.grad_scale == 0.125);
+}
+
+TEST_CASE("--set overrides win over the deck and are validated the same way", "[config]") {
+  DeckOptions options;
+  options.overrides = {"model.n_layer=3", "train.iterations=50", "model.n_layer=5", "data.train_files=a b/*.bin"};
+  const auto deck = parse_deck("model:\n  n_layer: 2\n", "deck.yaml", options);
+  CHECK(deck.config.model.n_layer == 5);
+  CHECK(deck.config.train.iterations == 50);
+  CHECK(deck.config.data.train_files == "a b/*.bin");
+  CHECK(deck.origin("model.n_layer").describe() == "--set model.n_layer=5");
+  CHECK(deck.where("train.iterations") == "train.iterations (--set train.iterations=50)");
+
+  auto failing = [](std::vector<std::string> flags) {
+    DeckOptions o;
+    o.overrides = std::move(flags);
+    return error_of("model:\n  n_layer: 2\n", o);
+  };
+  CHECK(failing({"model.nlayer=3"}) == "--set model.nlayer=3: unknown key 'model.nlayer' (did you mean 'model.n_layer'?)");
+  CHECK(failing({"modle.n_layer=3"}).find("unknown key 'modle.n_layer' (did you mean 'model'?)") != std::string::npos);
+  CHECK(failing({"model.n_layer=two"}) == "--set model.n_layer=two: model.n_layer: expected an integer, got 'two'");
+  CHECK(failing({"train.seq_len=0"}).find("out of range") != std::string::npos);
+  CHECK(failing({"n_layer"}).find("expected section.key=value") != std::string::npos);
+  // A cross-field rule broken by an override names the override.
+  CHECK(failing({"model.d_model=100"}).rfind("model.d_model (--set model.d_model=100): d_model = 100 is not divisible", 0) ==
+        0);
+}
+
+TEST_CASE("the batch plan follows the world size", "[config]") {
+  const std::string text = "train:\n  seq_len: 16\n  global_batch_tokens: 1024\n  accum_total: 8\n";
+  for (int world : {1, 2, 4, 8}) {
+    DeckOptions options;
+    options.world_size = world;
+    const auto deck = parse_deck(text, "deck.yaml", options);
+    INFO("world " << world);
+    CHECK(deck.plan.grad_accum_steps == 8 / world);
+    CHECK(deck.plan.local_tokens == 128);  // 1024 / (world x 8 / world)
+    CHECK(deck.plan.local_sequences == 8);
+    CHECK(deck.plan.world_size * deck.plan.grad_accum_steps * deck.plan.local_tokens == 1024);
+  }
+  DeckOptions three;
+  three.world_size = 3;
+  CHECK(error_of(text, three) ==
+        "deck.yaml:4:16: train.accum_total: train.accum_total = 8 is not divisible by the world size 3 "
+        "(grad_accum_steps = accum_total / world_size must be a whole number)");
+  DeckOptions sixteen;
+  sixteen.world_size = 16;
+  CHECK(error_of(text, sixteen).find("not divisible by the world size 16") != std::string::npos);
+}
+
+TEST_CASE("the resolved deck reads back to the same configuration", "[config]") {
+  DeckOptions options;
+  options.overrides = {"run.name=with: colon", "data.val_files=*val*.bin", "optim.adam_eps=3e-9"};
+  const auto deck = parse_deck("model:\n  family: gpt2\n  n_kv_head: 8\ntrain:\n  seq_len: 256\n", "in.yaml", options);
+  const std::string resolved = kgpt::config::render_resolved(deck);
+  CHECK(resolved.find("  family: gpt2") != std::string::npos);
+  CHECK(resolved.find("# in.yaml:2:11") != std::string::npos);
+  CHECK(resolved.find("# --set optim.adam_eps=3e-9") != std::string::npos);
+  const auto again = parse_deck(resolved, "resolved.yaml", {});
+  CHECK(snapshot(again.config) == snapshot(deck.config));
+  CHECK(again.config.run.name == "with: colon");
+  CHECK(again.config.data.val_files == "*val*.bin");
+  // Every key is written, so the resolved deck stands alone.
+  for (const auto& key : kgpt::config::all_keys()) CHECK(again.origin(key).kind == Origin::Kind::deck);
+}
+
+TEST_CASE("docs/deck-reference.md is the generated reference", "[config][docs]") {
+  const std::string reference = kgpt::config::render_reference();
+  for (const auto& key : kgpt::config::all_keys()) {
+    const std::string name = key.substr(key.find('.') + 1);
+    CHECK(reference.find("| `" + name + "` |") != std::string::npos);
+  }
+  const std::string path = std::string(KGPT_SOURCE_DIR) + "/docs/deck-reference.md";
+  INFO("regenerate with: build/kgpt check --reference > docs/deck-reference.md");
+  CHECK(kgpt::test::read_file(path) == reference);
+}
+
+TEST_CASE("deck files that cannot be read are named", "[config]") {
+  kgpt::test::TempDir dir;
+  try {
+    kgpt::config::load_deck(dir.file("missing.yaml"), {});
+    FAIL("a missing deck was accepted");
+  } catch (const kgpt::InputError& e) {
+    CHECK(std::string(e.what()) == dir.file("missing.yaml") + ": cannot open the deck file (does it exist and is it readable?)");
+  }
+  kgpt::test::write_file(dir.file("ok.yaml"), "model:\n  n_layer: 3\n");
+  const auto deck = kgpt::config::load_deck(dir.file("ok.yaml"), {});
+  CHECK(deck.config.model.n_layer == 3);
+  CHECK(deck.text == "model:\n  n_layer: 3\n");
+  CHECK(deck.where("model.n_layer") == dir.file("ok.yaml") + ":2:12: model.n_layer");
+}
