@@ -95,7 +95,7 @@ TEST_CASE("deck values land in typed fields with their line:column", "[config]")
   CHECK(deck.plan.grad_scale == 0.125);
 }
 
-TEST_CASE("--set overrides win over the deck and are validated the same way", "[config]") {
+TEST_CASE("overrides from --set win over the deck and are validated the same way", "[config]") {
   DeckOptions options;
   options.overrides = {"model.n_layer=3", "train.iterations=50", "model.n_layer=5", "data.train_files=a b/*.bin"};
   const auto deck = parse_deck("model:\n  n_layer: 2\n", "deck.yaml", options);
