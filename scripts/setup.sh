@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# One-command setup on a fresh Debian 12 machine, safe to run again:
+#   1. installs the Debian packages kgpt needs (apt-get update first),
+#   2. configures and builds kgpt in Release into build/,
+#   3. makes the embedded default's data (data/tiny_cpu/) from Debian's fortune files.
+# Environment: BUILD_DIR (default build), JOBS (default: all cores), KGPT_SKIP_APT=1 to skip step 1.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+build_dir="${BUILD_DIR:-build}"
+jobs="${JOBS:-$(nproc)}"
+
+packages=(
+  build-essential cmake git pkg-config
+  libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev libopenblas-dev
+  libopenmpi-dev openmpi-bin
+  libhdf5-dev libyaml-cpp-dev catch2
+  python3 python3-h5py python3-numpy python3-pandas python3-matplotlib
+  python3-torch slurm-wlm munge
+  fortunes
+)
+
+if [[ "${KGPT_SKIP_APT:-0}" != 1 ]]; then
+  sudo=""
+  if [[ "$(id -u)" != 0 ]]; then sudo="sudo"; fi
+  echo "== setup: installing Debian packages"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${packages[@]}"
+fi
+
+echo "== setup: configuring and building kgpt (Release) in $build_dir"
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DKGPT_WARNINGS_AS_ERRORS=ON
+cmake --build "$build_dir" -j "$jobs"
+
+echo "== setup: making data/tiny_cpu from Debian's fortune files"
+fortune_dir=/usr/share/games/fortunes
+mapfile -t texts < <(find "$fortune_dir" -maxdepth 1 -type f ! -name '*.dat' | sort)
+if [[ ${#texts[@]} -eq 0 ]]; then
+  echo "setup: no fortune text files in $fortune_dir (is the package 'fortunes' installed?)" >&2
+  exit 1
+fi
+# --force: the output only depends on the inputs, so a second run writes the same shards again.
+"$build_dir/kgpt" prepare --input "${texts[@]}" --out data/tiny_cpu --prefix fortunes \
+  --val-fraction 0.05 --doc-delimiter % --force --quiet
+
+echo "== setup: done. Next: $build_dir/kgpt check inputs/tiny_cpu.yaml"
