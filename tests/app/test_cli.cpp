@@ -171,6 +171,13 @@ TEST_CASE("kgpt prepare names a missing input and keeps existing shards", "[app]
   CHECK(again.exit_code == 2);
   CHECK(again.err.find("pass --force to replace them") != std::string::npos);
   CHECK(read_file(dir.file("data/tiny_train_000000.bin")) == before);
+  // Without --quiet, progress lines go to stderr and the summary to stdout.
+  const auto forced = run_kgpt({"prepare", "--input", dir.file("text.txt"), "--out", dir.file("data"), "--prefix",
+                                "tiny", "--doc-delimiter", "%", "--val-fraction", "0.1", "--force"});
+  CHECK(forced.exit_code == 0);
+  CHECK(forced.err.find("read (100%), 200 documents") != std::string::npos);
+  CHECK(forced.out.find("prepared 200 documents (20 val)") != std::string::npos);
+  CHECK(read_file(dir.file("data/tiny_train_000000.bin")) == before);  // same inputs, same shards
 }
 
 TEST_CASE("every shipped deck is valid", "[app][inputs]") {
