@@ -3,6 +3,8 @@
 // configuration, Serial); GPU builds use upstream Kokkos >= 4.6. Everything else in kgpt calls
 // the names below instead of testing KOKKOS_VERSION itself.
 
+#include <KokkosBlas3_gemm.hpp>
+#include <KokkosKernels_config.h>
 #include <Kokkos_Core.hpp>
 
 #include <string>
@@ -72,6 +74,20 @@ inline std::string enabled_backends() {
   add("SYCL");
 #endif
   return names;
+}
+
+// KokkosBlas::gemm on an execution space instance (Kokkos Kernels 4); Debian's Kokkos Kernels 3.4
+// has only the overload that runs on the default instance.
+template <class ExecSpace, class AView, class BView, class CView>
+void blas_gemm(const ExecSpace& space, const char* trans_a, const char* trans_b,
+               typename AView::const_value_type& alpha, const AView& a, const BView& b,
+               typename CView::const_value_type& beta, const CView& c) {
+#if defined(KOKKOSKERNELS_VERSION) && KOKKOSKERNELS_VERSION >= 40000
+  KokkosBlas::gemm(space, trans_a, trans_b, alpha, a, b, beta, c);
+#else
+  (void)space;
+  KokkosBlas::gemm(trans_a, trans_b, alpha, a, b, beta, c);
+#endif
 }
 
 // Starts Kokkos for this process (device_id < 0: Kokkos chooses) and stops it when destroyed.

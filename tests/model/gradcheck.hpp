@@ -1,0 +1,73 @@
+#pragma once
+// Finite-difference gradient checks in double. An op's backward is checked by choosing a fixed
+// random upstream gradient W, defining loss = sum(W * y), and comparing each analytic input or
+// parameter gradient with central differences of that loss.
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+
+#include "core/random.hpp"
+#include "core/views.hpp"
+
+namespace kgpt::test {
+
+// sum(a * b) over two Views of the same shape, in double.
+template <class A, class B>
+double dot(const A& a, const B& b) {
+  auto ha = Kokkos::create_mirror(a);
+  auto hb = Kokkos::create_mirror(b);
+  Kokkos::deep_copy(ha, a);
+  Kokkos::deep_copy(hb, b);
+  double sum = 0;
+  for (std::size_t i = 0; i < a.span(); ++i) sum += static_cast<double>(ha.data()[i]) * static_cast<double>(hb.data()[i]);
+  return sum;
+}
+
+// A View like `like`, filled with N(0, 1) numbers from `stream`.
+template <class V>
+V random_like(const std::string& label, const V& like, std::uint64_t stream, double std_dev = 1.0) {
+  V out(label, like.layout());
+  kgpt::random::fill_normal(out, 1234, stream, std_dev);
+  return out;
+}
+
+// Compares `analytic` (the gradient of loss() with respect to `param`) with central differences,
+// element by element: |analytic - numeric| <= tol * max(1, |numeric|). `loss` must recompute the
+// forward from the current contents of `param`. Checks at most `max_checks` elements, spread evenly.
+template <class Param, class Grad, class Loss>
+void check_gradient(const std::string& name, const Param& param, const Grad& analytic, Loss&& loss, double tol = 1e-6,
+                    double step = 1e-6, std::size_t max_checks = 400) {
+  REQUIRE(param.span() == analytic.span());
+  auto host_param = Kokkos::create_mirror(param);
+  auto host_grad = Kokkos::create_mirror(analytic);
+  Kokkos::deep_copy(host_param, param);
+  Kokkos::deep_copy(host_grad, analytic);
+  const std::size_t n = param.span();
+  const std::size_t stride = n > max_checks ? (n + max_checks - 1) / max_checks : 1;
+  double worst = 0;
+  for (std::size_t i = 0; i < n; i += stride) {
+    const double original = host_param.data()[i];
+    host_param.data()[i] = original + step;
+    Kokkos::deep_copy(param, host_param);
+    const double plus = loss();
+    host_param.data()[i] = original - step;
+    Kokkos::deep_copy(param, host_param);
+    const double minus = loss();
+    host_param.data()[i] = original;
+    Kokkos::deep_copy(param, host_param);
+    const double numeric = (plus - minus) / (2 * step);
+    const double a = host_grad.data()[i];
+    const double error = std::fabs(a - numeric) / std::max(1.0, std::fabs(numeric));
+    worst = std::max(worst, error);
+    if (error > tol) {
+      INFO(name << "[" << i << "]: analytic " << a << ", finite difference " << numeric);
+      CHECK(error <= tol);
+    }
+  }
+  INFO(name << ": worst relative error " << worst);
+  CHECK(worst <= tol);
+}
+
+}  // namespace kgpt::test
