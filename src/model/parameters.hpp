@@ -1,0 +1,94 @@
+#pragma once
+// Parameters live in one contiguous buffer with named, shaped Views into it, and gradients in a
+// second buffer of the same layout, so the gradient average is one call over contiguous memory
+// and checkpoints walk named tensors. A ParameterLayout lists the tensors; Parameters<T> owns
+// the two buffers.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/views.hpp"
+
+namespace kgpt::model {
+
+// Optimizer groups (DESIGN.md): Muon for 2-D block matrices, Adam for the rest, each with its lr.
+enum class ParamGroup { matrix, scalar, embedding, head };
+const char* group_name(ParamGroup group);
+
+enum class Init {
+  zeros,
+  constant,  // every element = a
+  normal,    // N(0, a^2)
+  uniform,   // U(-a, a)
+  first_row,  // row 0 = a, other rows 0 (golf's resid_mix: weight 1 on x, 0 on x0)
+};
+
+struct TensorSpec {
+  std::string name;
+  std::vector<std::size_t> shape;
+  ParamGroup group = ParamGroup::scalar;
+  Init init = Init::zeros;
+  double a = 0.0;
+};
+
+struct TensorEntry {
+  TensorSpec spec;
+  std::size_t offset = 0;  // elements from the start of the buffer
+  std::size_t size = 0;    // product of the shape
+};
+
+class ParameterLayout {
+ public:
+  // Appends a tensor; offsets are aligned to kAlignment elements. Throws on a repeated name.
+  void add(TensorSpec spec);
+  const std::vector<TensorEntry>& entries() const { return entries_; }
+  const TensorEntry& find(const std::string& name) const;  // throws Error naming the tensor
+  bool contains(const std::string& name) const;
+  std::size_t buffer_size() const { return buffer_size_; }
+  std::size_t parameter_count() const;  // sum of tensor sizes (without alignment padding)
+
+  static constexpr std::size_t kAlignment = 16;  // 64 bytes of fp32
+
+ private:
+  std::vector<TensorEntry> entries_;
+  std::size_t buffer_size_ = 0;
+};
+
+template <class T>
+class Parameters {
+ public:
+  explicit Parameters(ParameterLayout layout)
+      : layout_(std::move(layout)),
+        values_("kgpt::parameters", layout_.buffer_size()),
+        grads_("kgpt::gradients", layout_.buffer_size()) {}
+
+  const ParameterLayout& layout() const { return layout_; }
+  const Vector<T>& values() const { return values_; }
+  const Vector<T>& grads() const { return grads_; }
+
+  // Views into the buffers by name; their shapes must match the tensor's rank.
+  Vector<T> vector(const std::string& name) const { return view1(values_, name); }
+  Matrix<T> matrix(const std::string& name) const { return view2(values_, name); }
+  Vector<T> grad_vector(const std::string& name) const { return view1(grads_, name); }
+  Matrix<T> grad_matrix(const std::string& name) const { return view2(grads_, name); }
+
+ private:
+  Vector<T> view1(const Vector<T>& buffer, const std::string& name) const;
+  Matrix<T> view2(const Vector<T>& buffer, const std::string& name) const;
+
+  ParameterLayout layout_;
+  Vector<T> values_;
+  Vector<T> grads_;
+};
+
+// Fills every tensor by its Init rule from counter-based random numbers keyed by (seed, tensor
+// index), so every rank and backend starts from the same values.
+template <class T>
+void initialize(const Parameters<T>& params, std::uint64_t seed);
+
+// Sets every gradient to zero (before the first micro-step of an optimizer step).
+template <class T>
+void zero_gradients(const ExecSpace& exec, const Parameters<T>& params);
+
+}  // namespace kgpt::model

@@ -1,0 +1,88 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "config/config.hpp"
+#include "core/error.hpp"
+#include "model/layouts.hpp"
+#include "model/parameters.hpp"
+
+using namespace kgpt;
+using model::ParamGroup;
+
+TEST_CASE("the golf baseline has parameter-golf's 17,059,912 parameters", "[model][parameters]") {
+  const config::ModelConfig golf;  // the deck defaults are the baseline
+  const auto layout = model::golf_layout(golf);
+  CHECK(layout.parameter_count() == 17059912);
+  CHECK(layout.find("tok_emb.weight").spec.shape == std::vector<std::size_t>{1024, 512});
+  CHECK(layout.find("blocks.8.attn.c_k.weight").spec.shape == std::vector<std::size_t>{256, 512});
+  CHECK(layout.find("blocks.0.mlp.fc.weight").spec.shape == std::vector<std::size_t>{1024, 512});
+  CHECK(layout.find("skip_weights").spec.shape == std::vector<std::size_t>{4, 512});
+  CHECK(layout.find("blocks.3.attn.proj.weight").spec.group == ParamGroup::matrix);
+  CHECK(layout.find("blocks.3.resid_mix").spec.group == ParamGroup::scalar);
+  CHECK(layout.find("tok_emb.weight").spec.group == ParamGroup::embedding);
+  for (const auto& entry : layout.entries()) {
+    INFO(entry.spec.name);
+    CHECK(entry.offset % model::ParameterLayout::kAlignment == 0);
+  }
+  CHECK_THROWS_WITH(layout.find("lm_head.weight"), "parameter layout: no tensor named 'lm_head.weight'");
+}
+
+TEST_CASE("gpt2 at 124M size has GPT-2's 124,439,808 parameters", "[model][parameters]") {
+  config::ModelConfig gpt2;
+  gpt2.family = "gpt2";
+  gpt2.vocab_size = 50257;
+  gpt2.n_layer = 12;
+  gpt2.d_model = 768;
+  gpt2.n_head = 12;
+  gpt2.n_kv_head = 12;
+  const auto layout = model::model_layout(gpt2, 1024);
+  CHECK(layout.parameter_count() == 124439808);
+  CHECK(layout.find("transformer.h.11.mlp.c_fc.weight").spec.shape == std::vector<std::size_t>{3072, 768});
+}
+
+TEST_CASE("initialisation follows each tensor's rule and is the same for the same seed", "[model][parameters]") {
+  config::ModelConfig m;
+  m.vocab_size = 64;
+  m.n_layer = 3;
+  m.d_model = 32;
+  m.n_head = 4;
+  m.n_kv_head = 2;
+  model::Parameters<double> params(model::golf_layout(m));
+  model::initialize(params, 1337);
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), params.values());
+  auto values_of = [&](const std::string& name) {
+    const auto& e = params.layout().find(name);
+    return std::vector<double>(host.data() + e.offset, host.data() + e.offset + e.size);
+  };
+  for (double v : values_of("blocks.1.attn.proj.weight")) CHECK(v == 0.0);
+  for (double v : values_of("blocks.1.mlp_scale")) CHECK(v == 1.0);
+  for (double v : values_of("blocks.2.attn.q_gain")) CHECK(v == 1.5);
+  const auto mix = values_of("blocks.0.resid_mix");
+  for (int j = 0; j < 32; ++j) {
+    CHECK(mix[j] == 1.0);
+    CHECK(mix[32 + j] == 0.0);
+  }
+  const double bound = 1.0 / std::sqrt(32.0);
+  double max_abs = 0;
+  for (double v : values_of("blocks.0.attn.c_q.weight")) max_abs = std::max(max_abs, std::abs(v));
+  CHECK(max_abs <= bound);
+  CHECK(max_abs > 0.9 * bound);
+  const auto emb = values_of("tok_emb.weight");
+  double sum_sq = 0;
+  for (double v : emb) sum_sq += v * v;
+  CHECK(std::sqrt(sum_sq / emb.size()) == Approx(0.005).epsilon(0.1));
+
+  // Same seed, same numbers; another seed, other numbers. The views alias the buffer.
+  model::Parameters<double> again(model::golf_layout(m));
+  model::initialize(again, 1337);
+  auto host_again = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), again.values());
+  CHECK(std::equal(host.data(), host.data() + host.extent(0), host_again.data()));
+  model::initialize(again, 1338);
+  Kokkos::deep_copy(host_again, again.values());
+  CHECK_FALSE(std::equal(host.data(), host.data() + host.extent(0), host_again.data()));
+  auto q = params.matrix("blocks.0.attn.c_q.weight");
+  CHECK(q.data() == params.values().data() + params.layout().find("blocks.0.attn.c_q.weight").offset);
+  CHECK(params.grad_matrix("blocks.0.attn.c_q.weight").extent(0) == 32);
+  CHECK_THROWS_AS(params.vector("blocks.0.attn.c_q.weight"), Error);
+}
