@@ -1,0 +1,37 @@
+#pragma once
+// How many bytes of text each token stands for, so that val_bpb = (val_loss / ln 2) * tokens / bytes
+// compares models with different tokenizers.
+//   byte tokenizer: ids 0-255 are one byte each; 256 (the document boundary) is a boundary of 0 bytes.
+//   SentencePiece (.vocab file, one "piece<TAB>score" per line, line i is id i): control and unknown
+//   pieces (<unk>, <s>, </s>, <pad>) are boundaries of 0 bytes; byte-fallback pieces <0xNN> are 1
+//   byte; other pieces count the UTF-8 length of the piece without its leading U+2581, plus one
+//   byte for that space unless the previous token is a boundary.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kgpt::data {
+
+struct TokenByteTable {
+  std::vector<std::uint8_t> base_bytes;          // by token id
+  std::vector<std::uint8_t> has_leading_space;   // by token id
+  std::vector<std::uint8_t> is_boundary;         // by token id
+
+  // Bytes of text that `token` adds after `previous`.
+  int bytes(int previous, int token) const {
+    return base_bytes[token] + (has_leading_space[token] && !is_boundary[previous] ? 1 : 0);
+  }
+};
+
+TokenByteTable byte_tokenizer_table(int vocab_size);
+
+// Reads a SentencePiece .vocab file. Throws InputError naming the file and line when it cannot be
+// read, a line has no tab, or it holds more pieces than vocab_size. Ids past the file's pieces
+// count as boundaries of 0 bytes.
+TokenByteTable load_sentencepiece_vocab(const std::string& path, int vocab_size);
+
+// val_bpb from a mean loss in nats over `tokens` tokens that stand for `bytes` bytes.
+double bits_per_byte(double mean_loss, double tokens, double bytes);
+
+}  // namespace kgpt::data
