@@ -1,0 +1,36 @@
+#include <catch2/catch.hpp>
+
+#include "model/gradcheck.hpp"
+#include "model/ops/head_gain.hpp"
+
+using namespace kgpt;
+
+TEST_CASE("head gain scales each head and its backward matches finite differences", "[model][head_gain]") {
+  Tensor4<double> x("x", 2, 3, 4, 5), y("y", 2, 3, 4, 5), dx("dx", 2, 3, 4, 5);
+  Vector<double> g("g", 3), dg("dg", 3);
+  random::fill_normal(x, 9, 0, 1.0);
+  random::fill_normal(g, 9, 1, 1.0);
+  model::ops::head_gain_forward<double>(ExecSpace(), x, g, y);
+  auto hx = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), x);
+  auto hy = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y);
+  auto hg = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k)
+        for (int l = 0; l < 5; ++l) CHECK(hy(i, j, k, l) == hg(j) * hx(i, j, k, l));
+
+  const auto w = test::random_like("w", y, 11);
+  auto loss = [&] {
+    model::ops::head_gain_forward<double>(ExecSpace(), x, g, y);
+    return test::dot(w, y);
+  };
+  model::ops::head_gain_backward<double>(ExecSpace(), x, g, w, dx, dg);
+  test::check_gradient("head_gain dx", x, dx, loss);
+  test::check_gradient("head_gain dg", g, dg, loss);
+  // The gain gradient accumulates.
+  auto first = Kokkos::create_mirror(dg);  // a real copy: a host mirror view would alias dg
+  Kokkos::deep_copy(first, dg);
+  model::ops::head_gain_backward<double>(ExecSpace(), x, g, w, dx, dg);
+  auto second = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), dg);
+  for (int j = 0; j < 3; ++j) CHECK(second(j) == Approx(2 * first(j)));
+}
