@@ -13,8 +13,6 @@
 
 namespace kgpt::app {
 
-config::ResolvedDeck load_deck_from_args(const ParsedArgs& args, int world_size);
-
 const CommandSpec& train_spec() {
   static const CommandSpec spec{
       "train",

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "config/deck.hpp"
 
 namespace kgpt::app {
 
@@ -22,6 +23,10 @@ int run_prepare(const ParsedArgs& args);
 
 const CommandSpec& train_spec();
 int run_train(const ParsedArgs& args);
+
+// Reads the deck named by the first positional argument with the --set overrides, for `world_size`
+// ranks (check and train share it).
+config::ResolvedDeck load_deck_from_args(const ParsedArgs& args, int world_size);
 
 // Every subcommand, in the order `kgpt --help` lists them.
 const std::vector<Command>& commands();

@@ -291,9 +291,11 @@ void check_cross_field(ResolvedDeck& deck, std::vector<std::string>& problems) {
                        deck.origin("data.tokenizer").describe() +
                        ") needs data.vocab_file, the SentencePiece .vocab file, to count bytes for val_bpb");
   }
-  for (const char* key : {"data.train_files", "data.val_files"}) {
-    const std::string& pattern = std::string(key) == "data.train_files" ? c.data.train_files : c.data.val_files;
-    if (pattern.empty()) problems.push_back(deck.where(key) + ": must name shard files (a path or a glob)");
+  if (c.data.train_files.empty()) {
+    problems.push_back(deck.where("data.train_files") + ": must name shard files (a path or a glob)");
+  }
+  if (c.data.val_files.empty()) {
+    problems.push_back(deck.where("data.val_files") + ": must name shard files (a path or a glob)");
   }
   if (c.optim.muon_momentum_warmup_start > c.optim.muon_momentum) {
     problems.push_back(deck.where("optim.muon_momentum_warmup_start") + ": warmup start " +
