@@ -1,0 +1,163 @@
+#include "io/hdf5_file.hpp"
+
+#include "core/error.hpp"
+
+namespace kgpt::io {
+
+namespace {
+
+// Closes an HDF5 handle at scope exit.
+class Handle {
+ public:
+  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  ~Handle() {
+    if (id_ >= 0) close_(id_);
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  hid_t get() const { return id_; }
+  bool ok() const { return id_ >= 0; }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
+}  // namespace
+
+Hdf5File::Hdf5File(const std::string& path, Mode mode) : path_(path) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors become exceptions with our context
+  file_ = mode == Mode::create ? H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)
+                               : H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (file_ < 0) {
+    throw Error(mode == Mode::create ? ExitCode::failure : ExitCode::bad_input,
+                path + ": cannot " + (mode == Mode::create ? "create" : "open") + " the HDF5 file");
+  }
+}
+
+Hdf5File::~Hdf5File() {
+  if (file_ >= 0) H5Fclose(file_);
+}
+
+void Hdf5File::fail(const std::string& what, const std::string& name) const {
+  throw Error(ExitCode::failure, path_ + ": " + what + " '" + name + "'");
+}
+
+void Hdf5File::make_parent_groups(const std::string& name) {
+  for (std::size_t slash = name.find('/', 1); slash != std::string::npos; slash = name.find('/', slash + 1)) {
+    const std::string group = name.substr(0, slash);
+    if (H5Lexists(file_, group.c_str(), H5P_DEFAULT) > 0) continue;
+    Handle created(H5Gcreate2(file_, group.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+    if (!created.ok()) fail("cannot create group", group);
+  }
+}
+
+void Hdf5File::write_numeric(const std::string& name, const std::vector<std::size_t>& shape, hid_t type,
+                             const void* data) {
+  make_parent_groups(name);
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  Handle space(dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+               H5Sclose);
+  Handle set(H5Dcreate2(file_, name.c_str(), type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+  if (!space.ok() || !set.ok()) fail("cannot create dataset", name);
+  if (H5Dwrite(set.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) fail("cannot write dataset", name);
+}
+
+void Hdf5File::write(const std::string& name, const std::vector<std::size_t>& shape, const float* data) {
+  write_numeric(name, shape, H5T_NATIVE_FLOAT, data);
+}
+void Hdf5File::write(const std::string& name, const std::vector<std::size_t>& shape, const double* data) {
+  write_numeric(name, shape, H5T_NATIVE_DOUBLE, data);
+}
+void Hdf5File::write(const std::string& name, const std::vector<std::size_t>& shape, const std::int64_t* data) {
+  write_numeric(name, shape, H5T_NATIVE_INT64, data);
+}
+
+void Hdf5File::write_string(const std::string& name, const std::string& text) {
+  make_parent_groups(name);
+  // A variable-length UTF-8 string: h5py reads it as str (bytes in older h5py).
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(type.get(), H5T_VARIABLE);
+  H5Tset_cset(type.get(), H5T_CSET_UTF8);
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle set(H5Dcreate2(file_, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+  if (!set.ok()) fail("cannot create dataset", name);
+  const char* pointer = text.c_str();
+  if (H5Dwrite(set.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &pointer) < 0) fail("cannot write dataset", name);
+}
+
+void Hdf5File::set_attribute(const std::string& name, const std::string& key, const std::string& value) {
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(type.get(), H5T_VARIABLE);
+  H5Tset_cset(type.get(), H5T_CSET_UTF8);
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle attribute(H5Acreate_by_name(file_, name.c_str(), key.c_str(), type.get(), space.get(), H5P_DEFAULT,
+                                     H5P_DEFAULT, H5P_DEFAULT),
+                   H5Aclose);
+  const char* pointer = value.c_str();
+  if (!attribute.ok() || H5Awrite(attribute.get(), type.get(), &pointer) < 0) fail("cannot write attribute " + key + " of", name);
+}
+
+void Hdf5File::set_attribute(const std::string& name, const std::string& key, double value) {
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle attribute(H5Acreate_by_name(file_, name.c_str(), key.c_str(), H5T_NATIVE_DOUBLE, space.get(), H5P_DEFAULT,
+                                     H5P_DEFAULT, H5P_DEFAULT),
+                   H5Aclose);
+  if (!attribute.ok() || H5Awrite(attribute.get(), H5T_NATIVE_DOUBLE, &value) < 0) {
+    fail("cannot write attribute " + key + " of", name);
+  }
+}
+
+bool Hdf5File::contains(const std::string& name) const {
+  // Each parent must exist before H5Lexists may be asked about the child.
+  for (std::size_t slash = name.find('/', 1);; slash = name.find('/', slash + 1)) {
+    const std::string part = name.substr(0, slash);
+    if (H5Lexists(file_, part.c_str(), H5P_DEFAULT) <= 0) return false;
+    if (slash == std::string::npos) return true;
+  }
+}
+
+hid_t Hdf5File::open_dataset(const std::string& name) const {
+  if (!contains(name)) throw Error(ExitCode::bad_input, path_ + ": no dataset '" + name + "'");
+  const hid_t set = H5Dopen2(file_, name.c_str(), H5P_DEFAULT);
+  if (set < 0) fail("cannot open dataset", name);
+  return set;
+}
+
+std::vector<std::size_t> Hdf5File::shape(const std::string& name) const {
+  Handle set(open_dataset(name), H5Dclose);
+  Handle space(H5Dget_space(set.get()), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank > 0 ? rank : 0));
+  if (rank > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  return std::vector<std::size_t>(dims.begin(), dims.end());
+}
+
+std::vector<double> Hdf5File::read_doubles(const std::string& name) const {
+  Handle set(open_dataset(name), H5Dclose);
+  Handle space(H5Dget_space(set.get()), H5Sclose);
+  const hssize_t count = H5Sget_simple_extent_npoints(space.get());
+  std::vector<double> values(static_cast<std::size_t>(count < 0 ? 0 : count));
+  if (!values.empty() && H5Dread(set.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0) {
+    fail("cannot read dataset", name);
+  }
+  return values;
+}
+
+std::string Hdf5File::read_string(const std::string& name) const {
+  Handle set(open_dataset(name), H5Dclose);
+  Handle type(H5Dget_type(set.get()), H5Tclose);
+  if (H5Tget_class(type.get()) != H5T_STRING || !H5Tis_variable_str(type.get())) fail("not a string dataset:", name);
+  Handle space(H5Dget_space(set.get()), H5Sclose);
+  char* pointer = nullptr;
+  if (H5Dread(set.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &pointer) < 0) fail("cannot read dataset", name);
+  std::string text = pointer ? pointer : "";
+  H5Dvlen_reclaim(type.get(), space.get(), H5P_DEFAULT, &pointer);
+  return text;
+}
+
+void Hdf5File::flush() {
+  if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0) throw Error(ExitCode::failure, path_ + ": cannot flush the HDF5 file");
+}
+
+}  // namespace kgpt::io
