@@ -1,0 +1,68 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "model/gradcheck.hpp"
+#include "model/ops/cross_entropy.hpp"
+
+using namespace kgpt;
+
+namespace {
+struct Head {
+  int batch = 2, seq = 3, c = 6, v = 11;
+  TokenMatrix targets{"targets", 2, 3};
+  Matrix<double> x{"x", 6, 6}, w{"w", 11, 6}, logits{"logits", 6, 11}, dx{"dx", 6, 6}, dw{"dw", 11, 6};
+  Vector<double> lse{"lse", 6}, losses{"losses", 6};
+  Head() {
+    random::fill_normal(x, 60, 0, 1.0);
+    random::fill_normal(w, 60, 1, 1.0);
+    auto host = Kokkos::create_mirror_view(targets);
+    for (int i = 0; i < 6; ++i) host.data()[i] = (i * 7 + 3) % v;
+    Kokkos::deep_copy(targets, host);
+  }
+  double forward(double cap) {
+    return model::ops::cross_entropy_forward<double>(ExecSpace(), x, w, targets, cap, logits, lse, losses);
+  }
+};
+}  // namespace
+
+TEST_CASE("cross-entropy with softcap matches its definition", "[model][cross_entropy]") {
+  Head head;
+  for (double cap : {0.0, 2.0}) {
+    const double mean = head.forward(cap);
+    auto hx = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), head.x);
+    auto hw = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), head.w);
+    auto ht = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), head.targets);
+    double expected = 0;
+    for (int n = 0; n < 6; ++n) {
+      std::vector<double> z(head.v);
+      double m = -1e300, sum = 0;
+      for (int j = 0; j < head.v; ++j) {
+        for (int c = 0; c < head.c; ++c) z[j] += hx(n, c) * hw(j, c);
+        if (cap > 0) z[j] = cap * std::tanh(z[j] / cap);
+        m = std::max(m, z[j]);
+      }
+      for (int j = 0; j < head.v; ++j) sum += std::exp(z[j] - m);
+      expected += (m + std::log(sum) - z[ht.data()[n]]) / 6;
+    }
+    CHECK(mean == Approx(expected).epsilon(1e-12));
+  }
+  // Uniform logits give ln(V).
+  Kokkos::deep_copy(head.w, 0.0);
+  CHECK(head.forward(30.0) == Approx(std::log(11.0)).epsilon(1e-14));
+}
+
+TEST_CASE("cross-entropy backward matches finite differences through the tied head", "[model][cross_entropy][gradcheck]") {
+  for (double cap : {0.0, 1.5}) {
+    INFO("softcap " << cap);
+    Head head;
+    const double grad_scale = 0.25;
+    auto loss = [&] { return grad_scale * head.forward(cap); };
+    loss();
+    Kokkos::deep_copy(head.dw, 0.0);
+    model::ops::cross_entropy_backward<double>(ExecSpace(), head.x, head.w, head.targets, cap, head.logits, head.lse,
+                                               grad_scale, head.dx, head.dw);
+    test::check_gradient("cross_entropy dx", head.x, head.dx, loss);
+    test::check_gradient("cross_entropy dW", head.w, head.dw, loss);
+  }
+}

@@ -1,0 +1,81 @@
+#include <catch2/catch.hpp>
+
+#include "model/gradcheck.hpp"
+#include "model/ops/activations.hpp"
+#include "model/ops/elementwise.hpp"
+
+using namespace kgpt;
+
+TEST_CASE("residual mix backward matches finite differences", "[model][elementwise][gradcheck]") {
+  Matrix<double> x("x", 5, 4), x0("x0", 5, 4), mix("mix", 2, 4), y("y", 5, 4);
+  Matrix<double> dx("dx", 5, 4), dx0("dx0", 5, 4), dmix("dmix", 2, 4);
+  random::fill_normal(x, 70, 0, 1.0);
+  random::fill_normal(x0, 70, 1, 1.0);
+  random::fill_normal(mix, 70, 2, 1.0);
+  const auto w = test::random_like("w", y, 71);
+  auto loss = [&] {
+    model::ops::residual_mix_forward<double>(ExecSpace(), x, x0, mix, y);
+    return test::dot(w, y);
+  };
+  loss();
+  auto hy = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y);
+  auto hx = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), x);
+  auto hx0 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), x0);
+  auto hm = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), mix);
+  CHECK(hy(3, 2) == hm(0, 2) * hx(3, 2) + hm(1, 2) * hx0(3, 2));
+  model::ops::residual_mix_backward<double>(ExecSpace(), x, x0, mix, w, dx, dx0, dmix);
+  test::check_gradient("residual_mix dx", x, dx, loss);
+  test::check_gradient("residual_mix dx0", x0, dx0, loss);
+  test::check_gradient("residual_mix dmix", mix, dmix, loss);
+}
+
+TEST_CASE("scaled residual add backward matches finite differences", "[model][elementwise][gradcheck]") {
+  Matrix<double> x_in("x_in", 5, 4), x("x", 5, 4), y("y", 5, 4), dy("dy", 5, 4);
+  Vector<double> s("s", 4), ds("ds", 4);
+  random::fill_normal(x_in, 80, 0, 1.0);
+  random::fill_normal(y, 80, 1, 1.0);
+  random::fill_normal(s, 80, 2, 1.0);
+  const auto w = test::random_like("w", x, 81);
+  auto loss = [&] {
+    Kokkos::deep_copy(x, x_in);
+    model::ops::scaled_add_forward<double>(ExecSpace(), y, s, x);
+    return test::dot(w, x);
+  };
+  loss();
+  model::ops::scaled_add_backward<double>(ExecSpace(), y, s, w, dy, ds);
+  test::check_gradient("scaled_add dy", y, dy, loss);
+  test::check_gradient("scaled_add ds", s, ds, loss);
+}
+
+TEST_CASE("relu^2 and tanh-GELU match their definitions and finite differences", "[model][activations][gradcheck]") {
+  Matrix<double> x("x", 6, 7), y("y", 6, 7), dx("dx", 6, 7);
+  random::fill_normal(x, 90, 0, 1.5);
+  const auto w = test::random_like("w", y, 91);
+  auto hx = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), x);
+
+  model::ops::relu_squared_forward<double>(ExecSpace(), x, y);
+  auto hy = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y);
+  for (std::size_t i = 0; i < x.span(); ++i) {
+    const double r = std::max(hx.data()[i], 0.0);
+    CHECK(hy.data()[i] == r * r);
+  }
+  auto relu_loss = [&] {
+    model::ops::relu_squared_forward<double>(ExecSpace(), x, y);
+    return test::dot(w, y);
+  };
+  model::ops::relu_squared_backward<double>(ExecSpace(), x, w, dx);
+  test::check_gradient("relu_squared dx", x, dx, relu_loss);
+
+  model::ops::gelu_tanh_forward<double>(ExecSpace(), x, y);
+  Kokkos::deep_copy(hy, y);
+  for (std::size_t i = 0; i < x.span(); ++i) {
+    const double v = hx.data()[i];
+    CHECK(hy.data()[i] == Approx(0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)))).epsilon(1e-14));
+  }
+  auto gelu_loss = [&] {
+    model::ops::gelu_tanh_forward<double>(ExecSpace(), x, y);
+    return test::dot(w, y);
+  };
+  model::ops::gelu_tanh_backward<double>(ExecSpace(), x, w, dx);
+  test::check_gradient("gelu dx", x, dx, gelu_loss);
+}

@@ -1,0 +1,63 @@
+#include <catch2/catch.hpp>
+
+#include "model/gradcheck.hpp"
+#include "model/ops/embedding.hpp"
+
+using namespace kgpt;
+
+namespace {
+TokenMatrix tokens_of(const std::vector<std::vector<int>>& rows) {
+  TokenMatrix tokens("tokens", rows.size(), rows[0].size());
+  auto host = Kokkos::create_mirror_view(tokens);
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    for (std::size_t j = 0; j < rows[i].size(); ++j) host(i, j) = rows[i][j];
+  Kokkos::deep_copy(tokens, host);
+  return tokens;
+}
+}  // namespace
+
+TEST_CASE("token embedding gathers rows and scatters gradients, repeated tokens included", "[model][embedding]") {
+  const auto tokens = tokens_of({{3, 1, 3}, {0, 3, 2}});
+  Matrix<double> table("table", 5, 4), out("out", 6, 4), dtable("dtable", 5, 4);
+  random::fill_normal(table, 40, 0, 1.0);
+  model::ops::embedding_forward<double>(ExecSpace(), tokens, table, out);
+  auto ht = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), table);
+  auto ho = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), out);
+  const int flat[] = {3, 1, 3, 0, 3, 2};
+  for (int n = 0; n < 6; ++n)
+    for (int c = 0; c < 4; ++c) CHECK(ho(n, c) == ht(flat[n], c));
+
+  const auto w = test::random_like("w", out, 41);
+  auto loss = [&] {
+    model::ops::embedding_forward<double>(ExecSpace(), tokens, table, out);
+    return test::dot(w, out);
+  };
+  model::ops::embedding_backward<double>(ExecSpace(), tokens, w, dtable);
+  test::check_gradient("embedding dtable", table, dtable, loss);
+  auto first = Kokkos::create_mirror(dtable);
+  Kokkos::deep_copy(first, dtable);
+  CHECK(first(4, 0) == 0.0);  // token 4 never appears
+  model::ops::embedding_backward<double>(ExecSpace(), tokens, w, dtable);
+  auto second = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), dtable);
+  for (std::size_t i = 0; i < dtable.span(); ++i) CHECK(second.data()[i] == 2 * first.data()[i]);
+}
+
+TEST_CASE("position embedding adds rows by position and sums gradients over the batch", "[model][embedding]") {
+  const int batch = 3, seq = 4, c = 5;
+  Matrix<double> wpe("wpe", 6, c), x("x", batch * seq, c), x_in("x_in", batch * seq, c), dwpe("dwpe", 6, c);
+  random::fill_normal(wpe, 50, 0, 1.0);
+  random::fill_normal(x_in, 50, 1, 1.0);
+  const auto w = test::random_like("w", x, 51);
+  auto loss = [&] {
+    Kokkos::deep_copy(x, x_in);
+    model::ops::position_embedding_forward<double>(ExecSpace(), seq, wpe, x);
+    return test::dot(w, x);
+  };
+  loss();
+  auto hx = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), x);
+  auto hin = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), x_in);
+  auto hw = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), wpe);
+  CHECK(hx(2 * seq + 1, 3) == hin(2 * seq + 1, 3) + hw(1, 3));
+  model::ops::position_embedding_backward<double>(ExecSpace(), seq, w, dwpe);
+  test::check_gradient("position dwpe", wpe, dwpe, loss);
+}
