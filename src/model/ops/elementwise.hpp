@@ -63,3 +63,16 @@ void scaled_add_backward(const ExecSpace& exec, const ConstMatrix<T>& y, const C
 }
 
 }  // namespace kgpt::model::ops
+
+namespace kgpt::model::ops {
+
+// y += x, elementwise on (N, C): joins gradients that reach one tensor by two paths.
+template <class T>
+void add_into(const ExecSpace& exec, const ConstMatrix<T>& x, const Matrix<T>& y) {
+  const int n = static_cast<int>(x.extent(0)), c = static_cast<int>(x.extent(1));
+  Kokkos::parallel_for(
+      "kgpt::add_into", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {n, c}),
+      KOKKOS_LAMBDA(const int i, const int j) { y(i, j) += x(i, j); });
+}
+
+}  // namespace kgpt::model::ops

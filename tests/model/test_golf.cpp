@@ -1,0 +1,107 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "model/golf.hpp"
+#include "model/gradcheck.hpp"
+
+using namespace kgpt;
+
+namespace {
+
+config::ModelConfig tiny_golf() {
+  config::ModelConfig m;
+  m.vocab_size = 19;
+  m.n_layer = 3;  // one encoder, two decoders: one U-Net skip
+  m.d_model = 16;
+  m.n_head = 4;
+  m.n_kv_head = 2;
+  m.mlp_mult = 2;
+  m.rope_base = 100.0;
+  m.logit_softcap = 5.0;
+  return m;
+}
+
+TokenMatrix random_tokens(int b, int t, int vocab, std::uint64_t stream) {
+  TokenMatrix tokens("tokens", b, t);
+  auto host = Kokkos::create_mirror_view(tokens);
+  for (int i = 0; i < b * t; ++i) host.data()[i] = static_cast<int>(random::bits(7, stream, i) % vocab);
+  Kokkos::deep_copy(tokens, host);
+  return tokens;
+}
+
+// Every parameter random, so that no gradient is trivially zero (the real init zeroes projections).
+template <class T>
+void randomize(model::GolfModel<T>& model) {
+  random::fill_normal(model.parameters().values(), 99, 0, 0.5);
+}
+
+}  // namespace
+
+TEST_CASE("golf: the loss at initialisation is close to ln(vocab)", "[model][golf]") {
+  config::ModelConfig m = tiny_golf();
+  m.vocab_size = 257;
+  m.d_model = 32;
+  model::GolfModel<float> model(m, 4, 16);
+  model::initialize(model.parameters(), 1337);
+  const auto inputs = random_tokens(4, 16, 257, 1), targets = random_tokens(4, 16, 257, 2);
+  const double loss = model.forward(ExecSpace(), inputs, targets);
+  CHECK(std::abs(loss - std::log(257.0)) < 0.1);
+}
+
+TEST_CASE("golf: the whole model's gradient matches finite differences", "[model][golf][gradcheck]") {
+  model::GolfModel<double> model(tiny_golf(), 2, 7);
+  randomize(model);
+  const auto inputs = random_tokens(2, 5, 19, 3), targets = random_tokens(2, 5, 19, 4);
+  auto loss = [&] { return model.forward(ExecSpace(), inputs, targets); };
+  loss();
+  Kokkos::deep_copy(model.parameters().grads(), 0.0);
+  model.backward(ExecSpace(), 1.0);
+  const auto& params = model.parameters();
+  for (const auto& entry : params.layout().entries()) {
+    Vector<double> value(params.values().data() + entry.offset, entry.size);
+    Vector<double> grad(params.grads().data() + entry.offset, entry.size);
+    test::check_gradient(entry.spec.name, value, grad, loss, 1e-6, 1e-6, 24);
+  }
+}
+
+TEST_CASE("golf: gradients accumulate over micro-steps with the grad scale", "[model][golf]") {
+  model::GolfModel<double> model(tiny_golf(), 2, 7);
+  randomize(model);
+  const auto inputs = random_tokens(2, 5, 19, 5), targets = random_tokens(2, 5, 19, 6);
+  Kokkos::deep_copy(model.parameters().grads(), 0.0);
+  model.forward(ExecSpace(), inputs, targets);
+  model.backward(ExecSpace(), 1.0);
+  auto once = Kokkos::create_mirror(model.parameters().grads());
+  Kokkos::deep_copy(once, model.parameters().grads());
+  Kokkos::deep_copy(model.parameters().grads(), 0.0);
+  for (int micro = 0; micro < 4; ++micro) {
+    model.forward(ExecSpace(), inputs, targets);
+    model.backward(ExecSpace(), 0.25);
+  }
+  auto four = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model.parameters().grads());
+  for (std::size_t i = 0; i < once.extent(0); ++i) REQUIRE(four(i) == Approx(once(i)).epsilon(1e-12).margin(1e-15));
+}
+
+TEST_CASE("golf: logits at positions up to t do not depend on later tokens", "[model][golf]") {
+  model::GolfModel<double> model(tiny_golf(), 2, 7);
+  randomize(model);
+  auto inputs = random_tokens(2, 7, 19, 8);
+  const auto targets = random_tokens(2, 7, 19, 9);
+  model.forward(ExecSpace(), inputs, targets);
+  auto before = Kokkos::create_mirror(model.logits());
+  Kokkos::deep_copy(before, model.logits());
+  const int changed = 4;
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), inputs);
+  host(1, changed) = (host(1, changed) + 5) % 19;
+  Kokkos::deep_copy(inputs, host);
+  model.forward(ExecSpace(), inputs, targets);
+  auto after = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model.logits());
+  for (int t = 0; t < 7; ++t) {
+    bool same = true;
+    for (int v = 0; v < 19; ++v) same = same && before(7 + t, v) == after(7 + t, v);
+    CHECK(same == (t < changed));
+    // The other sequence is untouched.
+    for (int v = 0; v < 19; ++v) CHECK(before(t, v) == after(t, v));
+  }
+}
