@@ -1,0 +1,62 @@
+#pragma once
+// Parameter updates, one tensor at a time on contiguous slices of the parameter and gradient
+// buffers.
+//   Adam / AdamW (torch.optim semantics, step t counted from 1):
+//     p *= 1 - lr wd;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
+//     p -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+//   Muon (parameter-golf): buf = mu buf + g;  u = g + mu buf (Nesterov);
+//     p -= lr max(1, rows/cols)^0.5 NewtonSchulz(u)
+//   momentum warmup: mu(step) = (1 - f) start + f end, f = min(step / warmup_steps, 1)
+
+#include <cmath>
+
+#include "core/views.hpp"
+#include "optim/newton_schulz.hpp"
+
+namespace kgpt::optim {
+
+struct AdamSettings {
+  double lr = 0.0, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.0;
+};
+
+template <class T>
+void adam_update(const ExecSpace& exec, const Vector<T>& p, const ConstVector<T>& g, const Vector<T>& m,
+                 const Vector<T>& v, const AdamSettings& s, int t) {
+  const T lr = T(s.lr), b1 = T(s.beta1), b2 = T(s.beta2), eps = T(s.eps);
+  const T decay = T(1.0 - s.lr * s.weight_decay);
+  const T correction1 = T(1.0 - std::pow(s.beta1, t)), correction2 = T(1.0 - std::pow(s.beta2, t));
+  Kokkos::parallel_for(
+      "kgpt::adam::update", Kokkos::RangePolicy<ExecSpace>(exec, 0, p.extent(0)), KOKKOS_LAMBDA(const std::size_t i) {
+        const T grad = g(i);
+        m(i) = b1 * m(i) + (T(1) - b1) * grad;
+        v(i) = b2 * v(i) + (T(1) - b2) * grad * grad;
+        p(i) = p(i) * decay - lr * (m(i) / correction1) / (sqrt(v(i) / correction2) + eps);
+      });
+}
+
+inline double muon_momentum_at(int step, double start, double end, int warmup_steps) {
+  if (warmup_steps <= 0) return end;
+  const double f = std::min(static_cast<double>(step) / warmup_steps, 1.0);
+  return (1.0 - f) * start + f * end;
+}
+
+// `update` is a workspace of the parameter's shape.
+template <class T>
+void muon_update(const ExecSpace& exec, const Matrix<T>& p, const ConstMatrix<T>& g, const Matrix<T>& momentum,
+                 const Matrix<T>& update, double lr, double mu, int backend_steps, NewtonSchulzWorkspace<T>& work) {
+  const std::size_t rows = p.extent(0), cols = p.extent(1);
+  const T beta = T(mu);
+  Kokkos::parallel_for(
+      "kgpt::muon::momentum", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {rows, cols}),
+      KOKKOS_LAMBDA(const std::size_t i, const std::size_t j) {
+        momentum(i, j) = beta * momentum(i, j) + g(i, j);
+        update(i, j) = g(i, j) + beta * momentum(i, j);
+      });
+  newton_schulz<T>(exec, ConstMatrix<T>(update), update, backend_steps, work);
+  const T step = T(lr * std::sqrt(std::max(1.0, static_cast<double>(rows) / static_cast<double>(cols))));
+  Kokkos::parallel_for(
+      "kgpt::muon::apply", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {rows, cols}),
+      KOKKOS_LAMBDA(const std::size_t i, const std::size_t j) { p(i, j) -= step * update(i, j); });
+}
+
+}  // namespace kgpt::optim
