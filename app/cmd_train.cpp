@@ -10,6 +10,7 @@
 #include "data/dataset_check.hpp"
 #include "io/run_directory.hpp"
 #include "io/run_log.hpp"
+#include "train/trainer.hpp"
 
 namespace kgpt::app {
 
@@ -22,8 +23,10 @@ const CommandSpec& train_spec() {
       "(--run-dir, or <run.out_dir>/<run.name>, where run.name defaults to the deck's file name)\n"
       "holding deck.yaml (the resolved deck), deck.source.yaml (the deck as given) and log.txt (the\n"
       "log, the same lines as stdout). An existing run directory is never overwritten.\n"
-      "This version sets up the run and stops with exit code 1: the model and the training loop\n"
-      "are not part of it yet.",
+      "Then it trains on one rank (golf family) and evaluates on the val split at step 0, every\n"
+      "train.eval_every steps and at the end. Log lines:\n"
+      "  step:S/N train_loss:L lr:X step_ms:T tok/s:R\n"
+      "  step:S/N val_loss:L val_bpb:B",
       {
           {"set", "section.key=value", "override a deck key (repeatable; validated like the deck)"},
           {"run-dir", "DIR", "run directory to create (default <run.out_dir>/<run.name>)"},
@@ -54,8 +57,9 @@ int run_train(const ParsedArgs& args) {
   log.line("train_shards:" + std::to_string(files.train.files.size()) + " train_tokens:" +
            std::to_string(files.train.tokens) + " val_shards:" + std::to_string(files.val.files.size()) +
            " val_tokens:" + std::to_string(files.val.tokens));
-  throw Error(ExitCode::failure, "the model and the training loop are not part of this version of kgpt; " + dir +
-                                     " holds the resolved deck and the log");
+  const train::TrainSummary summary = train::run_training(deck, log);
+  log.line("done steps:" + std::to_string(summary.steps) + " run_dir:" + dir);
+  return 0;
 }
 
 }  // namespace kgpt::app

@@ -8,6 +8,7 @@
 
 #include "commands.hpp"
 #include "core/error.hpp"
+#include "core/kokkos_compat.hpp"
 #include "core/text.hpp"
 
 namespace kgpt::app {
@@ -96,6 +97,8 @@ int main(int argc, char** argv) {
       std::cout << kgpt::app::command_help(command->spec);
       return 0;
     }
+    // One Kokkos runtime for the whole process, started once the command line is known to be good.
+    kgpt::compat::Runtime kokkos;
     return command->run(parsed);
   } catch (const kgpt::Error& e) {
     report(who, e.what());

@@ -136,10 +136,15 @@ TEST_CASE("kgpt prepare, check and train on real shards", "[app]") {
                          ": shard is truncated") != std::string::npos);
   std::remove(dir.file("data/tiny_val_000001.bin").c_str());
 
-  // train: validates, creates the run directory with the resolved deck, never overwrites it.
+  // train: validates, creates the run directory with the resolved deck, trains, never overwrites it.
   const std::string run_dir = dir.file("runs/first");
   const auto train = run_kgpt({"train", dir.file("small.yaml"), "--run-dir", run_dir, "--set", "train.iterations=3"});
+  INFO(train.out << train.err);
+  CHECK(train.exit_code == 0);
   CHECK(train.out.find("tokens_per_step:512 world_size:1 grad_accum_steps:8 micro_batch:4x16") != std::string::npos);
+  CHECK(train.out.find("step:0/3 val_loss:") != std::string::npos);
+  CHECK(train.out.find("step:1/3 train_loss:") != std::string::npos);
+  CHECK(train.out.find("step:3/3 val_loss:") != std::string::npos);
   const std::string resolved = read_file(run_dir + "/deck.yaml");
   CHECK(resolved.find("  iterations: 3") != std::string::npos);
   CHECK(read_file(run_dir + "/deck.source.yaml") == small_deck(dir));

@@ -105,3 +105,33 @@ TEST_CASE("golf: logits at positions up to t do not depend on later tokens", "[m
     for (int v = 0; v < 19; ++v) CHECK(before(t, v) == after(t, v));
   }
 }
+
+TEST_CASE("golf: 8 micro-batches of M sequences at scale 1/8 equal one batch of 8M", "[model][golf]") {
+  const int micro = 2, steps = 8, t = 6;
+  model::GolfModel<double> model(tiny_golf(), micro * steps, t);
+  randomize(model);
+  const auto inputs = random_tokens(micro * steps, t, 19, 20), targets = random_tokens(micro * steps, t, 19, 21);
+  Kokkos::deep_copy(model.parameters().grads(), 0.0);
+  const double whole_loss = model.forward(ExecSpace(), inputs, targets);
+  model.backward(ExecSpace(), 1.0);
+  auto whole = Kokkos::create_mirror(model.parameters().grads());
+  Kokkos::deep_copy(whole, model.parameters().grads());
+
+  Kokkos::deep_copy(model.parameters().grads(), 0.0);
+  double loss_sum = 0;
+  for (int s = 0; s < steps; ++s) {
+    const auto rows = std::make_pair(s * micro, (s + 1) * micro);
+    TokenMatrix in("in", micro, t), out("out", micro, t);
+    Kokkos::deep_copy(in, Kokkos::subview(inputs, rows, Kokkos::ALL()));
+    Kokkos::deep_copy(out, Kokkos::subview(targets, rows, Kokkos::ALL()));
+    loss_sum += model.forward(ExecSpace(), in, out);
+    model.backward(ExecSpace(), 1.0 / steps);
+  }
+  CHECK(loss_sum / steps == Approx(whole_loss).epsilon(1e-12));
+  auto accumulated = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model.parameters().grads());
+  double worst = 0;
+  for (std::size_t i = 0; i < whole.extent(0); ++i) {
+    worst = std::max(worst, std::abs(accumulated(i) - whole(i)) / std::max(1e-3, std::abs(whole(i))));
+  }
+  CHECK(worst < 1e-5);
+}

@@ -1,0 +1,39 @@
+#pragma once
+// One optimizer step over every parameter tensor, by group (DESIGN.md):
+//   golf: Muon for the block matrices (optim.matrix_lr), Adam for the tied embedding (embed_lr),
+//         an untied head (head_lr) and the vectors and scalars (scalar_lr)
+//   gpt2: AdamW everywhere, with weight decay on matrices and embeddings only
+// Every learning rate is multiplied by the schedule's multiplier for the step. State (Adam moments,
+// Muon momentum) lives in buffers with the parameter buffer's layout.
+
+#include <string>
+
+#include "config/config.hpp"
+#include "core/views.hpp"
+#include "model/parameters.hpp"
+#include "optim/newton_schulz.hpp"
+
+namespace kgpt::optim {
+
+template <class T>
+class Optimizer {
+ public:
+  Optimizer(const model::Parameters<T>& params, const config::Config& config);
+  // `step` counts from 0.
+  void step(const ExecSpace& exec, int step, double lr_multiplier);
+  double group_lr(model::ParamGroup group) const;
+
+ private:
+  const model::Parameters<T>& params_;
+  config::OptimConfig optim_;
+  bool muon_;  // golf: Muon for matrices; gpt2: AdamW for all
+  Vector<T> m_, v_, momentum_, update_;
+  NewtonSchulzWorkspace<T> work_;
+};
+
+// The global L2 norm of the gradient buffer; when max_norm > 0 and the norm exceeds it, the
+// gradients are scaled down to max_norm. Returns the norm before clipping.
+template <class T>
+double clip_gradients(const ExecSpace& exec, const Vector<T>& grads, double max_norm);
+
+}  // namespace kgpt::optim
