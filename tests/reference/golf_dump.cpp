@@ -1,0 +1,112 @@
+// Writes a tiny golf model's weights, a batch, and kgpt's logits, loss, gradients and the losses of
+// 10 optimizer steps to an HDF5 file, for tests/reference/compare_golf.py to check against the
+// independent PyTorch model. usage: reference_golf_dump OUT.h5
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "core/kokkos_compat.hpp"
+#include "core/random.hpp"
+#include "io/hdf5_file.hpp"
+#include "model/golf.hpp"
+#include "optim/optimizer.hpp"
+
+using namespace kgpt;
+
+namespace {
+
+template <class View>
+std::vector<double> host_values(const View& view) {
+  auto host = Kokkos::create_mirror(view);
+  Kokkos::deep_copy(host, view);
+  return std::vector<double>(host.data(), host.data() + view.span());
+}
+
+TokenMatrix tokens(int b, int t, int vocab, std::uint64_t stream, std::vector<std::int64_t>& record) {
+  TokenMatrix m("tokens", b, t);
+  auto host = Kokkos::create_mirror_view(m);
+  for (int i = 0; i < b * t; ++i) {
+    host.data()[i] = static_cast<int>(random::bits(2024, stream, i) % vocab);
+    record.push_back(host.data()[i]);
+  }
+  Kokkos::deep_copy(m, host);
+  return m;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUT.h5\n", argv[0]);
+    return 2;
+  }
+  compat::Runtime kokkos;
+  config::Config config;
+  config::ModelConfig& m = config.model;
+  m.vocab_size = 37;
+  m.n_layer = 3;
+  m.d_model = 32;
+  m.n_head = 4;
+  m.n_kv_head = 2;
+  m.mlp_mult = 2;
+  m.rope_base = 100.0;
+  m.logit_softcap = 5.0;
+  config.optim.matrix_lr = 0.02;
+  config.optim.muon_momentum_warmup_steps = 5;
+  const int batch = 2, seq = 8;
+
+  model::GolfModel<double> model(m, batch, seq);
+  model::initialize(model.parameters(), 1234);
+  // Perturb every tensor so that no gradient is trivially zero (the init zeroes the projections).
+  Vector<double> noise("noise", model.parameters().values().extent(0));
+  random::fill_normal(noise, 77, 0, 0.1);
+  const Vector<double> params = model.parameters().values();
+  Kokkos::parallel_for(
+      "kgpt::reference::perturb", noise.extent(0), KOKKOS_LAMBDA(const int i) { params(i) += noise(i); });
+
+  std::vector<std::int64_t> input_ids, target_ids, input_ids2, target_ids2;
+  const auto inputs = tokens(batch, seq, m.vocab_size, 1, input_ids), targets = tokens(batch, seq, m.vocab_size, 2, target_ids);
+  const auto inputs2 = tokens(batch, seq, m.vocab_size, 3, input_ids2);
+  const auto targets2 = tokens(batch, seq, m.vocab_size, 4, target_ids2);
+
+  io::Hdf5File out(argv[1], io::Hdf5File::Mode::create);
+  const auto& layout = model.parameters().layout();
+  const auto values = host_values(model.parameters().values());
+  for (const auto& e : layout.entries()) out.write("params/" + e.spec.name, e.spec.shape, values.data() + e.offset);
+
+  Kokkos::deep_copy(model.parameters().grads(), 0.0);
+  const double loss = model.forward(ExecSpace(), inputs, targets);
+  const auto logits = host_values(model.logits());
+  model.backward(ExecSpace(), 1.0);
+  const auto grads = host_values(model.parameters().grads());
+  for (const auto& e : layout.entries()) out.write("grads/" + e.spec.name, e.spec.shape, grads.data() + e.offset);
+  out.write("batch/inputs", {std::size_t(batch), std::size_t(seq)}, input_ids.data());
+  out.write("batch/targets", {std::size_t(batch), std::size_t(seq)}, target_ids.data());
+  out.write("batch/inputs2", {std::size_t(batch), std::size_t(seq)}, input_ids2.data());
+  out.write("batch/targets2", {std::size_t(batch), std::size_t(seq)}, target_ids2.data());
+  out.write("logits", {std::size_t(batch * seq), std::size_t(m.vocab_size)}, logits.data());
+  out.write("loss", {}, &loss);
+
+  // 10 optimizer steps at a constant learning rate, alternating the two batches.
+  optim::Optimizer<double> optimizer(model.parameters(), config);
+  std::vector<double> losses;
+  for (int step = 0; step < 10; ++step) {
+    Kokkos::deep_copy(model.parameters().grads(), 0.0);
+    losses.push_back(step % 2 == 0 ? model.forward(ExecSpace(), inputs, targets) : model.forward(ExecSpace(), inputs2, targets2));
+    model.backward(ExecSpace(), 1.0);
+    optimizer.step(ExecSpace(), step, 1.0);
+  }
+  out.write("train/losses", {losses.size()}, losses.data());
+  const std::vector<std::pair<const char*, double>> settings = {
+      {"n_layer", m.n_layer}, {"n_head", m.n_head}, {"n_kv_head", m.n_kv_head}, {"rope_base", m.rope_base},
+      {"logit_softcap", m.logit_softcap}, {"rms_eps", 1.1920928955078125e-07},
+      {"matrix_lr", config.optim.matrix_lr}, {"scalar_lr", config.optim.scalar_lr}, {"embed_lr", config.optim.embed_lr},
+      {"beta1", config.optim.beta1}, {"beta2", config.optim.beta2}, {"adam_eps", config.optim.adam_eps},
+      {"muon_momentum", config.optim.muon_momentum}, {"muon_momentum_warmup_start", config.optim.muon_momentum_warmup_start},
+      {"muon_momentum_warmup_steps", config.optim.muon_momentum_warmup_steps},
+      {"muon_backend_steps", config.optim.muon_backend_steps}};
+  for (const auto& [key, value] : settings) out.set_attribute("loss", key, value);
+  std::printf("wrote %s: loss %.6f, 10-step losses %.6f .. %.6f\n", argv[1], loss, losses.front(), losses.back());
+  return 0;
+}

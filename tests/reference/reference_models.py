@@ -1,0 +1,126 @@
+"""Independent PyTorch versions of kgpt's two model families, written from the model description in
+DESIGN.md, for checking kgpt's forward and hand-written backward tensor by tensor.
+
+Runs on Debian's python3-torch 1.13 (CPU): no F.rms_norm and no F.scaled_dot_product_attention, so
+both are spelled out here. Tensor names match kgpt's parameter layout (src/model/layouts.cpp).
+"""
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+def rms_norm(x, eps):
+    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)
+
+
+def causal_attention(q, k, v):
+    """q (B, H, T, D); k, v (B, KV, T, D) with H a multiple of KV (grouped-query attention)."""
+    heads, kv_heads, t, d = q.size(1), k.size(1), q.size(2), q.size(3)
+    if kv_heads != heads:
+        k = k.repeat_interleave(heads // kv_heads, dim=1)
+        v = v.repeat_interleave(heads // kv_heads, dim=1)
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(d)
+    mask = torch.ones(t, t, dtype=torch.bool).tril()
+    scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def rotary(x, base):
+    """Half-split rotary embedding over the full head dimension of x (B, H, T, D)."""
+    t, d = x.size(2), x.size(3)
+    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    angles = torch.outer(torch.arange(t, dtype=torch.float64), inv_freq)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2 :]
+    return torch.cat((x1 * cos + x2 * sin, -x1 * sin + x2 * cos), dim=-1)
+
+
+class Golf(torch.nn.Module):
+    """parameter-golf's baseline family: GQA, RoPE, relu^2 MLP, weightless RMSNorm (also on q and k),
+    q_gain, residual mix with x0, attn/mlp scales, U-Net skips, tied embedding, logit softcap."""
+
+    def __init__(self, params, n_layer, n_head, n_kv_head, rope_base, softcap, eps):
+        super().__init__()
+        self.p = torch.nn.ParameterDict({k.replace(".", "__"): torch.nn.Parameter(v) for k, v in params.items()})
+        self.n_layer, self.n_head, self.n_kv_head = n_layer, n_head, n_kv_head
+        self.rope_base, self.softcap, self.eps = rope_base, softcap, eps
+
+    def w(self, name):
+        return self.p[name.replace(".", "__")]
+
+    def block(self, i, x, x0):
+        b = f"blocks.{i}."
+        bsz, t, c = x.shape
+        d = c // self.n_head
+        mix = self.w(b + "resid_mix")
+        x = mix[0] * x + mix[1] * x0
+        h = rms_norm(x, self.eps)
+        q = (h @ self.w(b + "attn.c_q.weight").t()).view(bsz, t, self.n_head, d).transpose(1, 2)
+        k = (h @ self.w(b + "attn.c_k.weight").t()).view(bsz, t, self.n_kv_head, d).transpose(1, 2)
+        v = (h @ self.w(b + "attn.c_v.weight").t()).view(bsz, t, self.n_kv_head, d).transpose(1, 2)
+        q = rotary(rms_norm(q, self.eps), self.rope_base)
+        k = rotary(rms_norm(k, self.eps), self.rope_base)
+        q = q * self.w(b + "attn.q_gain")[None, :, None, None]
+        y = causal_attention(q, k, v).transpose(1, 2).reshape(bsz, t, c)
+        x = x + self.w(b + "attn_scale") * (y @ self.w(b + "attn.proj.weight").t())
+        h = rms_norm(x, self.eps)
+        m = torch.relu(h @ self.w(b + "mlp.fc.weight").t()).square() @ self.w(b + "mlp.proj.weight").t()
+        return x + self.w(b + "mlp_scale") * m
+
+    def logits(self, tokens):
+        x = rms_norm(F.embedding(tokens, self.w("tok_emb.weight")), self.eps)
+        x0, skips = x, []
+        encoders = self.n_layer // 2
+        for i in range(encoders):
+            x = self.block(i, x, x0)
+            skips.append(x)
+        for i in range(self.n_layer - encoders):
+            if skips:
+                x = x + self.w("skip_weights")[i] * skips.pop()
+            x = self.block(encoders + i, x, x0)
+        z = rms_norm(x, self.eps) @ self.w("tok_emb.weight").t()
+        return self.softcap * torch.tanh(z / self.softcap) if self.softcap > 0 else z
+
+    def forward(self, tokens, targets):
+        z = self.logits(tokens)
+        return F.cross_entropy(z.reshape(-1, z.size(-1)), targets.reshape(-1)), z
+
+
+class Gpt2(torch.nn.Module):
+    """nanoGPT / GPT-2: learned positions, LayerNorm with bias, GELU (tanh), multi-head attention,
+    tied embedding."""
+
+    def __init__(self, params, n_layer, n_head, softcap, eps=1e-5):
+        super().__init__()
+        self.p = torch.nn.ParameterDict({k.replace(".", "__"): torch.nn.Parameter(v) for k, v in params.items()})
+        self.n_layer, self.n_head, self.softcap, self.eps = n_layer, n_head, softcap, eps
+
+    def w(self, name):
+        return self.p[name.replace(".", "__")]
+
+    def norm(self, name, x):
+        return F.layer_norm(x, (x.size(-1),), self.w(name + ".weight"), self.w(name + ".bias"), self.eps)
+
+    def dense(self, name, x):
+        return x @ self.w(name + ".weight").t() + self.w(name + ".bias")
+
+    def logits(self, tokens):
+        bsz, t = tokens.shape
+        x = F.embedding(tokens, self.w("transformer.wte.weight")) + self.w("transformer.wpe.weight")[:t]
+        c = x.size(-1)
+        d = c // self.n_head
+        for i in range(self.n_layer):
+            b = f"transformer.h.{i}."
+            q, k, v = self.dense(b + "attn.c_attn", self.norm(b + "ln_1", x)).split(c, dim=-1)
+            q, k, v = (u.view(bsz, t, self.n_head, d).transpose(1, 2) for u in (q, k, v))
+            y = causal_attention(q, k, v).transpose(1, 2).reshape(bsz, t, c)
+            x = x + self.dense(b + "attn.c_proj", y)
+            h = F.gelu(self.dense(b + "mlp.c_fc", self.norm(b + "ln_2", x)), approximate="tanh")
+            x = x + self.dense(b + "mlp.c_proj", h)
+        z = self.norm("transformer.ln_f", x) @ self.w("transformer.wte.weight").t()
+        return self.softcap * torch.tanh(z / self.softcap) if self.softcap > 0 else z
+
+    def forward(self, tokens, targets):
+        z = self.logits(tokens)
+        return F.cross_entropy(z.reshape(-1, z.size(-1)), targets.reshape(-1)), z
