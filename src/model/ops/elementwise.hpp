@@ -76,3 +76,27 @@ void add_into(const ExecSpace& exec, const ConstMatrix<T>& x, const Matrix<T>& y
 }
 
 }  // namespace kgpt::model::ops
+
+namespace kgpt::model::ops {
+
+// Bias of a linear layer: y(n, f) += bias(f); dbias(f) += sum_n dy(n, f) (row order per column).
+template <class T>
+void bias_forward(const ExecSpace& exec, const ConstVector<T>& bias, const Matrix<T>& y) {
+  const int n = static_cast<int>(y.extent(0)), f = static_cast<int>(y.extent(1));
+  Kokkos::parallel_for(
+      "kgpt::bias::forward", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {n, f}),
+      KOKKOS_LAMBDA(const int i, const int j) { y(i, j) += bias(j); });
+}
+
+template <class T>
+void bias_backward(const ExecSpace& exec, const ConstMatrix<T>& dy, const Vector<T>& dbias) {
+  const int n = static_cast<int>(dy.extent(0)), f = static_cast<int>(dy.extent(1));
+  Kokkos::parallel_for(
+      "kgpt::bias::backward", Kokkos::RangePolicy<ExecSpace>(exec, 0, f), KOKKOS_LAMBDA(const int j) {
+        T sum = 0;
+        for (int i = 0; i < n; ++i) sum += dy(i, j);
+        dbias(j) += sum;
+      });
+}
+
+}  // namespace kgpt::model::ops
