@@ -1,0 +1,83 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "model/gpt2.hpp"
+#include "model/gradcheck.hpp"
+
+using namespace kgpt;
+
+namespace {
+
+config::ModelConfig tiny_gpt2() {
+  config::ModelConfig m;
+  m.family = "gpt2";
+  m.vocab_size = 23;
+  m.n_layer = 2;
+  m.d_model = 12;
+  m.n_head = 3;
+  m.n_kv_head = 3;
+  m.logit_softcap = 0.0;
+  return m;
+}
+
+TokenMatrix random_tokens(int b, int t, int vocab, std::uint64_t stream) {
+  TokenMatrix tokens("tokens", b, t);
+  auto host = Kokkos::create_mirror_view(tokens);
+  for (int i = 0; i < b * t; ++i) host.data()[i] = static_cast<int>(random::bits(11, stream, i) % vocab);
+  Kokkos::deep_copy(tokens, host);
+  return tokens;
+}
+
+}  // namespace
+
+TEST_CASE("gpt2: the loss at initialisation is close to ln(vocab)", "[model][gpt2]") {
+  config::ModelConfig m = tiny_gpt2();
+  m.vocab_size = 257;
+  m.d_model = 48;
+  model::Gpt2Model<float> model(m, 4, 16);
+  model::initialize(model.parameters(), 1337);
+  const double loss = model.forward(ExecSpace(), random_tokens(4, 16, 257, 1), random_tokens(4, 16, 257, 2));
+  CHECK(std::abs(loss - std::log(257.0)) < 0.1);
+}
+
+TEST_CASE("gpt2: the whole model's gradient matches finite differences", "[model][gpt2][gradcheck]") {
+  for (double cap : {0.0, 4.0}) {
+    INFO("softcap " << cap);
+    config::ModelConfig m = tiny_gpt2();
+    m.logit_softcap = cap;
+    model::Gpt2Model<double> model(m, 2, 6);
+    random::fill_normal(model.parameters().values(), 98, 0, 0.5);
+    const auto inputs = random_tokens(2, 5, 23, 3), targets = random_tokens(2, 5, 23, 4);
+    auto loss = [&] { return model.forward(ExecSpace(), inputs, targets); };
+    loss();
+    Kokkos::deep_copy(model.parameters().grads(), 0.0);
+    model.backward(ExecSpace(), 1.0);
+    const auto& params = model.parameters();
+    for (const auto& entry : params.layout().entries()) {
+      Vector<double> value(params.values().data() + entry.offset, entry.size);
+      Vector<double> grad(params.grads().data() + entry.offset, entry.size);
+      test::check_gradient(entry.spec.name, value, grad, loss, 1e-6, 1e-6, 24);
+    }
+  }
+}
+
+TEST_CASE("gpt2: logits at positions up to t do not depend on later tokens", "[model][gpt2]") {
+  model::Gpt2Model<double> model(tiny_gpt2(), 1, 6);
+  random::fill_normal(model.parameters().values(), 97, 0, 0.5);
+  auto inputs = random_tokens(1, 6, 23, 8);
+  const auto targets = random_tokens(1, 6, 23, 9);
+  model.forward(ExecSpace(), inputs, targets);
+  auto before = Kokkos::create_mirror(model.logits());
+  Kokkos::deep_copy(before, model.logits());
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), inputs);
+  host(0, 3) = (host(0, 3) + 7) % 23;
+  Kokkos::deep_copy(inputs, host);
+  model.forward(ExecSpace(), inputs, targets);
+  auto after = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model.logits());
+  for (int t = 0; t < 6; ++t) {
+    bool same = true;
+    for (int v = 0; v < 23; ++v) same = same && before(t, v) == after(t, v);
+    CHECK(same == (t < 3));
+  }
+}
