@@ -12,6 +12,7 @@
 #include "data/shard.hpp"
 #include "data/token_bytes.hpp"
 #include "model/golf.hpp"
+#include "model/gpt2.hpp"
 #include "optim/optimizer.hpp"
 #include "optim/schedule.hpp"
 
@@ -110,18 +111,13 @@ class Evaluator {
   TokenMatrix::HostMirror host_inputs_, host_targets_;
 };
 
-}  // namespace
-
-TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log) {
+template <class Model>
+TrainSummary train_model(const config::ResolvedDeck& deck, io::RunLog& log) {
   const config::Config& c = deck.config;
   const config::BatchPlan& plan = deck.plan;
-  if (c.model.family != "golf") {
-    throw InputError(deck.where("model.family") + ": training the " + c.model.family +
-                     " family is not available in this version; use golf");
-  }
   const ExecSpace exec;
   const int batch = static_cast<int>(plan.local_sequences), seq = c.train.seq_len;
-  model::GolfModel<Real> model(c.model, batch, seq);
+  Model model(c.model, batch, seq);
   model::initialize(model.parameters(), static_cast<std::uint64_t>(c.run.seed));
   optim::Optimizer<Real> optimizer(model.parameters(), c);
   data::DistributedLoader loader(data::TokenStream(data::find_shards(c.data.train_files), c.model.vocab_size), 0,
@@ -195,6 +191,13 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log) {
   }
   evaluate(summary.steps);
   return summary;
+}
+
+}  // namespace
+
+TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log) {
+  if (deck.config.model.family == "gpt2") return train_model<model::Gpt2Model<Real>>(deck, log);
+  return train_model<model::GolfModel<Real>>(deck, log);
 }
 
 }  // namespace kgpt::train

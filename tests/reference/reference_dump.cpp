@@ -1,6 +1,6 @@
-// Writes a tiny golf model's weights, a batch, and kgpt's logits, loss, gradients and the losses of
-// 10 optimizer steps to an HDF5 file, for tests/reference/compare_golf.py to check against the
-// independent PyTorch model. usage: reference_golf_dump OUT.h5
+// Writes a tiny model's weights, a batch, and kgpt's logits, loss, gradients and the losses of 10
+// optimizer steps to an HDF5 file, for tests/reference/compare.py to check against the independent
+// PyTorch model. usage: reference_dump golf|gpt2 OUT.h5
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -10,6 +10,7 @@
 #include "core/random.hpp"
 #include "io/hdf5_file.hpp"
 #include "model/golf.hpp"
+#include "model/gpt2.hpp"
 #include "optim/optimizer.hpp"
 
 using namespace kgpt;
@@ -34,31 +35,13 @@ TokenMatrix tokens(int b, int t, int vocab, std::uint64_t stream, std::vector<st
   return m;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s OUT.h5\n", argv[0]);
-    return 2;
-  }
-  compat::Runtime kokkos;
-  config::Config config;
-  config::ModelConfig& m = config.model;
-  m.vocab_size = 37;
-  m.n_layer = 3;
-  m.d_model = 32;
-  m.n_head = 4;
-  m.n_kv_head = 2;
-  m.mlp_mult = 2;
-  m.rope_base = 100.0;
-  m.logit_softcap = 5.0;
-  config.optim.matrix_lr = 0.02;
-  config.optim.muon_momentum_warmup_steps = 5;
+template <class Model>
+int dump(config::Config config, const char* path) {
+  const config::ModelConfig& m = config.model;
   const int batch = 2, seq = 8;
-
-  model::GolfModel<double> model(m, batch, seq);
+  Model model(m, batch, seq);
   model::initialize(model.parameters(), 1234);
-  // Perturb every tensor so that no gradient is trivially zero (the init zeroes the projections).
+  // Perturb every tensor so that no gradient is trivially zero (the golf init zeroes projections).
   Vector<double> noise("noise", model.parameters().values().extent(0));
   random::fill_normal(noise, 77, 0, 0.1);
   const Vector<double> params = model.parameters().values();
@@ -70,7 +53,7 @@ int main(int argc, char** argv) {
   const auto inputs2 = tokens(batch, seq, m.vocab_size, 3, input_ids2);
   const auto targets2 = tokens(batch, seq, m.vocab_size, 4, target_ids2);
 
-  io::Hdf5File out(argv[1], io::Hdf5File::Mode::create);
+  io::Hdf5File out(path, io::Hdf5File::Mode::create);
   const auto& layout = model.parameters().layout();
   const auto values = host_values(model.parameters().values());
   for (const auto& e : layout.entries()) out.write("params/" + e.spec.name, e.spec.shape, values.data() + e.offset);
@@ -98,15 +81,46 @@ int main(int argc, char** argv) {
     optimizer.step(ExecSpace(), step, 1.0);
   }
   out.write("train/losses", {losses.size()}, losses.data());
+  out.write_string("family", m.family);
   const std::vector<std::pair<const char*, double>> settings = {
       {"n_layer", m.n_layer}, {"n_head", m.n_head}, {"n_kv_head", m.n_kv_head}, {"rope_base", m.rope_base},
       {"logit_softcap", m.logit_softcap}, {"rms_eps", 1.1920928955078125e-07},
       {"matrix_lr", config.optim.matrix_lr}, {"scalar_lr", config.optim.scalar_lr}, {"embed_lr", config.optim.embed_lr},
       {"beta1", config.optim.beta1}, {"beta2", config.optim.beta2}, {"adam_eps", config.optim.adam_eps},
+      {"weight_decay", config.optim.weight_decay},
       {"muon_momentum", config.optim.muon_momentum}, {"muon_momentum_warmup_start", config.optim.muon_momentum_warmup_start},
       {"muon_momentum_warmup_steps", config.optim.muon_momentum_warmup_steps},
       {"muon_backend_steps", config.optim.muon_backend_steps}};
   for (const auto& [key, value] : settings) out.set_attribute("loss", key, value);
-  std::printf("wrote %s: loss %.6f, 10-step losses %.6f .. %.6f\n", argv[1], loss, losses.front(), losses.back());
+  std::printf("wrote %s: %s loss %.6f, 10-step losses %.6f .. %.6f\n", path, m.family.c_str(), loss, losses.front(),
+              losses.back());
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string family = argc == 3 ? argv[1] : "";
+  if (family != "golf" && family != "gpt2") {
+    std::fprintf(stderr, "usage: %s golf|gpt2 OUT.h5\n", argv[0]);
+    return 2;
+  }
+  compat::Runtime kokkos;
+  config::Config config;
+  config::ModelConfig& m = config.model;
+  m.family = family;
+  m.vocab_size = 37;
+  m.n_layer = 3;
+  m.d_model = 32;
+  m.n_head = 4;
+  m.n_kv_head = family == "golf" ? 2 : 4;
+  m.mlp_mult = 2;
+  m.rope_base = 100.0;
+  m.logit_softcap = 5.0;
+  config.optim.matrix_lr = 0.02;
+  config.optim.muon_momentum_warmup_steps = 5;
+  if (family == "golf") return dump<model::GolfModel<double>>(config, argv[2]);
+  config.optim.matrix_lr = config.optim.embed_lr = config.optim.scalar_lr = 3e-3;
+  config.optim.weight_decay = 0.1;
+  return dump<model::Gpt2Model<double>>(config, argv[2]);
 }

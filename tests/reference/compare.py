@@ -1,0 +1,118 @@
+#!/usr/bin/python3
+"""Checks kgpt's golf or gpt2 model against the independent PyTorch model in reference_models.py.
+
+usage: compare.py DUMP.h5   (written by reference_dump golf|gpt2)
+
+Compares, in float64: logits (1e-4 relative), the loss (1e-5), every parameter gradient (1e-4),
+and the losses of 10 optimizer steps (1e-4): golf with Muon for block matrices and Adam for the
+rest, gpt2 with AdamW (weight decay on matrices and embeddings).
+"""
+import os
+import sys
+
+import h5py
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference_models import Golf, Gpt2  # noqa: E402
+
+torch.set_default_dtype(torch.float64)
+failures = []
+
+
+def close(name, ours, theirs, rtol, floor=1e-6):
+    ours, theirs = np.asarray(ours, dtype=np.float64), np.asarray(theirs, dtype=np.float64)
+    error = np.max(np.abs(ours - theirs) / np.maximum(np.abs(theirs), floor)) if ours.size else 0.0
+    scale_error = np.max(np.abs(ours - theirs)) / max(np.max(np.abs(theirs)), floor) if ours.size else 0.0
+    # Elementwise relative error, except where an element is tiny next to its tensor's scale.
+    ok = error <= rtol or scale_error <= rtol
+    print(f"{'ok  ' if ok else 'FAIL'} {name}: max relative error {min(error, scale_error):.2e} (tolerance {rtol:g})")
+    if not ok:
+        failures.append(name)
+
+
+def newton_schulz(g, steps):
+    a, b, c = 3.4445, -4.7750, 2.0315
+    x = g / (g.norm() + 1e-7)
+    transposed = g.size(0) > g.size(1)
+    if transposed:
+        x = x.t()
+    for _ in range(steps):
+        m = x @ x.t()
+        x = a * x + (b * m + c * m @ m) @ x
+    return x.t() if transposed else x
+
+
+with h5py.File(sys.argv[1], "r") as f:
+    s = {k: float(v) for k, v in f["loss"].attrs.items()}
+    params = {name: torch.tensor(np.array(f["params"][name])) for name in f["params"]}
+    kgpt_grads = {name: np.array(f["grads"][name]) for name in f["grads"]}
+    batches = [(torch.tensor(np.array(f["batch/inputs"])), torch.tensor(np.array(f["batch/targets"]))),
+               (torch.tensor(np.array(f["batch/inputs2"])), torch.tensor(np.array(f["batch/targets2"])))]
+    kgpt_logits, kgpt_loss = np.array(f["logits"]), float(f["loss"][()])
+    kgpt_losses = np.array(f["train/losses"])
+    family = f["family"][()]
+    family = family.decode() if isinstance(family, bytes) else family
+
+
+def build(weights):
+    weights = {k: v.clone() for k, v in weights.items()}
+    if family == "golf":
+        return Golf(weights, int(s["n_layer"]), int(s["n_head"]), int(s["n_kv_head"]), s["rope_base"],
+                    s["logit_softcap"], s["rms_eps"])
+    return Gpt2(weights, int(s["n_layer"]), int(s["n_head"]), s["logit_softcap"])
+
+
+print(f"family {family}")
+model = build(params)
+loss, logits = model(*batches[0])
+loss.backward()
+close("logits", kgpt_logits, logits.detach().reshape(kgpt_logits.shape).numpy(), 1e-4)
+close("loss", [kgpt_loss], [loss.item()], 1e-5)
+for name, grad in kgpt_grads.items():
+    close("grad " + name, grad, model.w(name).grad.numpy(), 1e-4)
+
+model = build(params)
+losses = []
+if family == "golf":
+    # Muon (Nesterov, momentum warmup, shape scale) on block matrices, Adam elsewhere.
+    matrices = [p for n, p in model.p.items() if n.startswith("blocks") and p.ndim == 2 and "resid_mix" not in n]
+    matrix_ids = {id(p) for p in matrices}
+    embedding = [model.w("tok_emb.weight")]
+    scalars = [p for p in model.p.values() if id(p) not in matrix_ids and p is not embedding[0]]
+    adam = torch.optim.Adam([{"params": embedding, "lr": s["embed_lr"]}, {"params": scalars, "lr": s["scalar_lr"]}],
+                            betas=(s["beta1"], s["beta2"]), eps=s["adam_eps"])
+    momentum_buffers = [torch.zeros_like(p) for p in matrices]
+    for step in range(10):
+        model.zero_grad()
+        loss, _ = model(*batches[step % 2])
+        losses.append(loss.item())
+        loss.backward()
+        warm = min(step / s["muon_momentum_warmup_steps"], 1.0) if s["muon_momentum_warmup_steps"] > 0 else 1.0
+        mu = (1 - warm) * s["muon_momentum_warmup_start"] + warm * s["muon_momentum"]
+        with torch.no_grad():
+            for p, buf in zip(matrices, momentum_buffers):
+                buf.mul_(mu).add_(p.grad)
+                update = newton_schulz(p.grad + mu * buf, int(s["muon_backend_steps"]))
+                p.add_(update, alpha=-s["matrix_lr"] * max(1.0, p.size(0) / p.size(1)) ** 0.5)
+        adam.step()
+else:
+    # nanoGPT's AdamW groups: decay on tensors of two or more dimensions, none on biases and norms.
+    decay = [p for p in model.p.values() if p.ndim >= 2]
+    no_decay = [p for p in model.p.values() if p.ndim < 2]
+    adamw = torch.optim.AdamW([{"params": decay, "weight_decay": s["weight_decay"]},
+                               {"params": no_decay, "weight_decay": 0.0}],
+                              lr=s["matrix_lr"], betas=(s["beta1"], s["beta2"]), eps=s["adam_eps"])
+    for step in range(10):
+        model.zero_grad()
+        loss, _ = model(*batches[step % 2])
+        losses.append(loss.item())
+        loss.backward()
+        adamw.step()
+close("10-step losses", kgpt_losses, losses, 1e-4)
+print("kgpt losses     ", np.array2string(kgpt_losses, precision=6))
+print("reference losses", np.array2string(np.array(losses), precision=6))
+
+print(f"{'passed' if not failures else 'failed'}: {len(failures)} failures")
+sys.exit(1 if failures else 0)
