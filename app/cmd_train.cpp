@@ -23,8 +23,8 @@ const CommandSpec& train_spec() {
       "(--run-dir, or <run.out_dir>/<run.name>, where run.name defaults to the deck's file name)\n"
       "holding deck.yaml (the resolved deck), deck.source.yaml (the deck as given) and log.txt (the\n"
       "log, the same lines as stdout). An existing run directory is never overwritten.\n"
-      "Then it trains on one rank (golf or gpt2 family, fp32) and evaluates on the val split at step 0, every\n"
-      "train.eval_every steps and at the end. Log lines:\n"
+      "Then it trains on one rank (golf or gpt2 family, fp32) and evaluates on the val split at\n"
+      "step 0, every train.eval_every steps and at the end. Log lines:\n"
       "  step:S/N train_loss:L lr:X step_ms:T tok/s:R\n"
       "  step:S/N val_loss:L val_bpb:B",
       {
