@@ -24,6 +24,9 @@ int run_prepare(const ParsedArgs& args);
 const CommandSpec& train_spec();
 int run_train(const ParsedArgs& args);
 
+const CommandSpec& bench_spec();
+int run_bench(const ParsedArgs& args);
+
 // Reads the deck named by the first positional argument with the --set overrides, for `world_size`
 // ranks (check and train share it).
 config::ResolvedDeck load_deck_from_args(const ParsedArgs& args, int world_size);

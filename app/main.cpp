@@ -18,6 +18,7 @@ const std::vector<Command>& commands() {
       {train_spec(), run_train},
       {check_spec(), run_check},
       {prepare_spec(), run_prepare},
+      {bench_spec(), run_bench},
   };
   return all;
 }

@@ -41,7 +41,7 @@ std::string small_deck(const TempDir& dir) {
 TEST_CASE("kgpt --help, help for every subcommand, and --version", "[app]") {
   const auto help = run_kgpt({"--help"});
   CHECK(help.exit_code == 0);
-  for (const char* command : {"train", "check", "prepare"}) {
+  for (const char* command : {"train", "check", "prepare", "bench"}) {
     INFO(command);
     CHECK(help.out.find(std::string("  ") + command) != std::string::npos);
     const auto sub = run_kgpt({command, "--help"});
@@ -153,6 +153,14 @@ TEST_CASE("kgpt prepare, check and train on real shards", "[app]") {
   CHECK(again.exit_code == 2);
   CHECK(again.err.find("run directory already holds a run") != std::string::npos);
   CHECK(read_file(run_dir + "/deck.yaml") == resolved);
+
+  // bench runs the deck's model on synthetic tokens and prints figures (never judged by speed).
+  const auto bench = run_kgpt({"bench", dir.file("small.yaml"), "--steps", "1", "--warmup", "0", "--gemm-size", "64"});
+  INFO(bench.err);
+  CHECK(bench.exit_code == 0);
+  for (const char* field : {"tok/s:", "step_ms:", "model_gflops:", "sgemm_gflops:", "ratio:", "peak_rss_mb:"}) {
+    CHECK(bench.out.find(field) != std::string::npos);
+  }
 
   // The resolved deck is itself a valid deck with the same values.
   const auto recheck = run_kgpt({"check", run_dir + "/deck.yaml"});

@@ -1,0 +1,34 @@
+#pragma once
+// `kgpt bench`: the speed of a deck's training step on this machine, next to the speed of a plain
+// sgemm measured in the same run, so the ratio says how much of the machine's GEMM rate the model
+// reaches. Figures, never pass/fail.
+
+#include <string>
+
+#include "config/deck.hpp"
+
+namespace kgpt::train {
+
+struct BenchOptions {
+  int warmup_steps = 2;
+  int steps = 5;
+  int gemm_size = 1024;
+};
+
+struct BenchResult {
+  double sgemm_flops = 0;        // FLOP/s of an n^3 fp32 GEMM
+  double step_ms = 0;            // mean optimizer step, all micro-steps included
+  double forward_ms = 0, backward_ms = 0, optimizer_ms = 0;  // its parts (backward includes zeroing)
+  double tokens_per_s = 0;
+  double model_flops = 0;        // FLOP/s by the 6N + attention estimate
+  double flops_per_token = 0;
+  double peak_rss_bytes = 0;
+};
+
+// Runs the deck's model on synthetic tokens (no data files are read) and returns the figures.
+BenchResult run_bench(const config::ResolvedDeck& deck, const BenchOptions& options);
+
+// Training FLOPs per token: 6 N (N without the learned positions) + 12 L H D T for attention.
+double training_flops_per_token(const config::ResolvedDeck& deck, std::size_t parameters_without_positions);
+
+}  // namespace kgpt::train
