@@ -48,8 +48,7 @@ GolfModel<T>::GolfModel(const config::ModelConfig& config, int max_batch, int ma
       params_(golf_layout(config)),
       rope_cos_("kgpt::golf::rope_cos", max_seq, head_dim_ / 2),
       rope_sin_("kgpt::golf::rope_sin", max_seq, head_dim_ / 2),
-      tokens_("kgpt::golf::tokens", max_batch, max_seq),
-      targets_("kgpt::golf::targets", max_batch, max_seq) {
+      stage_(max_batch, max_seq) {
   ops::rope_tables(rope_cos_, rope_sin_, config.rope_base);
   const std::size_t n = static_cast<std::size_t>(max_batch) * max_seq;
   const std::size_t c = width_, f = hidden_, kvd = static_cast<std::size_t>(kv_heads_) * head_dim_;
@@ -133,19 +132,12 @@ GolfModel<T>::~GolfModel() = default;
 
 template <class T>
 double GolfModel<T>::forward(const ExecSpace& exec, const ConstTokenMatrix& inputs, const ConstTokenMatrix& targets) {
-  batch_ = static_cast<int>(inputs.extent(0));
-  seq_ = static_cast<int>(inputs.extent(1));
-  if (batch_ > max_batch_ || seq_ > max_seq_ || targets.extent(0) != inputs.extent(0) ||
-      targets.extent(1) != inputs.extent(1)) {
-    throw Error(ExitCode::failure, "golf model: micro-batch " + std::to_string(batch_) + "x" + std::to_string(seq_) +
-                                       " does not fit the model's capacity " + std::to_string(max_batch_) + "x" +
-                                       std::to_string(max_seq_));
-  }
+  stage_.stage(exec, inputs, targets, "golf model");
+  batch_ = stage_.batch();
+  seq_ = stage_.seq();
   rows_ = batch_ * seq_;
   const std::size_t n = rows_, c = width_;
-  TokenMatrix tokens(tokens_.data(), batch_, seq_), target_view(targets_.data(), batch_, seq_);
-  Kokkos::deep_copy(exec, tokens, inputs);
-  Kokkos::deep_copy(exec, target_view, targets);
+  const TokenMatrix tokens = stage_.inputs(), target_view = stage_.targets();
 
   ops::embedding_forward<T>(exec, tokens, params_.matrix("tok_emb.weight"), embedded_.mat(n, c));
   ops::rmsnorm_forward<T>(exec, embedded_.mat(n, c), x0_.mat(n, c), rstd0_.vec(n), T(kRmsEps));
@@ -207,7 +199,7 @@ void GolfModel<T>::backward(const ExecSpace& exec, T grad_scale) {
   const std::size_t n = rows_, c = width_;
   const Matrix<T> dx = dx_.mat(n, c), dx0 = dx0_.mat(n, c), tmp = tmp_.mat(n, c);
   const Matrix<T> tok_emb = params_.matrix("tok_emb.weight"), g_tok_emb = params_.grad_matrix("tok_emb.weight");
-  const ConstTokenMatrix targets(targets_.data(), batch_, seq_), tokens(tokens_.data(), batch_, seq_);
+  const ConstTokenMatrix targets = stage_.targets(), tokens = stage_.inputs();
   ops::cross_entropy_backward<T>(exec, final_.mat(n, c), tok_emb, targets, T(config_.logit_softcap), logits_.mat(n, vocab_),
                                  lse_.vec(n), grad_scale, tmp, g_tok_emb);
   ops::rmsnorm_backward<T>(exec, layers_.back().x_out.mat(n, c), rstd_final_.vec(n), tmp, dx);

@@ -45,7 +45,7 @@ class GolfModel {
   int batch_ = 0, seq_ = 0, rows_ = 0;
   Parameters<T> params_;
   Matrix<T> rope_cos_, rope_sin_;
-  TokenMatrix tokens_, targets_;
+  TokenStage stage_;
   std::vector<Layer> layers_;
   Buffer<T> embedded_, x0_, rstd0_, final_, rstd_final_, logits_, lse_, losses_;
   // Backward scratch, shared by all layers.

@@ -36,8 +36,7 @@ Gpt2Model<T>::Gpt2Model(const config::ModelConfig& config, int max_batch, int ma
       heads_(config.n_head),
       head_dim_(config.d_model / config.n_head),
       params_(gpt2_layout(config, max_seq)),
-      tokens_("kgpt::gpt2::tokens", max_batch, max_seq),
-      targets_("kgpt::gpt2::targets", max_batch, max_seq) {
+      stage_(max_batch, max_seq) {
   const std::size_t n = static_cast<std::size_t>(max_batch) * max_seq, c = width_;
   const std::size_t probs = static_cast<std::size_t>(max_batch) * heads_ * max_seq * max_seq;
   auto buffer = [](const std::string& name, std::size_t size) { return Buffer<T>("kgpt::gpt2::" + name, size); };
@@ -107,19 +106,12 @@ Gpt2Model<T>::~Gpt2Model() = default;
 
 template <class T>
 double Gpt2Model<T>::forward(const ExecSpace& exec, const ConstTokenMatrix& inputs, const ConstTokenMatrix& targets) {
-  batch_ = static_cast<int>(inputs.extent(0));
-  seq_ = static_cast<int>(inputs.extent(1));
-  if (batch_ > max_batch_ || seq_ > max_seq_ || targets.extent(0) != inputs.extent(0) ||
-      targets.extent(1) != inputs.extent(1)) {
-    throw Error(ExitCode::failure, "gpt2 model: micro-batch " + std::to_string(batch_) + "x" + std::to_string(seq_) +
-                                       " does not fit the model's capacity " + std::to_string(max_batch_) + "x" +
-                                       std::to_string(max_seq_));
-  }
+  stage_.stage(exec, inputs, targets, "gpt2 model");
+  batch_ = stage_.batch();
+  seq_ = stage_.seq();
   rows_ = batch_ * seq_;
   const std::size_t n = rows_, c = width_, b = batch_, t = seq_, h = heads_, d = head_dim_;
-  TokenMatrix tokens(tokens_.data(), batch_, seq_), target_view(targets_.data(), batch_, seq_);
-  Kokkos::deep_copy(exec, tokens, inputs);
-  Kokkos::deep_copy(exec, target_view, targets);
+  const TokenMatrix tokens = stage_.inputs(), target_view = stage_.targets();
   Matrix<T> x = layers_.empty() ? x_last_.mat(n, c) : layers_[0].x_in.mat(n, c);
   ops::embedding_forward<T>(exec, tokens, params_.matrix("transformer.wte.weight"), x);
   ops::position_embedding_forward<T>(exec, seq_, params_.matrix("transformer.wpe.weight"), x);
@@ -160,7 +152,7 @@ template <class T>
 void Gpt2Model<T>::backward(const ExecSpace& exec, T grad_scale) {
   const std::size_t n = rows_, c = width_, b = batch_, t = seq_, h = heads_, d = head_dim_;
   const Matrix<T> dx = dx_.mat(n, c), tmp = tmp_.mat(n, c);
-  const ConstTokenMatrix targets(targets_.data(), batch_, seq_), tokens(tokens_.data(), batch_, seq_);
+  const ConstTokenMatrix targets = stage_.targets(), tokens = stage_.inputs();
   ops::cross_entropy_backward<T>(exec, final_.mat(n, c), params_.matrix("transformer.wte.weight"), targets,
                                  T(config_.logit_softcap), logits_.mat(n, vocab_), lse_.vec(n), grad_scale, tmp,
                                  params_.grad_matrix("transformer.wte.weight"));

@@ -34,7 +34,7 @@ class Gpt2Model {
   int max_batch_, max_seq_, vocab_, width_, heads_, head_dim_;
   int batch_ = 0, seq_ = 0, rows_ = 0;
   Parameters<T> params_;
-  TokenMatrix tokens_, targets_;
+  TokenStage stage_;
   std::vector<Layer> layers_;
   Buffer<T> x_last_, final_, mean_final_, rstd_final_, logits_, lse_, losses_;
   Buffer<T> dx_, tmp_, d_big_, d_big2_, d_qkv_, d_q_, d_k_, d_v_, d_o_, scratch_;

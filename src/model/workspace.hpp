@@ -32,4 +32,34 @@ class Buffer {
   Vector<T> storage_;
 };
 
+// The model's own copy of a micro-batch's inputs and targets, sized for its capacity.
+class TokenStage {
+ public:
+  TokenStage(int max_batch, int max_seq)
+      : inputs_("kgpt::model::inputs", max_batch, max_seq), targets_("kgpt::model::targets", max_batch, max_seq) {}
+
+  // Copies a (B, T) micro-batch in; throws Error naming `who` when it exceeds the capacity or the
+  // two shapes differ.
+  void stage(const ExecSpace& exec, const ConstTokenMatrix& inputs, const ConstTokenMatrix& targets, const char* who) {
+    const std::size_t b = inputs.extent(0), t = inputs.extent(1);
+    if (b > inputs_.extent(0) || t > inputs_.extent(1) || targets.extent(0) != b || targets.extent(1) != t) {
+      throw Error(ExitCode::failure, std::string(who) + ": micro-batch " + std::to_string(b) + "x" + std::to_string(t) +
+                                         " does not fit the model's capacity " + std::to_string(inputs_.extent(0)) +
+                                         "x" + std::to_string(inputs_.extent(1)));
+    }
+    batch_ = static_cast<int>(b);
+    seq_ = static_cast<int>(t);
+    Kokkos::deep_copy(exec, this->inputs(), inputs);
+    Kokkos::deep_copy(exec, this->targets(), targets);
+  }
+  TokenMatrix inputs() const { return TokenMatrix(inputs_.data(), batch_, seq_); }
+  TokenMatrix targets() const { return TokenMatrix(targets_.data(), batch_, seq_); }
+  int batch() const { return batch_; }
+  int seq() const { return seq_; }
+
+ private:
+  TokenMatrix inputs_, targets_;
+  int batch_ = 0, seq_ = 0;
+};
+
 }  // namespace kgpt::model

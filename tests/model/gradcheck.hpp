@@ -70,4 +70,13 @@ void check_gradient(const std::string& name, const Param& param, const Grad& ana
   CHECK(worst <= tol);
 }
 
+// A (B, T) matrix of token ids below `vocab`, the same for the same stream.
+inline TokenMatrix random_tokens(int b, int t, int vocab, std::uint64_t stream) {
+  TokenMatrix tokens("tokens", b, t);
+  auto host = Kokkos::create_mirror_view(tokens);
+  for (int i = 0; i < b * t; ++i) host.data()[i] = static_cast<int>(kgpt::random::bits(7, stream, i) % vocab);
+  Kokkos::deep_copy(tokens, host);
+  return tokens;
+}
+
 }  // namespace kgpt::test

@@ -22,13 +22,6 @@ config::ModelConfig tiny_golf() {
   return m;
 }
 
-TokenMatrix random_tokens(int b, int t, int vocab, std::uint64_t stream) {
-  TokenMatrix tokens("tokens", b, t);
-  auto host = Kokkos::create_mirror_view(tokens);
-  for (int i = 0; i < b * t; ++i) host.data()[i] = static_cast<int>(random::bits(7, stream, i) % vocab);
-  Kokkos::deep_copy(tokens, host);
-  return tokens;
-}
 
 // Every parameter random, so that no gradient is trivially zero (the real init zeroes projections).
 template <class T>
@@ -44,7 +37,7 @@ TEST_CASE("golf: the loss at initialisation is close to ln(vocab)", "[model][gol
   m.d_model = 32;
   model::GolfModel<float> model(m, 4, 16);
   model::initialize(model.parameters(), 1337);
-  const auto inputs = random_tokens(4, 16, 257, 1), targets = random_tokens(4, 16, 257, 2);
+  const auto inputs = test::random_tokens(4, 16, 257, 1), targets = test::random_tokens(4, 16, 257, 2);
   const double loss = model.forward(ExecSpace(), inputs, targets);
   CHECK(std::abs(loss - std::log(257.0)) < 0.1);
 }
@@ -52,7 +45,7 @@ TEST_CASE("golf: the loss at initialisation is close to ln(vocab)", "[model][gol
 TEST_CASE("golf: the whole model's gradient matches finite differences", "[model][golf][gradcheck]") {
   model::GolfModel<double> model(tiny_golf(), 2, 7);
   randomize(model);
-  const auto inputs = random_tokens(2, 5, 19, 3), targets = random_tokens(2, 5, 19, 4);
+  const auto inputs = test::random_tokens(2, 5, 19, 3), targets = test::random_tokens(2, 5, 19, 4);
   auto loss = [&] { return model.forward(ExecSpace(), inputs, targets); };
   loss();
   Kokkos::deep_copy(model.parameters().grads(), 0.0);
@@ -68,7 +61,7 @@ TEST_CASE("golf: the whole model's gradient matches finite differences", "[model
 TEST_CASE("golf: gradients accumulate over micro-steps with the grad scale", "[model][golf]") {
   model::GolfModel<double> model(tiny_golf(), 2, 7);
   randomize(model);
-  const auto inputs = random_tokens(2, 5, 19, 5), targets = random_tokens(2, 5, 19, 6);
+  const auto inputs = test::random_tokens(2, 5, 19, 5), targets = test::random_tokens(2, 5, 19, 6);
   Kokkos::deep_copy(model.parameters().grads(), 0.0);
   model.forward(ExecSpace(), inputs, targets);
   model.backward(ExecSpace(), 1.0);
@@ -86,8 +79,8 @@ TEST_CASE("golf: gradients accumulate over micro-steps with the grad scale", "[m
 TEST_CASE("golf: logits at positions up to t do not depend on later tokens", "[model][golf]") {
   model::GolfModel<double> model(tiny_golf(), 2, 7);
   randomize(model);
-  auto inputs = random_tokens(2, 7, 19, 8);
-  const auto targets = random_tokens(2, 7, 19, 9);
+  auto inputs = test::random_tokens(2, 7, 19, 8);
+  const auto targets = test::random_tokens(2, 7, 19, 9);
   model.forward(ExecSpace(), inputs, targets);
   auto before = Kokkos::create_mirror(model.logits());
   Kokkos::deep_copy(before, model.logits());
@@ -110,7 +103,7 @@ TEST_CASE("golf: 8 micro-batches of M sequences at scale 1/8 equal one batch of 
   const int micro = 2, steps = 8, t = 6;
   model::GolfModel<double> model(tiny_golf(), micro * steps, t);
   randomize(model);
-  const auto inputs = random_tokens(micro * steps, t, 19, 20), targets = random_tokens(micro * steps, t, 19, 21);
+  const auto inputs = test::random_tokens(micro * steps, t, 19, 20), targets = test::random_tokens(micro * steps, t, 19, 21);
   Kokkos::deep_copy(model.parameters().grads(), 0.0);
   const double whole_loss = model.forward(ExecSpace(), inputs, targets);
   model.backward(ExecSpace(), 1.0);

@@ -21,13 +21,6 @@ config::ModelConfig tiny_gpt2() {
   return m;
 }
 
-TokenMatrix random_tokens(int b, int t, int vocab, std::uint64_t stream) {
-  TokenMatrix tokens("tokens", b, t);
-  auto host = Kokkos::create_mirror_view(tokens);
-  for (int i = 0; i < b * t; ++i) host.data()[i] = static_cast<int>(random::bits(11, stream, i) % vocab);
-  Kokkos::deep_copy(tokens, host);
-  return tokens;
-}
 
 }  // namespace
 
@@ -37,7 +30,7 @@ TEST_CASE("gpt2: the loss at initialisation is close to ln(vocab)", "[model][gpt
   m.d_model = 48;
   model::Gpt2Model<float> model(m, 4, 16);
   model::initialize(model.parameters(), 1337);
-  const double loss = model.forward(ExecSpace(), random_tokens(4, 16, 257, 1), random_tokens(4, 16, 257, 2));
+  const double loss = model.forward(ExecSpace(), test::random_tokens(4, 16, 257, 1), test::random_tokens(4, 16, 257, 2));
   CHECK(std::abs(loss - std::log(257.0)) < 0.1);
 }
 
@@ -48,7 +41,7 @@ TEST_CASE("gpt2: the whole model's gradient matches finite differences", "[model
     m.logit_softcap = cap;
     model::Gpt2Model<double> model(m, 2, 6);
     random::fill_normal(model.parameters().values(), 98, 0, 0.5);
-    const auto inputs = random_tokens(2, 5, 23, 3), targets = random_tokens(2, 5, 23, 4);
+    const auto inputs = test::random_tokens(2, 5, 23, 3), targets = test::random_tokens(2, 5, 23, 4);
     auto loss = [&] { return model.forward(ExecSpace(), inputs, targets); };
     loss();
     Kokkos::deep_copy(model.parameters().grads(), 0.0);
@@ -65,8 +58,8 @@ TEST_CASE("gpt2: the whole model's gradient matches finite differences", "[model
 TEST_CASE("gpt2: logits at positions up to t do not depend on later tokens", "[model][gpt2]") {
   model::Gpt2Model<double> model(tiny_gpt2(), 1, 6);
   random::fill_normal(model.parameters().values(), 97, 0, 0.5);
-  auto inputs = random_tokens(1, 6, 23, 8);
-  const auto targets = random_tokens(1, 6, 23, 9);
+  auto inputs = test::random_tokens(1, 6, 23, 8);
+  const auto targets = test::random_tokens(1, 6, 23, 9);
   model.forward(ExecSpace(), inputs, targets);
   auto before = Kokkos::create_mirror(model.logits());
   Kokkos::deep_copy(before, model.logits());
