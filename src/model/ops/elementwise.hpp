@@ -4,6 +4,8 @@
 //                  dx = mix(0) * dy (overwritten), dx0 += mix(1) * dy, dmix(0) += sum_n x dy, dmix(1) += sum_n x0 dy
 //   scaled_add:    x += s * y (in place: a residual add with a per-channel scale)
 //                  dy = s * dx (overwritten), ds += sum_n y dx; dx itself flows on unchanged
+//   add_into:      y += x (two gradient paths meeting)
+//   bias:          y += bias; dbias += sum_n dy (a linear layer's bias)
 // Channel sums run over n in order inside one thread per channel: reproducible bit for bit.
 
 #include "core/views.hpp"
@@ -62,10 +64,6 @@ void scaled_add_backward(const ExecSpace& exec, const ConstMatrix<T>& y, const C
       });
 }
 
-}  // namespace kgpt::model::ops
-
-namespace kgpt::model::ops {
-
 // y += x, elementwise on (N, C): joins gradients that reach one tensor by two paths.
 template <class T>
 void add_into(const ExecSpace& exec, const ConstMatrix<T>& x, const Matrix<T>& y) {
@@ -74,10 +72,6 @@ void add_into(const ExecSpace& exec, const ConstMatrix<T>& x, const Matrix<T>& y
       "kgpt::add_into", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {n, c}),
       KOKKOS_LAMBDA(const int i, const int j) { y(i, j) += x(i, j); });
 }
-
-}  // namespace kgpt::model::ops
-
-namespace kgpt::model::ops {
 
 // Bias of a linear layer: y(n, f) += bias(f); dbias(f) += sum_n dy(n, f) (row order per column).
 template <class T>
