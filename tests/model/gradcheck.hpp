@@ -70,6 +70,22 @@ void check_gradient(const std::string& name, const Param& param, const Grad& ana
   CHECK(worst <= tol);
 }
 
+// The whole gradient of a model's mean loss on one batch, tensor by tensor, against finite
+// differences (at most `per_tensor` elements of each tensor, spread evenly).
+template <class Model>
+void check_model_gradient(Model& model, const TokenMatrix& inputs, const TokenMatrix& targets, std::size_t per_tensor = 24) {
+  auto loss = [&] { return model.forward(ExecSpace(), inputs, targets); };
+  loss();
+  Kokkos::deep_copy(model.parameters().grads(), 0.0);
+  model.backward(ExecSpace(), 1.0);
+  const auto& params = model.parameters();
+  for (const auto& entry : params.layout().entries()) {
+    Vector<double> value(params.values().data() + entry.offset, entry.size);
+    Vector<double> grad(params.grads().data() + entry.offset, entry.size);
+    check_gradient(entry.spec.name, value, grad, loss, 1e-6, 1e-6, per_tensor);
+  }
+}
+
 // A (B, T) matrix of token ids below `vocab`, the same for the same stream.
 inline TokenMatrix random_tokens(int b, int t, int vocab, std::uint64_t stream) {
   TokenMatrix tokens("tokens", b, t);

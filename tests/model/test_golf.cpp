@@ -46,16 +46,7 @@ TEST_CASE("golf: the whole model's gradient matches finite differences", "[model
   model::GolfModel<double> model(tiny_golf(), 2, 7);
   randomize(model);
   const auto inputs = test::random_tokens(2, 5, 19, 3), targets = test::random_tokens(2, 5, 19, 4);
-  auto loss = [&] { return model.forward(ExecSpace(), inputs, targets); };
-  loss();
-  Kokkos::deep_copy(model.parameters().grads(), 0.0);
-  model.backward(ExecSpace(), 1.0);
-  const auto& params = model.parameters();
-  for (const auto& entry : params.layout().entries()) {
-    Vector<double> value(params.values().data() + entry.offset, entry.size);
-    Vector<double> grad(params.grads().data() + entry.offset, entry.size);
-    test::check_gradient(entry.spec.name, value, grad, loss, 1e-6, 1e-6, 24);
-  }
+  test::check_model_gradient(model, inputs, targets);
 }
 
 TEST_CASE("golf: gradients accumulate over micro-steps with the grad scale", "[model][golf]") {

@@ -42,16 +42,7 @@ TEST_CASE("gpt2: the whole model's gradient matches finite differences", "[model
     model::Gpt2Model<double> model(m, 2, 6);
     random::fill_normal(model.parameters().values(), 98, 0, 0.5);
     const auto inputs = test::random_tokens(2, 5, 23, 3), targets = test::random_tokens(2, 5, 23, 4);
-    auto loss = [&] { return model.forward(ExecSpace(), inputs, targets); };
-    loss();
-    Kokkos::deep_copy(model.parameters().grads(), 0.0);
-    model.backward(ExecSpace(), 1.0);
-    const auto& params = model.parameters();
-    for (const auto& entry : params.layout().entries()) {
-      Vector<double> value(params.values().data() + entry.offset, entry.size);
-      Vector<double> grad(params.grads().data() + entry.offset, entry.size);
-      test::check_gradient(entry.spec.name, value, grad, loss, 1e-6, 1e-6, 24);
-    }
+    test::check_model_gradient(model, inputs, targets);
   }
 }
 
