@@ -22,15 +22,20 @@ struct AdamSettings {
 template <class T>
 void adam_update(const ExecSpace& exec, const Vector<T>& p, const ConstVector<T>& g, const Vector<T>& m,
                  const Vector<T>& v, const AdamSettings& s, int t) {
-  const T lr = T(s.lr), b1 = T(s.beta1), b2 = T(s.beta2), eps = T(s.eps);
+  // torch.optim.Adam's arrangement: p -= (lr / c1) m / (sqrt(v) / sqrt(c2) + eps), one sqrt and one
+  // division per element.
+  const T b1 = T(s.beta1), b2 = T(s.beta2), eps = T(s.eps);
   const T decay = T(1.0 - s.lr * s.weight_decay);
-  const T correction1 = T(1.0 - std::pow(s.beta1, t)), correction2 = T(1.0 - std::pow(s.beta2, t));
+  const T step_size = T(s.lr / (1.0 - std::pow(s.beta1, t)));
+  const T inverse_sqrt_c2 = T(1.0 / std::sqrt(1.0 - std::pow(s.beta2, t)));
   Kokkos::parallel_for(
       "kgpt::adam::update", Kokkos::RangePolicy<ExecSpace>(exec, 0, p.extent(0)), KOKKOS_LAMBDA(const std::size_t i) {
         const T grad = g(i);
-        m(i) = b1 * m(i) + (T(1) - b1) * grad;
-        v(i) = b2 * v(i) + (T(1) - b2) * grad * grad;
-        p(i) = p(i) * decay - lr * (m(i) / correction1) / (sqrt(v(i) / correction2) + eps);
+        const T m_new = b1 * m(i) + (T(1) - b1) * grad;
+        const T v_new = b2 * v(i) + (T(1) - b2) * grad * grad;
+        m(i) = m_new;
+        v(i) = v_new;
+        p(i) = p(i) * decay - step_size * m_new / (sqrt(v_new) * inverse_sqrt_c2 + eps);
       });
 }
 
