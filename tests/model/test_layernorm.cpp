@@ -1,34 +1,122 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
+#include <string>
 
 #include "model/gradcheck.hpp"
-#include "model/ops/elementwise.hpp"
 #include "model/ops/layernorm.hpp"
 
 using namespace kgpt;
 
-TEST_CASE("layernorm matches its definition and finite differences", "[model][layernorm][gradcheck]") {
+namespace {
+
+// A copy of `from` (any rank, contiguous) with the value type of `To`: double data as float, say.
+template <class To, class From>
+To converted(const std::string& label, const From& from) {
+  To to(label, from.layout());
+  auto host_from = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), from);
+  auto host_to = Kokkos::create_mirror_view(to);
+  for (std::size_t i = 0; i < from.span(); ++i) {
+    host_to.data()[i] = static_cast<typename To::non_const_value_type>(host_from.data()[i]);
+  }
+  Kokkos::deep_copy(to, host_to);
+  return to;
+}
+
+// max_i |a_i - factor * b_i| / (1 + |factor * b_i|); infinite if any element is NaN or infinite, so
+// that a NaN cannot hide inside the maximum. Zero means equal bit for bit (up to the sign of zero).
+template <class A, class B>
+double max_difference(const A& a, const B& b, double factor = 1.0) {
+  REQUIRE(a.span() == b.span());
+  auto ha = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), a);
+  auto hb = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), b);
+  double worst = 0;
+  for (std::size_t i = 0; i < a.span(); ++i) {
+    const double expected = factor * static_cast<double>(hb.data()[i]);
+    const double difference = std::fabs(static_cast<double>(ha.data()[i]) - expected) / (1 + std::fabs(expected));
+    if (!std::isfinite(difference)) return std::numeric_limits<double>::infinity();
+    worst = std::max(worst, difference);
+  }
+  return worst;
+}
+
+template <class V>
+bool all_finite(const V& v) {
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+  for (std::size_t i = 0; i < v.span(); ++i) {
+    if (!std::isfinite(static_cast<double>(host.data()[i]))) return false;
+  }
+  return true;
+}
+
+// Everything one forward and one backward of LayerNorm produce, in precision T.
+template <class T>
+struct LayerNormRun {
+  Matrix<T> y, dx;
+  Vector<T> mean, rstd, dw, db;
+};
+
+// Runs forward then backward in precision T on (double) inputs x (N, C), w, b (C) and upstream
+// gradient dy (N, C). dx starts as NaN (it must be overwritten), dw and db as zero.
+template <class T>
+LayerNormRun<T> run_layernorm(const Matrix<double>& x, const Vector<double>& w, const Vector<double>& b,
+                              const Matrix<double>& dy, double eps) {
+  const int n = static_cast<int>(x.extent(0)), c = static_cast<int>(x.extent(1));
+  const auto xt = converted<Matrix<T>>("x", x);
+  const auto wt = converted<Vector<T>>("w", w);
+  const auto bt = converted<Vector<T>>("b", b);
+  const auto dyt = converted<Matrix<T>>("dy", dy);
+  LayerNormRun<T> run{Matrix<T>("y", n, c), Matrix<T>("dx", n, c), Vector<T>("mean", n),
+                      Vector<T>("rstd", n), Vector<T>("dw", c),   Vector<T>("db", c)};
+  Kokkos::deep_copy(run.dx, std::numeric_limits<T>::quiet_NaN());
+  model::ops::layernorm_forward<T>(ExecSpace(), xt, wt, bt, run.y, run.mean, run.rstd, T(eps));
+  model::ops::layernorm_backward<T>(ExecSpace(), xt, wt, run.mean, run.rstd, dyt, run.dx, run.dw, run.db);
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("layernorm forward matches its definition", "[model][layernorm]") {
   const int n = 5, c = 12;
-  Matrix<double> x("x", n, c), y("y", n, c), dx("dx", n, c);
-  Vector<double> w("w", c), b("b", c), dw("dw", c), db("db", c), mean("mean", n), rstd("rstd", n);
+  const double eps = 1e-5;
+  Matrix<double> x("x", n, c), y("y", n, c);
+  Vector<double> w("w", c), b("b", c), mean("mean", n), rstd("rstd", n);
   random::fill_normal(x, 110, 0, 2.0);
   random::fill_normal(w, 110, 1, 1.0);
   random::fill_normal(b, 110, 2, 1.0);
-  model::ops::layernorm_forward<double>(ExecSpace(), x, w, b, y, mean, rstd, 1e-5);
+  // One row far from zero with a small spread: a one-pass variance would cancel here.
   auto hx = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), x);
+  for (int j = 0; j < c; ++j) hx(n - 1, j) = 1000.0 + 0.01 * hx(n - 1, j);
+  Kokkos::deep_copy(x, hx);
+  model::ops::layernorm_forward<double>(ExecSpace(), x, w, b, y, mean, rstd, eps);
   auto hy = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y);
   auto hw = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), w);
   auto hb = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), b);
+  auto hmean = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), mean);
+  auto hrstd = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), rstd);
   for (int i = 0; i < n; ++i) {
+    // PyTorch's nn.LayerNorm: biased variance, eps inside the square root.
     double mu = 0, var = 0;
     for (int j = 0; j < c; ++j) mu += hx(i, j) / c;
     for (int j = 0; j < c; ++j) var += (hx(i, j) - mu) * (hx(i, j) - mu) / c;
+    const double r = 1 / std::sqrt(var + eps);
+    CHECK(hmean(i) == Approx(mu).epsilon(1e-14));
+    CHECK(hrstd(i) == Approx(r).epsilon(1e-10));
     for (int j = 0; j < c; ++j) {
-      CHECK(hy(i, j) == Approx((hx(i, j) - mu) / std::sqrt(var + 1e-5) * hw(j) + hb(j)).epsilon(1e-12));
+      CHECK(hy(i, j) == Approx((hx(i, j) - mu) * r * hw(j) + hb(j)).epsilon(1e-10).margin(1e-12));
     }
   }
-  const auto up = test::random_like("up", y, 111);
+}
+
+TEST_CASE("layernorm backward matches finite differences for dx, dw and db", "[model][layernorm][gradcheck]") {
+  const int n = 5, c = 12;
+  Matrix<double> x("x", n, c), y("y", n, c), dx("dx", n, c);
+  Vector<double> w("w", c), b("b", c), dw("dw", c), db("db", c), mean("mean", n), rstd("rstd", n);
+  random::fill_normal(x, 112, 0, 2.0);
+  random::fill_normal(w, 112, 1, 1.0);
+  random::fill_normal(b, 112, 2, 1.0);
+  const auto up = test::random_like("up", y, 113);
   auto loss = [&] {
     model::ops::layernorm_forward<double>(ExecSpace(), x, w, b, y, mean, rstd, 1e-5);
     return test::dot(up, y);
@@ -40,18 +128,42 @@ TEST_CASE("layernorm matches its definition and finite differences", "[model][la
   test::check_gradient("layernorm db", b, db, loss);
 }
 
-TEST_CASE("bias add and its column-sum gradient", "[model][elementwise][gradcheck]") {
-  Matrix<double> y_in("y_in", 4, 3), y("y", 4, 3);
-  Vector<double> bias("bias", 3), dbias("dbias", 3);
-  random::fill_normal(y_in, 120, 0, 1.0);
-  random::fill_normal(bias, 120, 1, 1.0);
-  const auto up = test::random_like("up", y, 121);
-  auto loss = [&] {
-    Kokkos::deep_copy(y, y_in);
-    model::ops::bias_forward<double>(ExecSpace(), bias, y);
-    return test::dot(up, y);
-  };
-  loss();
-  model::ops::bias_backward<double>(ExecSpace(), up, dbias);
-  test::check_gradient("bias", bias, dbias, loss);
+TEST_CASE("layernorm backward overwrites dx and accumulates dw and db", "[model][layernorm]") {
+  const int n = 6, c = 10;
+  Matrix<double> x("x", n, c), dy("dy", n, c);
+  Vector<double> w("w", c), b("b", c);
+  random::fill_normal(x, 114, 0, 1.0);
+  random::fill_normal(w, 114, 1, 1.0);
+  random::fill_normal(b, 114, 2, 1.0);
+  random::fill_normal(dy, 114, 3, 1.0);
+  // dx starts as NaN: a first backward that added into it would leave NaN behind.
+  auto once = run_layernorm<double>(x, w, b, dy, 1e-5);
+  REQUIRE(all_finite(once.dx));
+  auto dx_once = converted<Matrix<double>>("dx_once", once.dx);
+  auto dw_once = converted<Vector<double>>("dw_once", once.dw);
+  auto db_once = converted<Vector<double>>("db_once", once.db);
+  model::ops::layernorm_backward<double>(ExecSpace(), x, w, once.mean, once.rstd, dy, once.dx, once.dw, once.db);
+  CHECK(max_difference(once.dx, dx_once) == 0);
+  CHECK(max_difference(once.dw, dw_once, 2.0) == 0);
+  CHECK(max_difference(once.db, db_once, 2.0) == 0);
+}
+
+TEST_CASE("layernorm in float agrees with double", "[model][layernorm][float]") {
+  const int n = 8, c = 96;
+  Matrix<double> x("x", n, c), dy("dy", n, c);
+  Vector<double> w("w", c), b("b", c);
+  random::fill_normal(x, 116, 0, 3.0);
+  random::fill_normal(w, 116, 1, 1.0);
+  random::fill_normal(b, 116, 2, 1.0);
+  random::fill_normal(dy, 116, 3, 1.0);
+  const auto ref = run_layernorm<double>(x, w, b, dy, 1e-5);
+  const auto low = run_layernorm<float>(x, w, b, dy, 1e-5);
+  // Float rounds the inputs and every operation at about 6e-8; this case shows differences of
+  // 2e-8 (rstd) to 2.3e-7 (dw), so 1e-6 leaves room for other reduction orders (GPU teams).
+  CHECK(max_difference(low.mean, ref.mean) < 1e-6);
+  CHECK(max_difference(low.rstd, ref.rstd) < 1e-6);
+  CHECK(max_difference(low.y, ref.y) < 1e-6);
+  CHECK(max_difference(low.dx, ref.dx) < 1e-6);
+  CHECK(max_difference(low.dw, ref.dw) < 1e-6);
+  CHECK(max_difference(low.db, ref.db) < 1e-6);
 }

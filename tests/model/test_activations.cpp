@@ -1,0 +1,171 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model/gradcheck.hpp"
+#include "model/ops/activations.hpp"
+
+using namespace kgpt;
+
+namespace {
+
+enum class Activation { relu_squared, gelu_tanh };
+
+const char* name_of(Activation a) { return a == Activation::relu_squared ? "relu_squared" : "gelu_tanh"; }
+
+// The definitions, on the host in long double. GELU is PyTorch's F.gelu(x, approximate='tanh').
+long double definition(Activation a, long double x) {
+  if (a == Activation::relu_squared) return x > 0 ? x * x : 0;
+  const long double u = std::sqrt(2 / 3.14159265358979323846L) * (x + 0.044715L * x * x * x);
+  return 0.5L * x * (1 + std::tanh(u));
+}
+
+long double derivative(Activation a, long double x) {
+  if (a == Activation::relu_squared) return x > 0 ? 2 * x : 0;
+  const long double k = std::sqrt(2 / 3.14159265358979323846L);
+  const long double t = std::tanh(k * (x + 0.044715L * x * x * x));
+  return 0.5L * (1 + t) + 0.5L * x * (1 - t * t) * k * (1 + 3 * 0.044715L * x * x);
+}
+
+template <class T>
+void forward(Activation a, const ConstMatrix<T>& x, const Matrix<T>& y) {
+  if (a == Activation::relu_squared) {
+    model::ops::relu_squared_forward<T>(ExecSpace(), x, y);
+  } else {
+    model::ops::gelu_tanh_forward<T>(ExecSpace(), x, y);
+  }
+}
+
+template <class T>
+void backward(Activation a, const ConstMatrix<T>& x, const ConstMatrix<T>& dy, const Matrix<T>& dx) {
+  if (a == Activation::relu_squared) {
+    model::ops::relu_squared_backward<T>(ExecSpace(), x, dy, dx);
+  } else {
+    model::ops::gelu_tanh_backward<T>(ExecSpace(), x, dy, dx);
+  }
+}
+
+template <class V>
+std::vector<double> values(const V& v) {
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+  return std::vector<double>(host.data(), host.data() + v.span());
+}
+
+// A copy of a double matrix in precision T.
+template <class T>
+Matrix<T> converted(const std::string& label, const Matrix<double>& from) {
+  Matrix<T> to(label, from.extent(0), from.extent(1));
+  auto host_from = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), from);
+  auto host_to = Kokkos::create_mirror_view(to);
+  for (std::size_t i = 0; i < from.span(); ++i) host_to.data()[i] = static_cast<T>(host_from.data()[i]);
+  Kokkos::deep_copy(to, host_to);
+  return to;
+}
+
+// max_i |a_i - b_i| / (1 + |b_i|); infinite when anything is not finite, so that a NaN cannot hide
+// inside the maximum. Zero means equal bit for bit (up to the sign of zero).
+double max_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double difference = std::fabs(a[i] - b[i]) / (1 + std::fabs(b[i]));
+    if (!std::isfinite(difference)) return std::numeric_limits<double>::infinity();
+    worst = std::max(worst, difference);
+  }
+  return worst;
+}
+
+// Forward, then backward twice into a dx that starts as NaN, in precision T: "y", "dx" after the
+// first backward and "dx_again" after the second.
+template <class T>
+std::map<std::string, std::vector<double>> run(Activation a, const Matrix<double>& x_in, const Matrix<double>& dy_in) {
+  const auto x = converted<T>("x", x_in);
+  const auto dy = converted<T>("dy", dy_in);
+  Matrix<T> y("y", x.extent(0), x.extent(1)), dx("dx", x.extent(0), x.extent(1));
+  Kokkos::deep_copy(dx, std::numeric_limits<T>::quiet_NaN());
+  forward<T>(a, x, y);
+  std::map<std::string, std::vector<double>> r{{"y", values(y)}};
+  backward<T>(a, x, dy, dx);
+  r["dx"] = values(dx);
+  backward<T>(a, x, dy, dx);
+  r["dx_again"] = values(dx);
+  return r;
+}
+
+// (6, 8) inputs: five rows of N(0, 1.5^2) and one row of fixed points from deep in the negative tail
+// (where tanh(u) -> -1, and exp(-2u) overflows to infinity in float) to the far positive side.
+Matrix<double> test_inputs() {
+  Matrix<double> x("x", 6, 8);
+  random::fill_normal(x, 90, 0, 1.5);
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), x);
+  const double fixed[8] = {-100.0, -30.0, -8.0, -2.5, 0.0, 0.75, 6.0, 30.0};
+  for (int j = 0; j < 8; ++j) host(5, j) = fixed[j];
+  Kokkos::deep_copy(x, host);
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("activations: forward and derivative match their definitions", "[model][activations]") {
+  const auto x = test_inputs();
+  const auto dy = test::random_like("dy", x, 91);
+  const auto hx = values(x), hdy = values(dy);
+  for (const auto a : {Activation::relu_squared, Activation::gelu_tanh}) {
+    INFO(name_of(a));
+    const auto r = run<double>(a, x, dy);
+    for (std::size_t i = 0; i < hx.size(); ++i) {
+      INFO("x = " << hx[i]);
+      // Long double keeps the digits that 1 + tanh(u) loses for negative x in double, down to
+      // about 1e-19 * |x|: below that even the long double definition is only rounding (at
+      // x = -8 it gives 0 where the op gives -3.4e-21), hence the absolute margin.
+      CHECK(r.at("y")[i] == Approx(static_cast<double>(definition(a, hx[i]))).epsilon(1e-14).margin(1e-16));
+      CHECK(r.at("dx")[i] ==
+            Approx(static_cast<double>(hdy[i] * derivative(a, hx[i]))).epsilon(1e-13).margin(1e-16));
+    }
+  }
+}
+
+TEST_CASE("activations: backward matches finite differences", "[model][activations][gradcheck]") {
+  auto x = test_inputs();
+  Matrix<double> y("y", x.extent(0), x.extent(1)), dx("dx", x.extent(0), x.extent(1));
+  const auto w = test::random_like("w", y, 92);
+  for (const auto a : {Activation::relu_squared, Activation::gelu_tanh}) {
+    auto loss = [&] {
+      forward<double>(a, x, y);
+      return test::dot(w, y);
+    };
+    loss();
+    backward<double>(a, x, w, dx);
+    test::check_gradient(std::string(name_of(a)) + " dx", x, dx, loss);
+  }
+}
+
+TEST_CASE("activations: backward overwrites dx", "[model][activations]") {
+  const auto x = test_inputs();
+  const auto dy = test::random_like("dy", x, 93);
+  for (const auto a : {Activation::relu_squared, Activation::gelu_tanh}) {
+    INFO(name_of(a));
+    const auto r = run<double>(a, x, dy);
+    // dx started as NaN: max_difference is infinite if any NaN was left behind.
+    CHECK(max_difference(r.at("dx_again"), r.at("dx")) == 0);
+  }
+}
+
+TEST_CASE("activations in float agree with double", "[model][activations][float]") {
+  const auto x = test_inputs();
+  const auto dy = test::random_like("dy", x, 94);
+  for (const auto a : {Activation::relu_squared, Activation::gelu_tanh}) {
+    const auto low = run<float>(a, x, dy);
+    const auto ref = run<double>(a, x, dy);
+    for (const auto& entry : ref) {
+      INFO(name_of(a) << " " << entry.first << ": float against double");
+      // Float rounds x, the cube and the exp at about 6e-8 each, scaled by up to |x|^2 through
+      // u' and relu^2's product: this case shows up to 1e-7.
+      CHECK(max_difference(low.at(entry.first), entry.second) < 1e-6);
+    }
+  }
+}
