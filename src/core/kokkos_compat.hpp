@@ -17,6 +17,20 @@
 
 namespace kgpt::compat {
 
+// Math in kernels: float overloads on every backend (an unqualified exp(float) on the host resolves
+// to the C library's double exp). Kokkos 3.4 keeps them in Kokkos::Experimental.
+#if KGPT_KOKKOS_4
+using Kokkos::exp;
+using Kokkos::log;
+using Kokkos::sqrt;
+using Kokkos::tanh;
+#else
+using Kokkos::Experimental::exp;
+using Kokkos::Experimental::log;
+using Kokkos::Experimental::sqrt;
+using Kokkos::Experimental::tanh;
+#endif
+
 // Kokkos 3.4 has no Kokkos::min/max/clamp and no rsqrt; these work in kernels on every backend.
 template <class T>
 KOKKOS_INLINE_FUNCTION constexpr T min(T a, T b) { return b < a ? b : a; }
@@ -24,8 +38,8 @@ template <class T>
 KOKKOS_INLINE_FUNCTION constexpr T max(T a, T b) { return a < b ? b : a; }
 template <class T>
 KOKKOS_INLINE_FUNCTION constexpr T clamp(T x, T lo, T hi) { return x < lo ? lo : (hi < x ? hi : x); }
-KOKKOS_INLINE_FUNCTION float rsqrt(float x) { return 1.0f / sqrtf(x); }
-KOKKOS_INLINE_FUNCTION double rsqrt(double x) { return 1.0 / sqrt(x); }
+KOKKOS_INLINE_FUNCTION float rsqrt(float x) { return 1.0f / compat::sqrt(x); }
+KOKKOS_INLINE_FUNCTION double rsqrt(double x) { return 1.0 / compat::sqrt(x); }
 
 // Kokkos 3.4 has no labelled global fence.
 inline void fence(const std::string& label) {

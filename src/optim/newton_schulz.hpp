@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "core/kokkos_compat.hpp"
 #include "core/views.hpp"
 #include "model/gemm.hpp"
 
@@ -36,7 +37,7 @@ void newton_schulz(const ExecSpace& exec, const ConstMatrix<T>& g, const Matrix<
   Kokkos::parallel_reduce(
       "kgpt::newton_schulz::norm", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {rows, cols}),
       KOKKOS_LAMBDA(const std::size_t i, const std::size_t j, T& acc) { acc += g(i, j) * g(i, j); }, sum_sq);
-  const T inverse = T(1) / (sqrt(sum_sq) + T(1e-7));
+  const T inverse = T(1) / (compat::sqrt(sum_sq) + T(1e-7));
   Kokkos::parallel_for(
       "kgpt::newton_schulz::normalise", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {rows, cols}),
       KOKKOS_LAMBDA(const std::size_t i, const std::size_t j) {

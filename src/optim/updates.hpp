@@ -10,6 +10,7 @@
 
 #include <cmath>
 
+#include "core/kokkos_compat.hpp"
 #include "core/views.hpp"
 #include "optim/newton_schulz.hpp"
 
@@ -35,7 +36,7 @@ void adam_update(const ExecSpace& exec, const Vector<T>& p, const ConstVector<T>
         const T v_new = b2 * v(i) + (T(1) - b2) * grad * grad;
         m(i) = m_new;
         v(i) = v_new;
-        p(i) = p(i) * decay - step_size * m_new / (sqrt(v_new) * inverse_sqrt_c2 + eps);
+        p(i) = p(i) * decay - step_size * m_new / (compat::sqrt(v_new) * inverse_sqrt_c2 + eps);
       });
 }
 

@@ -7,6 +7,7 @@
 //   computed as (1 + tanh u) / 2 = s = 1 / (1 + exp(-2u)) and 1 - tanh^2 u = 4 s (1 - s): one exp,
 //   which libm evaluates several times faster than tanh, and no cancellation for negative x.
 
+#include "core/kokkos_compat.hpp"
 #include "core/views.hpp"
 
 namespace kgpt::model::ops {
@@ -38,7 +39,7 @@ void gelu_tanh_forward(const ExecSpace& exec, const ConstMatrix<T>& x, const Mat
       KOKKOS_LAMBDA(const int i, const int j) {
         const T v = x(i, j);
         const T u = T(0.7978845608028654) * (v + T(0.044715) * v * v * v);
-        y(i, j) = v / (T(1) + exp(T(-2) * u));
+        y(i, j) = v / (T(1) + compat::exp(T(-2) * u));
       });
 }
 
@@ -49,7 +50,7 @@ void gelu_tanh_backward(const ExecSpace& exec, const ConstMatrix<T>& x, const Co
       "kgpt::gelu::backward", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {n, f}),
       KOKKOS_LAMBDA(const int i, const int j) {
         const T v = x(i, j);
-        const T s = T(1) / (T(1) + exp(T(-2) * T(0.7978845608028654) * (v + T(0.044715) * v * v * v)));
+        const T s = T(1) / (T(1) + compat::exp(T(-2) * T(0.7978845608028654) * (v + T(0.044715) * v * v * v)));
         const T du = T(0.7978845608028654) * (T(1) + T(3) * T(0.044715) * v * v);
         dx(i, j) = dy(i, j) * (s + T(2) * v * s * (T(1) - s) * du);
       });

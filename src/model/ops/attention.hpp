@@ -10,6 +10,7 @@
 
 #include <cmath>
 
+#include "core/kokkos_compat.hpp"
 #include "core/views.hpp"
 #include "model/gemm.hpp"
 
@@ -36,7 +37,7 @@ void causal_softmax(const ExecSpace& exec, const Tensor4<T>& p) {
         Kokkos::parallel_reduce(
             Kokkos::TeamThreadRange(team, r + 1),
             [&](const int c, T& acc) {
-              const T e = exp(p(i, j, r, c) - row_max);
+              const T e = compat::exp(p(i, j, r, c) - row_max);
               p(i, j, r, c) = e;
               acc += e;
             },
@@ -71,7 +72,7 @@ void attention_forward(const ExecSpace& exec, const ConstTensor4<T>& q, const Co
                        const ConstTensor4<T>& v, const Tensor4<T>& p, const Tensor4<T>& o) {
   const int b = static_cast<int>(q.extent(0)), h = static_cast<int>(q.extent(1));
   const int group = h / static_cast<int>(k.extent(1));
-  const T scale = T(1) / sqrt(static_cast<T>(q.extent(3)));
+  const T scale = T(1) / compat::sqrt(static_cast<T>(q.extent(3)));
   const auto all = Kokkos::ALL();
   for (int i = 0; i < b; ++i) {
     for (int j = 0; j < h; ++j) {
@@ -94,7 +95,7 @@ void attention_backward(const ExecSpace& exec, const ConstTensor4<T>& q, const C
                         const Tensor4<T>& dq, const Tensor4<T>& dk, const Tensor4<T>& dv, const Matrix<T>& scratch) {
   const int b = static_cast<int>(q.extent(0)), h = static_cast<int>(q.extent(1));
   const int group = h / static_cast<int>(k.extent(1));
-  const T scale = T(1) / sqrt(static_cast<T>(q.extent(3)));
+  const T scale = T(1) / compat::sqrt(static_cast<T>(q.extent(3)));
   const auto all = Kokkos::ALL();
   Kokkos::deep_copy(exec, dk, T(0));
   Kokkos::deep_copy(exec, dv, T(0));

@@ -8,6 +8,7 @@
 // x (N, C); W (V, C); targets (B, T) with N = B*T; logits (N, V) is a workspace that holds z' after
 // the forward and dz after the backward; lse (N) and losses (N) are kept by the forward.
 
+#include "core/kokkos_compat.hpp"
 #include "core/views.hpp"
 #include "model/gemm.hpp"
 
@@ -27,7 +28,7 @@ double cross_entropy_forward(const ExecSpace& exec, const ConstMatrix<T>& x, con
         const int row = team.league_rank();
         if (softcap > T(0)) {
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, v),
-                               [&](const int j) { logits(row, j) = softcap * tanh(logits(row, j) / softcap); });
+                               [&](const int j) { logits(row, j) = softcap * compat::tanh(logits(row, j) / softcap); });
           team.team_barrier();
         }
         T row_max = 0;
@@ -36,9 +37,10 @@ double cross_entropy_forward(const ExecSpace& exec, const ConstMatrix<T>& x, con
             [&](const int j, T& m) { m = (j == 0 || logits(row, j) > m) ? logits(row, j) : m; }, Kokkos::Max<T>(row_max));
         T sum = 0;
         Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, v), [&](const int j, T& acc) { acc += exp(logits(row, j) - row_max); }, sum);
+            Kokkos::TeamThreadRange(team, v),
+            [&](const int j, T& acc) { acc += compat::exp(logits(row, j) - row_max); }, sum);
         Kokkos::single(Kokkos::PerTeam(team), [&]() {
-          const T log_sum = row_max + log(sum);
+          const T log_sum = row_max + compat::log(sum);
           lse(row) = log_sum;
           losses(row) = log_sum - logits(row, targets(row / seq, row % seq));
         });
@@ -61,7 +63,7 @@ void cross_entropy_backward(const ExecSpace& exec, const ConstMatrix<T>& x, cons
       "kgpt::cross_entropy::backward", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {n, v}),
       KOKKOS_LAMBDA(const int row, const int j) {
         const T z = logits(row, j);
-        T grad = scale * (exp(z - lse(row)) - (j == targets(row / seq, row % seq) ? T(1) : T(0)));
+        T grad = scale * (compat::exp(z - lse(row)) - (j == targets(row / seq, row % seq) ? T(1) : T(0)));
         if (softcap > T(0)) {
           const T ratio = z / softcap;
           grad *= T(1) - ratio * ratio;

@@ -5,6 +5,7 @@
 //   dw += sum_n dy * xhat;  db += sum_n dy  (accumulated, summed in row order per channel)
 // x, y, dx, dy: (N, C); w, b, dw, db: (C); mean, rstd: (N), kept by the forward.
 
+#include "core/kokkos_compat.hpp"
 #include "core/views.hpp"
 
 namespace kgpt::model::ops {
@@ -28,7 +29,7 @@ void layernorm_forward(const ExecSpace& exec, const ConstMatrix<T>& x, const Con
               acc += d * d;
             },
             sum_sq);
-        const T r = T(1) / sqrt(sum_sq / T(c) + eps);
+        const T r = T(1) / compat::sqrt(sum_sq / T(c) + eps);
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c),
                              [&](const int j) { y(row, j) = (x(row, j) - mu) * r * w(j) + b(j); });
         Kokkos::single(Kokkos::PerTeam(team), [&]() {

@@ -7,6 +7,7 @@
 // Conventions of every op in src/model/ops: the execution space comes first; input gradients
 // are overwritten; parameter gradients are accumulated (+=), so micro-steps add up.
 
+#include "core/kokkos_compat.hpp"
 #include "core/views.hpp"
 
 namespace kgpt::model::ops {
@@ -23,7 +24,7 @@ void rmsnorm_forward(const ExecSpace& exec, const ConstMatrix<T>& x, const Matri
         T sum_sq = 0;
         Kokkos::parallel_reduce(
             Kokkos::TeamThreadRange(team, c), [&](const int j, T& acc) { acc += x(row, j) * x(row, j); }, sum_sq);
-        const T r = T(1) / sqrt(sum_sq / T(c) + eps);
+        const T r = T(1) / compat::sqrt(sum_sq / T(c) + eps);
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c), [&](const int j) { y(row, j) = x(row, j) * r; });
         Kokkos::single(Kokkos::PerTeam(team), [&]() { rstd(row) = r; });
       });
