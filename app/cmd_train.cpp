@@ -10,6 +10,7 @@
 #include "data/dataset_check.hpp"
 #include "io/run_directory.hpp"
 #include "io/run_log.hpp"
+#include "parallel/world.hpp"
 #include "train/trainer.hpp"
 
 namespace kgpt::app {
@@ -23,9 +24,11 @@ const CommandSpec& train_spec() {
       "(--run-dir, or <run.out_dir>/<run.name>, where run.name defaults to the deck's file name)\n"
       "holding deck.yaml (the resolved deck), deck.source.yaml (the deck as given) and log.txt (the\n"
       "log, the same lines as stdout). An existing run directory is never overwritten.\n"
-      "Then it trains on one rank (golf or gpt2 family, fp32) and evaluates on the val split at\n"
-      "step 0, every train.eval_every steps and at the end. Log lines:\n"
-      "  step:S/N train_loss:L lr:X step_ms:T tok/s:R\n"
+      "Then it trains (golf or gpt2 family, fp32) and evaluates on the val split at step 0, every\n"
+      "train.eval_every steps and at the end. Under mpiexec or srun every rank takes its own slice\n"
+      "of each micro-batch and gradients are averaged after the last micro-step (NCCL in CUDA\n"
+      "builds, MPI otherwise); rank 0 alone writes. Log lines:\n"
+      "  step:S/N train_loss:L lr:X step_ms:T tok/s:R allreduce_calls:C allreduce_bytes:B\n"
       "  step:S/N val_loss:L val_bpb:B",
       {
           {"set", "section.key=value", "override a deck key (repeatable; validated like the deck)"},
@@ -37,13 +40,22 @@ const CommandSpec& train_spec() {
 }
 
 int run_train(const ParsedArgs& args) {
-  const config::ResolvedDeck deck = load_deck_from_args(args, 1);
-  const data::DatasetFiles files = data::check_dataset(deck);
-  const std::string dir = io::run_directory_path(deck, args.get("run-dir"));
-  io::create_run_directory(dir);
-  io::write_resolved_deck(dir, deck);
-
-  io::RunLog log(dir);
+  const parallel::WorldInfo& w = parallel::world();
+  config::ResolvedDeck deck;
+  data::DatasetFiles files;
+  std::string dir;
+  io::RunLog log;
+  // Every rank reads the deck and checks the data; only rank 0 makes the run directory and logs.
+  parallel::agreed([&] {
+    deck = load_deck_from_args(args, w.size);
+    files = data::check_dataset(deck);
+    dir = io::run_directory_path(deck, args.get("run-dir"));
+    if (w.rank == 0) {
+      io::create_run_directory(dir);
+      io::write_resolved_deck(dir, deck);
+      log = io::RunLog(dir);
+    }
+  });
   const config::ModelConfig& m = deck.config.model;
   const config::BatchPlan& p = deck.plan;
   log.line(std::string("kgpt ") + build_info::version() + " (git " + build_info::git_sha() + ")");
@@ -53,7 +65,8 @@ int run_train(const ParsedArgs& args) {
            " vocab:" + std::to_string(m.vocab_size));
   log.line("tokens_per_step:" + std::to_string(deck.config.train.global_batch_tokens) +
            " world_size:" + std::to_string(p.world_size) + " grad_accum_steps:" + std::to_string(p.grad_accum_steps) +
-           " micro_batch:" + std::to_string(p.local_sequences) + "x" + std::to_string(p.seq_len));
+           " micro_batch:" + std::to_string(p.local_sequences) + "x" + std::to_string(p.seq_len) +
+           " ranks_per_node:" + std::to_string(w.local_size));
   log.line("train_shards:" + std::to_string(files.train.files.size()) + " train_tokens:" +
            std::to_string(files.train.tokens) + " val_shards:" + std::to_string(files.val.files.size()) +
            " val_tokens:" + std::to_string(files.val.tokens));

@@ -13,6 +13,7 @@ namespace kgpt::app {
 struct Command {
   const CommandSpec& spec;
   int (*run)(const ParsedArgs& args);
+  bool runs_on_mpi_ranks = false;  // starts MPI (before Kokkos) and may run under mpiexec or srun
 };
 
 const CommandSpec& check_spec();

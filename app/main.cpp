@@ -10,12 +10,13 @@
 #include "core/error.hpp"
 #include "core/kokkos_compat.hpp"
 #include "core/text.hpp"
+#include "parallel/world.hpp"
 
 namespace kgpt::app {
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> all = {
-      {train_spec(), run_train},
+      {train_spec(), run_train, true},
       {check_spec(), run_check},
       {prepare_spec(), run_prepare},
       {bench_spec(), run_bench},
@@ -66,6 +67,48 @@ void report(const std::string& who, const std::string& message) {
   }
 }
 
+// Each rank drives GPU local_rank (semantic contract, point 1).
+int device_for_this_rank() {
+  const auto& w = kgpt::parallel::world();
+  const int devices = kgpt::compat::device_count();
+  if (devices < 0) return -1;
+  if (w.local_rank >= devices) {
+    throw kgpt::Error(kgpt::ExitCode::failure,
+                      "rank " + std::to_string(w.rank) + ": this node runs " + std::to_string(w.local_size) +
+                          " ranks but shows " + std::to_string(devices) +
+                          " CUDA devices; local rank " + std::to_string(w.local_rank) + " has no device");
+  }
+  return w.local_rank;
+}
+
+// Runs a command on every MPI rank. Failures that all ranks agreed on end every rank normally with
+// one message; any other failure on a rank of a multi-rank job is reported with the rank and ends
+// the whole job (MPI_Abort), so no rank waits forever in a collective.
+int run_on_ranks(const kgpt::app::Command& command, const kgpt::app::ParsedArgs& parsed, const std::string& who) {
+  const auto& w = kgpt::parallel::world();
+  try {
+    int device = -1;
+    kgpt::parallel::agreed([&] {
+      const std::string mismatch = kgpt::parallel::slurm_world_mismatch(w.size);
+      if (!mismatch.empty()) throw kgpt::Error(kgpt::ExitCode::failure, mismatch);
+      device = device_for_this_rank();
+    });
+    kgpt::compat::Runtime kokkos(device);
+    return command.run(parsed);
+  } catch (const kgpt::parallel::AgreedFailure& e) {
+    if (e.report_here()) report(who, e.what());
+    return static_cast<int>(e.code());
+  } catch (const kgpt::Error& e) {
+    if (w.size == 1) throw;
+    report(who, "rank " + std::to_string(w.rank) + ": " + e.what());
+    kgpt::parallel::abort_all(static_cast<int>(e.code()));
+  } catch (const std::exception& e) {
+    if (w.size == 1) throw;
+    report(who, "rank " + std::to_string(w.rank) + ": internal error: " + e.what());
+    kgpt::parallel::abort_all(static_cast<int>(kgpt::ExitCode::failure));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -98,9 +141,13 @@ int main(int argc, char** argv) {
       std::cout << kgpt::app::command_help(command->spec);
       return 0;
     }
-    // One Kokkos runtime for the whole process, started once the command line is known to be good.
-    kgpt::compat::Runtime kokkos;
-    return command->run(parsed);
+    if (!command->runs_on_mpi_ranks) {
+      // One Kokkos runtime for the whole process, started once the command line is known to be good.
+      kgpt::compat::Runtime kokkos;
+      return command->run(parsed);
+    }
+    kgpt::parallel::MpiSession mpi(&argc, &argv);
+    return run_on_ranks(*command, parsed, who);
   } catch (const kgpt::Error& e) {
     report(who, e.what());
     return static_cast<int>(e.code());

@@ -65,12 +65,19 @@ struct OptimConfig {
   int muon_backend_steps = 5;
 };
 
+struct ParallelConfig {
+  double bucket_mb = 25.0;
+  bool overlap = true;
+  int check_every = 0;
+};
+
 struct Config {
   RunConfig run;
   ModelConfig model;
   DataConfig data;
   TrainConfig train;
   OptimConfig optim;
+  ParallelConfig parallel;
 };
 
 }  // namespace kgpt::config

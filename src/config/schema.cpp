@@ -92,6 +92,7 @@ std::vector<KeySpec> build_schema() {
   using DC = DataConfig;
   using TC = TrainConfig;
   using OC = OptimConfig;
+  using PC = ParallelConfig;
   const Bounds none{};
   const Bounds positive_int = between(1, kMaxInt);
   const Bounds count = between(0, kMaxInt);
@@ -184,6 +185,16 @@ std::vector<KeySpec> build_schema() {
           "Steps over which Muon momentum warms up."),
       key("optim", "muon_backend_steps", &Config::optim, &OC::muon_backend_steps, VK::integer, between(1, 20),
           "Newton-Schulz iterations per Muon update."),
+      // parallel
+      key("parallel", "bucket_mb", &Config::parallel, &PC::bucket_mb, VK::real, above(0),
+          "Size in MB (10^6 bytes) from which a bucket of final gradients starts averaging during the last "
+          "micro-step's backward."),
+      key("parallel", "overlap", &Config::parallel, &PC::overlap, VK::boolean, none,
+          "Average gradients in buckets while the last micro-step's backward runs; false: one all-reduce "
+          "over the whole gradient buffer after it."),
+      key("parallel", "check_every", &Config::parallel, &PC::check_every, VK::integer, count,
+          "Compare a checksum of the parameters across ranks every N steps (always at the start); 0 means "
+          "only at the start."),
   };
 }
 
@@ -195,7 +206,7 @@ const std::vector<KeySpec>& deck_schema() {
 }
 
 const std::vector<std::string>& deck_sections() {
-  static const std::vector<std::string> sections = {"run", "model", "data", "train", "optim"};
+  static const std::vector<std::string> sections = {"run", "model", "data", "train", "optim", "parallel"};
   return sections;
 }
 

@@ -9,6 +9,10 @@
 
 #include <string>
 
+#ifdef KOKKOS_ENABLE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 #if KOKKOS_VERSION >= 40000
 #define KGPT_KOKKOS_4 1
 #else
@@ -101,6 +105,16 @@ void blas_gemm(const ExecSpace& space, const char* trans_a, const char* trans_b,
 #else
   (void)space;
   KokkosBlas::gemm(trans_a, trans_b, alpha, a, b, beta, c);
+#endif
+}
+
+// The number of GPUs this process sees; -1 when this Kokkos has no GPU backend.
+inline int device_count() {
+#ifdef KOKKOS_ENABLE_CUDA
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+#else
+  return -1;
 #endif
 }
 

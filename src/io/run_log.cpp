@@ -13,6 +13,7 @@ RunLog::RunLog(const std::string& dir) : path_(dir + "/log.txt"), file_(path_, s
 }
 
 void RunLog::line(const std::string& text) {
+  if (silent()) return;
   std::cout << text << std::endl;
   file_ << text << std::endl;
   if (!file_) throw Error(ExitCode::failure, path_ + ": cannot write the run log");

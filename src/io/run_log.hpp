@@ -1,6 +1,7 @@
 #pragma once
 // The run log: every line goes to stdout and to <run dir>/log.txt, flushed at once so that a
-// crash keeps what was written and `tail -f` follows the run.
+// crash keeps what was written and `tail -f` follows the run. Only rank 0 writes: the other ranks
+// hold a silent log (default-constructed) and the same code runs on every rank.
 
 #include <fstream>
 #include <string>
@@ -11,6 +12,8 @@ class RunLog {
  public:
   // Appends to <dir>/log.txt. Throws Error(failure) naming the file when it cannot be opened.
   explicit RunLog(const std::string& dir);
+  RunLog() = default;  // silent: lines go nowhere
+  bool silent() const { return path_.empty(); }
   void line(const std::string& text);
   const std::string& path() const { return path_; }
 

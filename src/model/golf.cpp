@@ -195,7 +195,7 @@ void GolfModel<T>::block_forward(const ExecSpace& exec, int l) {
 }
 
 template <class T>
-void GolfModel<T>::backward(const ExecSpace& exec, T grad_scale) {
+void GolfModel<T>::backward(const ExecSpace& exec, T grad_scale, const GradientsReady& ready) {
   const std::size_t n = rows_, c = width_;
   const Matrix<T> dx = dx_.mat(n, c), dx0 = dx0_.mat(n, c), tmp = tmp_.mat(n, c);
   const Matrix<T> tok_emb = params_.matrix("tok_emb.weight"), g_tok_emb = params_.grad_matrix("tok_emb.weight");
@@ -208,6 +208,7 @@ void GolfModel<T>::backward(const ExecSpace& exec, T grad_scale) {
     // An encoder's output also feeds a decoder through its skip.
     if (l < skips_) ops::add_into<T>(exec, d_skips_[l].mat(n, c), dx);
     block_backward(exec, l, dx);
+    if (ready) report_ready(ready, params_.layout(), "blocks." + std::to_string(l) + ".");
     const int decoder = l - encoders_;
     if (decoder >= 0 && decoder < skips_) {
       const int source = encoders_ - 1 - decoder;
@@ -217,6 +218,7 @@ void GolfModel<T>::backward(const ExecSpace& exec, T grad_scale) {
                                   d_skips_[source].mat(n, c), Kokkos::subview(g_weights, decoder, Kokkos::ALL()));
     }
   }
+  if (ready && skips_ > 0) report_ready(ready, params_.layout(), "skip_weights");
   ops::add_into<T>(exec, dx, dx0);  // x0 is the first block's input and every block's mix input
   ops::rmsnorm_backward<T>(exec, embedded_.mat(n, c), rstd0_.vec(n), dx0, tmp);
   ops::embedding_backward<T>(exec, tokens, tmp, g_tok_emb);

@@ -31,7 +31,8 @@ class GolfModel {
   // Mean cross-entropy of the micro-batch; inputs and targets are (B, T) token ids.
   double forward(const ExecSpace& exec, const ConstTokenMatrix& inputs, const ConstTokenMatrix& targets);
   // Adds grad_scale * d(mean loss)/d(parameters) of the last forward to the gradient buffer.
-  void backward(const ExecSpace& exec, T grad_scale);
+  // `ready`, when given, hears each block's gradient span as soon as the block's backward is done.
+  void backward(const ExecSpace& exec, T grad_scale, const GradientsReady& ready = {});
   // Softcapped logits (B*T, V) of the last forward; overwritten by backward.
   Matrix<T> logits() const { return logits_.mat(rows_, vocab_); }
 

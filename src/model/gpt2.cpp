@@ -149,7 +149,7 @@ double Gpt2Model<T>::forward(const ExecSpace& exec, const ConstTokenMatrix& inpu
 }
 
 template <class T>
-void Gpt2Model<T>::backward(const ExecSpace& exec, T grad_scale) {
+void Gpt2Model<T>::backward(const ExecSpace& exec, T grad_scale, const GradientsReady& ready) {
   const std::size_t n = rows_, c = width_, b = batch_, t = seq_, h = heads_, d = head_dim_;
   const Matrix<T> dx = dx_.mat(n, c), tmp = tmp_.mat(n, c);
   const ConstTokenMatrix targets = stage_.targets(), tokens = stage_.inputs();
@@ -159,6 +159,7 @@ void Gpt2Model<T>::backward(const ExecSpace& exec, T grad_scale) {
   ops::layernorm_backward<T>(exec, x_last_.mat(n, c), params_.vector("transformer.ln_f.weight"), mean_final_.vec(n),
                              rstd_final_.vec(n), tmp, dx, params_.grad_vector("transformer.ln_f.weight"),
                              params_.grad_vector("transformer.ln_f.bias"));
+  if (ready) report_ready(ready, params_.layout(), "transformer.ln_f.");
   for (int l = static_cast<int>(layers_.size()) - 1; l >= 0; --l) {
     Layer& L = layers_[l];
     // x_out = x_attn + mlp: dx flows to x_attn unchanged and into the MLP.
@@ -190,6 +191,7 @@ void Gpt2Model<T>::backward(const ExecSpace& exec, T grad_scale) {
     ops::layernorm_backward<T>(exec, L.x_in.mat(n, c), L.ln1_w, L.mean1.vec(n), L.rstd1.vec(n), tmp, d_q_.mat(n, c),
                                L.g_ln1_w, L.g_ln1_b);
     ops::add_into<T>(exec, d_q_.mat(n, c), dx);
+    if (ready) report_ready(ready, params_.layout(), "transformer.h." + std::to_string(l) + ".");
   }
   ops::position_embedding_backward<T>(exec, seq_, dx, params_.grad_matrix("transformer.wpe.weight"));
   ops::embedding_backward<T>(exec, tokens, dx, params_.grad_matrix("transformer.wte.weight"));

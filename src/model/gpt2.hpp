@@ -25,7 +25,8 @@ class Gpt2Model {
   Parameters<T>& parameters() { return params_; }
   const Parameters<T>& parameters() const { return params_; }
   double forward(const ExecSpace& exec, const ConstTokenMatrix& inputs, const ConstTokenMatrix& targets);
-  void backward(const ExecSpace& exec, T grad_scale);
+  // `ready`, when given, hears each block's gradient span as soon as the block's backward is done.
+  void backward(const ExecSpace& exec, T grad_scale, const GradientsReady& ready = {});
   Matrix<T> logits() const { return logits_.mat(rows_, vocab_); }
 
  private:

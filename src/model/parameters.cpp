@@ -33,6 +33,19 @@ bool ParameterLayout::contains(const std::string& name) const {
   return false;
 }
 
+std::pair<std::size_t, std::size_t> ParameterLayout::span(const std::string& prefix) const {
+  std::size_t first = entries_.size(), last = 0;
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    if (entries_[i].spec.name.compare(0, prefix.size(), prefix) != 0) continue;
+    if (first == entries_.size()) first = i;
+    else if (i != last + 1) throw Error(ExitCode::failure, "parameter layout: tensors '" + prefix + "*' are not consecutive");
+    last = i;
+  }
+  if (first == entries_.size()) throw Error(ExitCode::failure, "parameter layout: no tensor named '" + prefix + "*'");
+  const std::size_t end = last + 1 < entries_.size() ? entries_[last + 1].offset : buffer_size_;
+  return {entries_[first].offset, end};
+}
+
 const TensorEntry& ParameterLayout::find(const std::string& name) const {
   for (const auto& entry : entries_) {
     if (entry.spec.name == name) return entry;

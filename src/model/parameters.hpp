@@ -5,7 +5,9 @@
 // the two buffers.
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/views.hpp"
@@ -45,6 +47,10 @@ class ParameterLayout {
   const std::vector<TensorEntry>& entries() const { return entries_; }
   const TensorEntry& find(const std::string& name) const;  // throws Error naming the tensor
   bool contains(const std::string& name) const;
+  // [begin, end) of the buffer covering the consecutive tensors whose names start with `prefix`,
+  // up to the next tensor's offset (so the spans of consecutive groups touch). Throws Error when no
+  // tensor matches or the matches are not consecutive.
+  std::pair<std::size_t, std::size_t> span(const std::string& prefix) const;
   std::size_t buffer_size() const { return buffer_size_; }
   std::size_t parameter_count() const;  // sum of tensor sizes (without alignment padding)
 
@@ -54,6 +60,10 @@ class ParameterLayout {
   std::vector<TensorEntry> entries_;
   std::size_t buffer_size_ = 0;
 };
+
+// Called by a backward with [begin, end) of the gradient buffer once those gradients are final for
+// this micro-step (gradient averaging may start on them while the backward goes on).
+using GradientsReady = std::function<void(std::size_t begin, std::size_t end)>;
 
 template <class T>
 class Parameters {
@@ -81,6 +91,12 @@ class Parameters {
   Vector<T> values_;
   Vector<T> grads_;
 };
+
+// Tells `ready` that the gradients of the tensors named prefix* are final.
+inline void report_ready(const GradientsReady& ready, const ParameterLayout& layout, const std::string& prefix) {
+  const auto [begin, end] = layout.span(prefix);
+  ready(begin, end);
+}
 
 // Fills every tensor by its Init rule from counter-based random numbers keyed by (seed, tensor
 // index), so every rank and backend starts from the same values.

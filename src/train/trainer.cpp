@@ -15,6 +15,8 @@
 #include "model/gpt2.hpp"
 #include "optim/optimizer.hpp"
 #include "optim/schedule.hpp"
+#include "parallel/grad_averager.hpp"
+#include "parallel/world.hpp"
 
 namespace kgpt::train {
 
@@ -74,12 +76,19 @@ class Evaluator {
         host_inputs_(Kokkos::create_mirror_view(inputs_)),
         host_targets_(Kokkos::create_mirror_view(targets_)) {}
 
+  // Every rank evaluates its contiguous share of the val sequences; the loss, token and byte sums
+  // are added over ranks in double, so the result does not depend on the world size beyond
+  // rounding.
   template <class Model>
-  Evaluation run(const ExecSpace& exec, Model& model) {
+  Evaluation run(const ExecSpace& exec, Model& model, int rank, int world_size) {
     const std::size_t sequences = (tokens_.size() - 1) / seq_;
-    double loss_sum = 0, token_count = 0, byte_count = 0;
-    for (std::size_t first = 0; first < sequences; first += batch_) {
-      const int rows = static_cast<int>(std::min<std::size_t>(batch_, sequences - first));
+    const std::size_t mine_begin = sequences * rank / world_size, mine_end = sequences * (rank + 1) / world_size;
+    double sums[3] = {0, 0, 0};  // loss, tokens, bytes
+    double& loss_sum = sums[0];
+    double& token_count = sums[1];
+    double& byte_count = sums[2];
+    for (std::size_t first = mine_begin; first < mine_end; first += batch_) {
+      const int rows = static_cast<int>(std::min<std::size_t>(batch_, mine_end - first));
       for (int r = 0; r < rows; ++r) {
         for (int t = 0; t < seq_; ++t) {
           const std::size_t at = (first + r) * seq_ + t;
@@ -95,6 +104,7 @@ class Evaluator {
       loss_sum += mean * rows * seq_;
       token_count += static_cast<double>(rows) * seq_;
     }
+    if (world_size > 1) parallel::sum_in_place(sums, 3);
     Evaluation result;
     result.loss = loss_sum / token_count;
     result.bpb = data::bits_per_byte(result.loss, token_count, byte_count);
@@ -111,23 +121,83 @@ class Evaluator {
   TokenMatrix::HostMirror host_inputs_, host_targets_;
 };
 
+// FNV-1a over the parameter bytes (on the host): equal on every rank when the parameters are.
+template <class T>
+std::uint64_t parameter_checksum(const Vector<T>& values) {
+  auto host = Kokkos::create_mirror(values);
+  Kokkos::deep_copy(host, values);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(host.data());
+  std::uint64_t hash = 1469598103934665603ull;
+  for (std::size_t i = 0; i < host.span() * sizeof(T); ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
+  return hash;
+}
+
+// Throws AgreedFailure on every rank when some rank's parameters differ from rank 0's.
+template <class T>
+void check_parameters_agree(const Vector<T>& values, const std::string& when) {
+  const auto sums = parallel::gather_all(parameter_checksum(values));
+  std::string differing;
+  for (std::size_t r = 1; r < sums.size(); ++r) {
+    if (sums[r] != sums[0]) differing += (differing.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (!differing.empty()) {
+    throw parallel::AgreedFailure(ExitCode::failure,
+                                  "parameters " + when + " differ from rank 0's on rank(s) " + differing,
+                                  parallel::world().rank == 0);
+  }
+}
+
+// Same seed on every rank, then rank 0's values everywhere (semantic contract, point 6).
+template <class T>
+void broadcast_parameters(const Vector<T>& values) {
+  auto host = Kokkos::create_mirror(values);
+  Kokkos::deep_copy(host, values);
+  parallel::broadcast_from_root(host.data(), host.span() * sizeof(T));
+  Kokkos::deep_copy(values, host);
+}
+
 template <class Model>
-TrainSummary train_model(const config::ResolvedDeck& deck, io::RunLog& log) {
+TrainSummary train_model(const config::ResolvedDeck& deck, io::RunLog& log, std::vector<float>* final_parameters) {
   const config::Config& c = deck.config;
   const config::BatchPlan& plan = deck.plan;
+  const parallel::WorldInfo& world = parallel::world();
   const ExecSpace exec;
   const int batch = static_cast<int>(plan.local_sequences), seq = c.train.seq_len;
-  Model model(c.model, batch, seq);
-  model::initialize(model.parameters(), static_cast<std::uint64_t>(c.run.seed));
-  optim::Optimizer<Real> optimizer(model.parameters(), c);
-  data::DistributedLoader loader(data::TokenStream(data::find_shards(c.data.train_files), c.model.vocab_size), 0,
-                                 plan.world_size, plan.local_tokens, seq);
-  Evaluator evaluator(deck, batch);
+  std::unique_ptr<Model> model_holder;
+  std::unique_ptr<optim::Optimizer<Real>> optimizer_holder;
+  std::unique_ptr<data::DistributedLoader> loader_holder;
+  std::unique_ptr<Evaluator> evaluator_holder;
+  parallel::agreed([&] {
+    model_holder = std::make_unique<Model>(c.model, batch, seq);
+    model::initialize(model_holder->parameters(), static_cast<std::uint64_t>(c.run.seed));
+    optimizer_holder = std::make_unique<optim::Optimizer<Real>>(model_holder->parameters(), c);
+    loader_holder = std::make_unique<data::DistributedLoader>(
+        data::TokenStream(data::find_shards(c.data.train_files), c.model.vocab_size), world.rank, plan.world_size,
+        plan.local_tokens, seq);
+    evaluator_holder = std::make_unique<Evaluator>(deck, batch);
+  });
+  Model& model = *model_holder;
+  optim::Optimizer<Real>& optimizer = *optimizer_holder;
+  data::DistributedLoader& loader = *loader_holder;
+  Evaluator& evaluator = *evaluator_holder;
+  const Vector<Real>& values = model.parameters().values();
+  if (world.size > 1) {
+    broadcast_parameters(values);
+    check_parameters_agree(values, "at the start");
+  }
+  parallel::AveragingSettings averaging;
+  averaging.bucket_elements = static_cast<std::size_t>(c.parallel.bucket_mb * 1e6 / sizeof(Real));
+  averaging.overlap = c.parallel.overlap;
+  const auto averager = parallel::make_gradient_averager<Real>(exec, model.parameters().grads(), world.size, averaging);
+  const Real backward_scale = static_cast<Real>(plan.grad_scale * averager->backward_scale_factor());
 
   log.line("params:" + std::to_string(model.parameters().layout().parameter_count()) +
            " tokens_per_step:" + std::to_string(c.train.global_batch_tokens) +
            " grad_accum_steps:" + std::to_string(plan.grad_accum_steps) + " world_size:" + std::to_string(plan.world_size) +
            " backend:" + compat::enabled_backends() + " precision:fp32");
+  log.line("grad_averaging:" + std::string(world.size > 1 ? averager->transport() : "none") +
+           " overlap:" + (c.parallel.overlap ? "on" : "off") + " bucket_mb:" + significant(c.parallel.bucket_mb) +
+           " param_checksum:" + (world.size > 1 ? "equal on all ranks" : "single rank"));
   log.line("val_tokens:" + std::to_string(evaluator.tokens()) + " iterations:" + std::to_string(c.train.iterations));
 
   TokenMatrix inputs("kgpt::train::inputs", batch, seq), targets("kgpt::train::targets", batch, seq);
@@ -137,9 +207,10 @@ TrainSummary train_model(const config::ResolvedDeck& deck, io::RunLog& log) {
   TrainSummary summary;
   const std::string total = std::to_string(c.train.iterations);
   double training_seconds = 0;
+  const model::GradientsReady ready = [&](std::size_t begin, std::size_t end) { averager->ready(exec, begin, end); };
 
   auto evaluate = [&](int step) {
-    const Evaluation e = evaluator.run(exec, model);
+    const Evaluation e = evaluator.run(exec, model, world.rank, world.size);
     log.line("step:" + std::to_string(step) + "/" + total + " val_loss:" + fixed(e.loss, 4) +
              " val_bpb:" + fixed(e.bpb, 4));
     summary.final_val_loss = e.loss;
@@ -150,8 +221,11 @@ TrainSummary train_model(const config::ResolvedDeck& deck, io::RunLog& log) {
     if (c.train.eval_every > 0 && step % c.train.eval_every == 0) evaluate(step);
     const auto start = Clock::now();
     model::zero_gradients(exec, model.parameters());
+    averager->begin_step();
     double loss_sum = 0;
     for (int micro_step = 0; micro_step < plan.grad_accum_steps; ++micro_step) {
+      const bool last = micro_step + 1 == plan.grad_accum_steps;
+      averager->begin_micro_step(last);
       loader.next(micro);
       for (std::size_t i = 0; i < micro.inputs.size(); ++i) {
         host_inputs.data()[i] = micro.inputs[i];
@@ -160,28 +234,45 @@ TrainSummary train_model(const config::ResolvedDeck& deck, io::RunLog& log) {
       Kokkos::deep_copy(exec, inputs, host_inputs);
       Kokkos::deep_copy(exec, targets, host_targets);
       loss_sum += model.forward(exec, inputs, targets);
-      model.backward(exec, static_cast<Real>(plan.grad_scale));
+      model.backward(exec, backward_scale, last ? ready : model::GradientsReady{});
     }
-    const double train_loss = loss_sum / plan.grad_accum_steps;
+    averager->finish(exec);
+    // The logged loss is the mean over all ranks and micro-steps (contract, point 7).
+    const double train_loss =
+        (world.size > 1 ? parallel::sum(loss_sum) : loss_sum) / (plan.grad_accum_steps * plan.world_size);
     if (!std::isfinite(train_loss)) {
-      throw Error(ExitCode::failure, "step " + std::to_string(step + 1) + ": the train loss is " +
-                                         fixed(train_loss, 4) + "; stopping");
+      throw parallel::AgreedFailure(ExitCode::failure,
+                                    "step " + std::to_string(step + 1) + ": the train loss is " +
+                                        fixed(train_loss, 4) + "; stopping",
+                                    world.rank == 0);
     }
     optim::clip_gradients(exec, model.parameters().grads(), c.train.grad_clip_norm);
     const double multiplier = optim::lr_multiplier(c.train, step, training_seconds);
     optimizer.step(exec, step, multiplier);
     exec.fence();
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    const double local_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    // Stop decisions and the wall-clock schedule use the slowest rank's time, the same on all ranks.
+    const double seconds = world.size > 1 ? parallel::max(local_seconds) : local_seconds;
     training_seconds += seconds;
     summary.steps = step + 1;
     summary.final_train_loss = train_loss;
+    const parallel::AveragingCounters& counted = averager->step_counters();
+    summary.history.push_back({train_loss, counted.calls, counted.bytes, counted.calls_before_last_micro_step});
     const bool last = step + 1 == c.train.iterations;
     const bool capped = c.train.max_wallclock_seconds > 0 && training_seconds >= c.train.max_wallclock_seconds;
     if (step == 0 || last || capped || (step + 1) % c.train.log_every == 0) {
       log.line("step:" + std::to_string(step + 1) + "/" + total + " train_loss:" + fixed(train_loss, 4) +
                " lr:" + significant(optimizer.group_lr(model::ParamGroup::matrix) * multiplier) +
                " step_ms:" + fixed(seconds * 1e3, 1) +
-               " tok/s:" + fixed(static_cast<double>(c.train.global_batch_tokens) / seconds, 0));
+               " tok/s:" + fixed(static_cast<double>(c.train.global_batch_tokens) / seconds, 0) +
+               " allreduce_calls:" + std::to_string(counted.calls) + " allreduce_bytes:" +
+               std::to_string(counted.bytes) +
+               (counted.calls_before_last_micro_step > 0
+                    ? " allreduce_calls_before_last_micro_step:" + std::to_string(counted.calls_before_last_micro_step)
+                    : ""));
+    }
+    if (world.size > 1 && c.parallel.check_every > 0 && (step + 1) % c.parallel.check_every == 0) {
+      check_parameters_agree(values, "after step " + std::to_string(step + 1));
     }
     if (capped && !last) {
       log.line("stopping_early: wallclock_cap train_time:" + fixed(training_seconds, 1) + "s step:" +
@@ -190,14 +281,19 @@ TrainSummary train_model(const config::ResolvedDeck& deck, io::RunLog& log) {
     }
   }
   evaluate(summary.steps);
+  if (final_parameters) {
+    auto host = Kokkos::create_mirror(values);
+    Kokkos::deep_copy(host, values);
+    final_parameters->assign(host.data(), host.data() + host.span());
+  }
   return summary;
 }
 
 }  // namespace
 
-TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log) {
-  if (deck.config.model.family == "gpt2") return train_model<model::Gpt2Model<Real>>(deck, log);
-  return train_model<model::GolfModel<Real>>(deck, log);
+TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, std::vector<float>* final_parameters) {
+  if (deck.config.model.family == "gpt2") return train_model<model::Gpt2Model<Real>>(deck, log, final_parameters);
+  return train_model<model::GolfModel<Real>>(deck, log, final_parameters);
 }
 
 }  // namespace kgpt::train

@@ -1,24 +1,34 @@
 #pragma once
-// The training loop on one rank, as nanoGPT and parameter-golf write it: for each optimizer step,
-// grad_accum_steps micro-batches of forward and backward with the loss scaled by 1/grad_accum,
-// then clipping, the schedule, and one optimizer step; evaluation on the val split at step 0,
-// every train.eval_every steps and at the end.
+// The training loop, as nanoGPT and parameter-golf write it with DDP: for each optimizer step,
+// grad_accum_steps micro-batches of forward and backward on this rank's slice with the loss scaled
+// by 1/grad_accum, gradient averaging across ranks during and after the last micro-step's
+// backward, then clipping, the schedule, and one optimizer step; evaluation on the val split at
+// step 0, every train.eval_every steps and at the end. Runs on every rank of MPI_COMM_WORLD.
 
 #include <string>
+#include <vector>
 
 #include "config/deck.hpp"
 #include "io/run_log.hpp"
 
 namespace kgpt::train {
 
+struct StepRecord {
+  double train_loss = 0.0;  // mean over ranks and micro-steps
+  long long allreduce_calls = 0, allreduce_bytes = 0, allreduce_calls_before_last_micro_step = 0;
+};
+
 struct TrainSummary {
   int steps = 0;
+  std::vector<StepRecord> history;  // one per optimizer step
   double final_train_loss = 0.0;
   double final_val_loss = 0.0;
   double final_val_bpb = 0.0;
 };
 
 // Trains the deck's model, writing progress lines to `log`. Throws Error on a non-finite loss.
-TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log);
+// `final_parameters`, when given, receives this rank's parameter buffer after the last step.
+TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log,
+                          std::vector<float>* final_parameters = nullptr);
 
 }  // namespace kgpt::train

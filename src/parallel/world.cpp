@@ -1,0 +1,139 @@
+#include "parallel/world.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+
+#include "core/error.hpp"
+
+namespace kgpt::parallel {
+
+namespace {
+
+void check(int code, const char* what) {
+  if (code != MPI_SUCCESS) {
+    char text[MPI_MAX_ERROR_STRING];
+    int length = 0;
+    MPI_Error_string(code, text, &length);
+    throw Error(ExitCode::failure, std::string(what) + " failed: " + std::string(text, length));
+  }
+}
+
+WorldInfo query_world() {
+  WorldInfo info;
+  check(MPI_Comm_rank(MPI_COMM_WORLD, &info.rank), "MPI_Comm_rank");
+  check(MPI_Comm_size(MPI_COMM_WORLD, &info.size), "MPI_Comm_size");
+  MPI_Comm node;
+  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, info.rank, MPI_INFO_NULL, &node),
+        "MPI_Comm_split_type");
+  MPI_Comm_rank(node, &info.local_rank);
+  MPI_Comm_size(node, &info.local_size);
+  MPI_Comm_free(&node);
+  return info;
+}
+
+}  // namespace
+
+MpiSession::MpiSession(int* argc, char*** argv) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) check(MPI_Init(argc, argv), "MPI_Init");
+  // Errors come back as codes and become exceptions with a message, rather than aborting silently.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+}
+
+MpiSession::~MpiSession() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+const WorldInfo& world() {
+  static const WorldInfo info = query_world();
+  return info;
+}
+
+std::string slurm_world_mismatch(int world_size) {
+  const char* tasks = std::getenv("SLURM_NTASKS");
+  if (tasks == nullptr || *tasks == '\0') return "";
+  char* end = nullptr;
+  const long ntasks = std::strtol(tasks, &end, 10);
+  if (*end != '\0' || ntasks == world_size) return "";
+  return "MPI world size is " + std::to_string(world_size) + " but SLURM_NTASKS is " + tasks +
+         ": the ranks were not started as one MPI job (launch with srun --mpi=pmix, or mpiexec with as many "
+         "ranks as the allocation has tasks)";
+}
+
+double sum(double value) {
+  double result = 0;
+  check(MPI_Allreduce(&value, &result, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+  return result;
+}
+
+void sum_in_place(double* values, int count) {
+  check(MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+}
+
+double max(double value) {
+  double result = 0;
+  check(MPI_Allreduce(&value, &result, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+  return result;
+}
+
+bool any(bool flag) {
+  int local = flag ? 1 : 0, result = 0;
+  check(MPI_Allreduce(&local, &result, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+  return result != 0;
+}
+
+void broadcast_from_root(void* data, std::size_t bytes) {
+  auto* at = static_cast<char*>(data);
+  while (bytes > 0) {
+    const int chunk = static_cast<int>(bytes < std::size_t(INT_MAX) ? bytes : std::size_t(INT_MAX));
+    check(MPI_Bcast(at, chunk, MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
+    at += chunk;
+    bytes -= static_cast<std::size_t>(chunk);
+  }
+}
+
+std::vector<std::uint64_t> gather_all(std::uint64_t value) {
+  std::vector<std::uint64_t> all(static_cast<std::size_t>(world().size));
+  check(MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD), "MPI_Allgather");
+  return all;
+}
+
+void agreed(const std::function<void()>& step) {
+  int code = 0;
+  std::string message;
+  try {
+    step();
+  } catch (const Error& e) {
+    code = static_cast<int>(e.code());
+    message = e.what();
+  }
+  if (world().size == 1) {
+    if (code != 0) throw AgreedFailure(static_cast<ExitCode>(code), message, true);
+    return;
+  }
+  const auto codes = gather_all(static_cast<std::uint64_t>(code));
+  int worst = 0, first_failing = -1;
+  for (int r = 0; r < static_cast<int>(codes.size()); ++r) {
+    if (codes[r] == 0) continue;
+    worst = std::max(worst, static_cast<int>(codes[r]));
+    if (first_failing < 0) first_failing = r;
+  }
+  if (worst == 0) return;
+  const int rank = world().rank;
+  if (rank != first_failing) throw AgreedFailure(static_cast<ExitCode>(worst), "", false);
+  throw AgreedFailure(static_cast<ExitCode>(worst), rank == 0 ? message : "rank " + std::to_string(rank) + ": " + message,
+                      true);
+}
+
+void abort_all(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+}  // namespace kgpt::parallel

@@ -1,0 +1,84 @@
+"""Checks the data-parallel runs written by train_ranks (semantic contract, points 5 to 8).
+
+usage: compare_ranks.py REFERENCE_PREFIX:W[:overlap] PREFIX:W[:overlap]...
+
+The first run is the reference (world size 1). For every run: every rank ends with bit-identical
+parameters and the same losses; gradient averaging ran once per step over every gradient exactly
+once (bytes = 4 x parameter buffer), never before the last micro-step, in one call without
+overlap and in several buckets with it. Across runs: train losses within 1e-5 relative, final
+parameters within 1e-5, val loss within 1e-5 relative.
+"""
+
+import sys
+
+import h5py
+import numpy as np
+
+
+def load(prefix, world_size):
+    ranks = []
+    for r in range(world_size):
+        with h5py.File(f"{prefix}.rank{r}.h5", "r") as f:
+            ranks.append({name: f[name][()] for name in f.keys()})
+            assert int(f["parameters"].attrs["world_size"]) == world_size, f"{prefix}: world size attribute"
+    return ranks
+
+
+def main(argv):
+    failures = []
+
+    def check(ok, message):
+        if not ok:
+            failures.append(message)
+
+    runs = []
+    for spec in argv[1:]:
+        parts = spec.split(":")
+        prefix, world_size = parts[0], int(parts[1])
+        overlap = len(parts) < 3 or parts[2] != "no-overlap"
+        runs.append((prefix, world_size, overlap, load(prefix, world_size)))
+
+    reference = runs[0][3][0]
+    steps = len(reference["train_loss"])
+    check(steps >= 20, f"reference ran {steps} steps, want at least 20")
+    check(reference["train_loss"][-1] < reference["train_loss"][0] - 0.1, "reference loss did not fall")
+
+    for prefix, world_size, overlap, ranks in runs:
+        name = f"world size {world_size}{'' if overlap else ' without overlap'}"
+        root = ranks[0]
+        for r, rank in enumerate(ranks[1:], start=1):
+            check(np.array_equal(rank["parameters"], root["parameters"]),
+                  f"{name}: rank {r}'s final parameters differ from rank 0's")
+            check(np.array_equal(rank["train_loss"], root["train_loss"]), f"{name}: rank {r}'s losses differ")
+        calls, nbytes = root["allreduce_calls"], root["allreduce_bytes"]
+        early = root["allreduce_calls_before_last_micro_step"]
+        check(not early.any(), f"{name}: gradient collectives before the last micro-step: {early}")
+        if world_size == 1:
+            check(not calls.any() and not nbytes.any(), f"{name}: a single rank communicated: {calls}")
+        else:
+            buffer_bytes = 4 * root["parameters"].size
+            check((nbytes == buffer_bytes).all(),
+                  f"{name}: averaged {sorted(set(nbytes.tolist()))} bytes per step, want every gradient once "
+                  f"({buffer_bytes})")
+            check((calls == calls[0]).all(), f"{name}: collective calls vary between steps: {calls}")
+            if overlap:
+                check(calls[0] > 1, f"{name}: overlap on with small buckets made {calls[0]} call(s) per step")
+            else:
+                check(calls[0] == 1, f"{name}: overlap off made {calls[0]} calls per step, want 1")
+        loss_error = np.max(np.abs(root["train_loss"] - reference["train_loss"]) / np.abs(reference["train_loss"]))
+        param_error = np.max(np.abs(root["parameters"].astype(np.float64) - reference["parameters"]))
+        val_error = abs(root["val_loss"] - reference["val_loss"]) / abs(reference["val_loss"])
+        print(f"{name}: {len(ranks)} ranks, {int(calls[0])} gradient call(s) per step, "
+              f"max relative loss difference {loss_error:.2e}, max parameter difference {param_error:.2e}, "
+              f"val loss {float(root['val_loss']):.6f} (relative difference {val_error:.2e})")
+        check(loss_error <= 1e-5, f"{name}: train losses differ from world size 1 by {loss_error:.2e} relative")
+        check(param_error <= 1e-5, f"{name}: final parameters differ from world size 1 by {param_error:.2e}")
+        check(val_error <= 1e-5, f"{name}: val loss differs from world size 1 by {val_error:.2e} relative")
+
+    for message in failures:
+        print("FAIL:", message)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
