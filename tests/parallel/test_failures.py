@@ -1,0 +1,122 @@
+"""Failure behaviour of `kgpt train` on several MPI ranks (semantic contract, point 9): bad input
+gives one message and exit code 2 from every rank; a failure on one rank ends every rank within
+seconds with the failing rank named; nothing hangs.
+
+usage: test_failures.py KGPT MPIEXEC DECK WORKDIR
+"""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+KGPT, MPIEXEC, DECK, WORKDIR = sys.argv[1:5]
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OPENBLAS_NUM_THREADS="1")
+ENV.pop("SLURM_NTASKS", None)
+failures = []
+
+
+def mpirun(ranks, *args, env=None, timeout=120):
+    command = [MPIEXEC, "--oversubscribe", "-n", str(ranks), KGPT, "train", DECK, *args]
+    start = time.monotonic()
+    result = subprocess.run(command, cwd=WORKDIR, env=env or ENV, capture_output=True, text=True, timeout=timeout)
+    return result, time.monotonic() - start
+
+
+def expect_one_message(name, ranks, args, code, text, env=None):
+    result, seconds = mpirun(ranks, *args, env=env)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("kgpt train: ")]
+    print(f"{name}: exit {result.returncode} after {seconds:.1f} s; messages: {errors}")
+    if result.returncode != code:
+        failures.append(f"{name}: exit code {result.returncode}, want {code}\n{result.stderr}")
+    if len(errors) != 1 or text not in errors[0]:
+        failures.append(f"{name}: want exactly one message containing {text!r}, got {errors}")
+
+
+def rank_of(pid):
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        for item in f.read().split(b"\0"):
+            if item.startswith(b"OMPI_COMM_WORLD_RANK="):
+                return int(item.split(b"=", 1)[1])
+    return None
+
+
+def kill_one_rank_mid_run():
+    run_dir = os.path.join(WORKDIR, "failure_runs", "killed")
+    command = [MPIEXEC, "--oversubscribe", "-n", "2", KGPT, "train", DECK, "--run-dir", run_dir,
+               "--set", "train.iterations=1000000", "--set", "train.eval_every=0"]
+    job = subprocess.Popen(command, cwd=WORKDIR, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output = []
+    for line in job.stdout:
+        output.append(line)
+        if line.startswith("step:3/"):
+            break
+    ranks = {}
+    for pid in subprocess.run(["pgrep", "-f", run_dir], capture_output=True, text=True).stdout.split():
+        try:
+            rank = rank_of(int(pid))
+        except OSError:
+            continue
+        if rank is not None:
+            ranks[rank] = int(pid)
+    if 1 not in ranks:
+        job.kill()
+        failures.append(f"kill: could not find rank 1 among {ranks}")
+        return
+    killed_at = time.monotonic()
+    os.kill(ranks[1], signal.SIGKILL)
+    try:
+        rest, _ = job.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        failures.append("kill: the job still ran 60 s after rank 1 was killed")
+        return
+    seconds = time.monotonic() - killed_at
+    output.append(rest)
+    text = "".join(output)
+    named = re.search(r"rank 1 .*(signal 9|Killed)", text) is not None
+    print(f"kill rank 1: job ended {seconds:.1f} s later with exit {job.returncode}; rank named: {named}")
+    if job.returncode == 0:
+        failures.append("kill: the job exited 0")
+    if seconds > 30:
+        failures.append(f"kill: the other rank took {seconds:.1f} s to end")
+    if not named:
+        failures.append("kill: the output does not name rank 1:\n" + text[-2000:])
+    if any(os.path.exists(f"/proc/{pid}") and open(f"/proc/{pid}/stat").read().split()[2] != "Z"
+           for pid in ranks.values()):
+        failures.append(f"kill: ranks still alive: {ranks}")
+
+
+shutil.rmtree(os.path.join(WORKDIR, "failure_runs"), ignore_errors=True)
+os.makedirs(os.path.join(WORKDIR, "failure_runs"))
+expect_one_message("accum_total not divisible by the world size", 3,
+                   ["--run-dir", os.path.join(WORKDIR, "failure_runs", "indivisible")], 2,
+                   "train.accum_total = 8 is not divisible by the world size 3")
+expect_one_message("missing train shards", 2,
+                   ["--run-dir", os.path.join(WORKDIR, "failure_runs", "missing"),
+                    "--set", "data.train_files=nowhere/x_*.bin"], 2, "no file matches 'nowhere/x_*.bin'")
+expect_one_message("unknown deck key", 2,
+                   ["--run-dir", os.path.join(WORKDIR, "failure_runs", "unknown"),
+                    "--set", "parallel.bucket_size=4"], 2, "parallel.bucket_size")
+# Only rank 0 makes the run directory: its failure must still end every rank, with one message.
+occupied = os.path.join(WORKDIR, "failure_runs", "occupied")
+os.makedirs(occupied, exist_ok=True)
+for name in ("deck.yaml", "log.txt"):
+    with open(os.path.join(occupied, name), "w") as f:
+        f.write("an earlier run\n")
+expect_one_message("existing run directory (fails on rank 0 only)", 2, ["--run-dir", occupied], 2, occupied)
+for name in ("deck.yaml", "log.txt"):
+    with open(os.path.join(occupied, name)) as f:
+        if f.read() != "an earlier run\n":
+            failures.append(f"existing run directory: the earlier {name} was changed")
+expect_one_message("world size differs from SLURM_NTASKS", 2,
+                   ["--run-dir", os.path.join(WORKDIR, "failure_runs", "slurm")], 1,
+                   "MPI world size is 2 but SLURM_NTASKS is 3", env=dict(ENV, SLURM_NTASKS="3"))
+kill_one_rank_mid_run()
+
+for message in failures:
+    print("FAIL:", message)
+sys.exit(1 if failures else 0)
