@@ -28,7 +28,7 @@ const CommandSpec& train_spec() {
       "train.eval_every steps and at the end. Under mpiexec or srun every rank takes its own slice\n"
       "of each micro-batch and gradients are averaged after the last micro-step (NCCL in CUDA\n"
       "builds, MPI otherwise); rank 0 alone writes. Log lines:\n"
-      "  step:S/N train_loss:L lr:X step_ms:T tok/s:R allreduce_calls:C allreduce_bytes:B\n"
+      "  step:S/N train_loss:L lr:X step_ms:T tok/s:R allreduce_calls:C allreduce_bytes:B allreduce_ms:A\n"
       "  step:S/N val_loss:L val_bpb:B",
       {
           {"set", "section.key=value", "override a deck key (repeatable; validated like the deck)"},

@@ -1,7 +1,7 @@
 # Finds every package kgpt builds against and gives each one target to link:
 #   Kokkos::kokkos, kgpt::kokkos_kernels, MPI::MPI_CXX, HDF5::HDF5, kgpt::yaml_cpp, and, in CUDA
-#   builds, kgpt::nccl. Works with Debian 12's Trilinos packages and with upstream installs found
-#   through CMAKE_PREFIX_PATH.
+#   builds, kgpt::nccl (CPU builds may add the library kgpt_nccl_transport, see KGPT_NCCL_TRANSPORT).
+#   Works with Debian 12's Trilinos packages and with upstream installs found through CMAKE_PREFIX_PATH.
 
 find_package(Kokkos 3.4 REQUIRED)
 
@@ -77,6 +77,59 @@ if(KGPT_ENABLE_CUDA)
   add_library(kgpt::nccl ALIAS kgpt_nccl)
   target_include_directories(kgpt_nccl SYSTEM INTERFACE ${NCCL_INCLUDE_DIR})
   target_link_libraries(kgpt_nccl INTERFACE ${NCCL_LIBRARY} CUDA::cudart CUDA::cublas CUDA::cublasLt)
+endif()
+
+# The NCCL transport of gradient averaging (src/parallel/nccl_averager.cpp). CUDA builds always compile
+# it into kgpt. CPU builds average with MPI and never use it, but may compile it against the CUDA
+# toolkit's NCCL into the separate library kgpt_nccl_transport, so that a machine without a GPU still
+# compiles, links and runs it (tests/parallel/nccl_probe.cpp): AUTO does when nccl.h, libnccl and
+# libcudart are found and the tests are on, ON insists, OFF skips it.
+set(KGPT_NCCL_TRANSPORT AUTO CACHE STRING
+    "CPU builds: compile the NCCL gradient transport for its test (AUTO, ON, OFF); CUDA builds always do")
+set_property(CACHE KGPT_NCCL_TRANSPORT PROPERTY STRINGS AUTO ON OFF)
+string(TOUPPER "${KGPT_NCCL_TRANSPORT}" _kgpt_nccl_transport)
+if(NOT _kgpt_nccl_transport MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "KGPT_NCCL_TRANSPORT is '${KGPT_NCCL_TRANSPORT}'; it must be AUTO, ON or OFF")
+endif()
+if(KGPT_ENABLE_CUDA)
+  if(_kgpt_nccl_transport STREQUAL "OFF")
+    message(FATAL_ERROR "KGPT_NCCL_TRANSPORT is OFF, but CUDA builds average gradients with NCCL and always "
+                        "compile its transport: leave KGPT_NCCL_TRANSPORT at AUTO")
+  endif()
+  message(STATUS "NCCL transport: compiled into kgpt (CUDA build, ${NCCL_LIBRARY})")
+elseif(_kgpt_nccl_transport STREQUAL "OFF")
+  message(STATUS "NCCL transport: skipped (KGPT_NCCL_TRANSPORT is OFF)")
+elseif(_kgpt_nccl_transport STREQUAL "AUTO" AND NOT KGPT_ENABLE_TESTS)
+  message(STATUS "NCCL transport: skipped (CPU build without tests; only its test would use it)")
+else()
+  find_package(CUDAToolkit QUIET)
+  find_path(KGPT_CUDART_INCLUDE_DIR cuda_runtime_api.h
+            HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV CUDA_HOME /usr/local/cuda PATH_SUFFIXES include)
+  find_library(KGPT_CUDART_LIBRARY cudart
+               HINTS ${CUDAToolkit_LIBRARY_DIR} ENV CUDA_HOME /usr/local/cuda PATH_SUFFIXES lib64 lib)
+  find_path(NCCL_INCLUDE_DIR nccl.h
+            HINTS ENV NCCL_HOME ${KGPT_CUDART_INCLUDE_DIR} /usr/local/cuda PATH_SUFFIXES include)
+  find_library(NCCL_LIBRARY nccl
+               HINTS ENV NCCL_HOME ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda PATH_SUFFIXES lib64 lib)
+  if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY AND KGPT_CUDART_INCLUDE_DIR AND KGPT_CUDART_LIBRARY)
+    add_library(kgpt_nccl_transport STATIC ${PROJECT_SOURCE_DIR}/src/parallel/nccl_averager.cpp)
+    # SYSTEM: CUDA's and NCCL's headers are not held to kgpt's -Werror.
+    target_include_directories(kgpt_nccl_transport SYSTEM PUBLIC ${NCCL_INCLUDE_DIR} ${KGPT_CUDART_INCLUDE_DIR})
+    # kgpt::kgpt and kgpt_compile_options are defined after this file; CMake resolves names at generation.
+    target_link_libraries(kgpt_nccl_transport
+      PUBLIC kgpt::kgpt ${NCCL_LIBRARY} ${KGPT_CUDART_LIBRARY}
+      PRIVATE kgpt_compile_options)
+    message(STATUS "NCCL transport: compiled against ${NCCL_LIBRARY} and ${KGPT_CUDART_LIBRARY} for its test "
+                   "only (CPU build: kgpt averages gradients with MPI)")
+  elseif(_kgpt_nccl_transport STREQUAL "ON")
+    message(FATAL_ERROR "KGPT_NCCL_TRANSPORT is ON, but this CPU build found no NCCL with the CUDA runtime "
+                        "(nccl.h: ${NCCL_INCLUDE_DIR}, libnccl: ${NCCL_LIBRARY}, cuda_runtime_api.h: "
+                        "${KGPT_CUDART_INCLUDE_DIR}, libcudart: ${KGPT_CUDART_LIBRARY}); set CUDA_HOME and "
+                        "NCCL_HOME, or KGPT_NCCL_TRANSPORT to AUTO or OFF")
+  else()
+    message(STATUS "NCCL transport: skipped (CPU build; nccl.h, libnccl or libcudart not found under CUDA_HOME, "
+                   "NCCL_HOME or /usr/local/cuda)")
+  endif()
 endif()
 
 if(KGPT_ENABLE_TESTS)

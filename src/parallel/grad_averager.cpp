@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <string>
 #include <type_traits>
@@ -14,6 +15,21 @@
 #endif
 
 namespace kgpt::parallel {
+
+namespace {
+
+// Adds the seconds of its lifetime to `total`.
+class ScopedTimer {
+ public:
+  explicit ScopedTimer(double& total) : total_(total), start_(std::chrono::steady_clock::now()) {}
+  ~ScopedTimer() { total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+
+ private:
+  double& total_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
 
 template <class T>
 GradientAverager<T>::GradientAverager(const Vector<T>& grads, int world_size, AveragingSettings settings)
@@ -52,6 +68,7 @@ void GradientAverager<T>::ready(const ExecSpace& exec, std::size_t begin, std::s
     send(exec, pb, pe);
     pending_ = {0, 0};
   }
+  ScopedTimer timer(counters_.seconds);
   progress();
 }
 
@@ -74,6 +91,7 @@ void GradientAverager<T>::finish(const ExecSpace& exec) {
     }
     if (at < size) send(exec, at, size);
   }
+  ScopedTimer timer(counters_.seconds);
   wait(exec);
 }
 
@@ -83,6 +101,7 @@ void GradientAverager<T>::send(const ExecSpace& exec, std::size_t begin, std::si
   ++counters_.calls;
   counters_.bytes += static_cast<long long>((end - begin) * sizeof(T));
   sent_.emplace_back(begin, end);
+  ScopedTimer timer(counters_.seconds);
   start(exec, grads_.data() + begin, end - begin);
 }
 
@@ -144,7 +163,8 @@ template <class T>
 std::unique_ptr<GradientAverager<T>> make_gradient_averager(const ExecSpace& exec, const Vector<T>& grads,
                                                             int world_size, AveragingSettings settings) {
 #if defined(KGPT_HAVE_NCCL) && defined(KOKKOS_ENABLE_CUDA)
-  if (std::is_same<typename Vector<T>::memory_space, Kokkos::CudaSpace>::value) {
+  // One rank communicates nothing: no NCCL communicator for it.
+  if (world_size > 1 && std::is_same<typename Vector<T>::memory_space, Kokkos::CudaSpace>::value) {
     return make_nccl_averager<T>(grads, world_size, settings, exec.cuda_stream());
   }
 #endif

@@ -24,6 +24,7 @@ struct AveragingCounters {
   long long calls = 0;  // collective calls (one per bucket)
   long long bytes = 0;  // gradient bytes handed to them
   long long calls_before_last_micro_step = 0;  // must stay 0: the contract forbids them
+  double seconds = 0.0;  // host time inside the transport (starting, progressing, waiting)
 };
 
 struct AveragingSettings {

@@ -266,7 +266,7 @@ TrainSummary train_model(const config::ResolvedDeck& deck, io::RunLog& log, std:
                " step_ms:" + fixed(seconds * 1e3, 1) +
                " tok/s:" + fixed(static_cast<double>(c.train.global_batch_tokens) / seconds, 0) +
                " allreduce_calls:" + std::to_string(counted.calls) + " allreduce_bytes:" +
-               std::to_string(counted.bytes) +
+               std::to_string(counted.bytes) + " allreduce_ms:" + fixed(counted.seconds * 1e3, 1) +
                (counted.calls_before_last_micro_step > 0
                     ? " allreduce_calls_before_last_micro_step:" + std::to_string(counted.calls_before_last_micro_step)
                     : ""));

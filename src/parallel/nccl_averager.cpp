@@ -1,0 +1,155 @@
+#include "parallel/nccl_averager.hpp"
+
+#include <mpi.h>
+#include <nccl.h>
+
+#include <string>
+#include <thread>
+#include <type_traits>
+
+#include "core/error.hpp"
+#include "parallel/world.hpp"
+
+namespace kgpt::parallel {
+
+namespace {
+
+// main.cpp puts the failing rank's number in front of the message in multi-rank jobs.
+Error failure_on_rank(const std::string& what) { return Error(ExitCode::failure, what); }
+
+std::string nccl_text(ncclResult_t result, ncclComm_t comm) {
+  std::string text = ncclGetErrorString(result);
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 13, 0)
+  // The last error's details (which peer, which transport), where this NCCL keeps them.
+  const char* detail = ncclGetLastError(comm);
+  if (detail != nullptr && *detail != '\0') text += " (" + std::string(detail) + ")";
+#else
+  (void)comm;
+#endif
+  return text;
+}
+
+void check_nccl(ncclResult_t result, const char* call, ncclComm_t comm = nullptr) {
+  if (result != ncclSuccess) throw failure_on_rank(std::string(call) + " failed: " + nccl_text(result, comm));
+}
+
+void check_cuda(cudaError_t result, const char* call) {
+  if (result != cudaSuccess) throw failure_on_rank(std::string(call) + " failed: " + cudaGetErrorString(result));
+}
+
+template <class T>
+constexpr ncclDataType_t nccl_type() {
+  static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value, "gradients are float or double");
+  return std::is_same<T, float>::value ? ncclFloat : ncclDouble;
+}
+
+template <class T>
+class NcclAverager final : public GradientAverager<T> {
+ public:
+  NcclAverager(const Vector<T>& grads, int world_size, AveragingSettings settings, cudaStream_t stream)
+      : GradientAverager<T>(grads, world_size, settings), stream_(stream) {
+    int devices = 0;
+    const cudaError_t found = cudaGetDeviceCount(&devices);
+    if (found != cudaSuccess || devices == 0) {
+      throw failure_on_rank(std::string("NCCL gradient averaging needs a CUDA device: ") +
+                            cudaGetErrorString(found != cudaSuccess ? found : cudaErrorNoDevice));
+    }
+    // ncclCommInitRank waits for world_size ranks: with any other count it would wait forever.
+    const int rank = world().rank;
+    if (world_size != world().size) {
+      throw failure_on_rank("NCCL gradient averaging was asked for " + std::to_string(world_size) +
+                            " ranks in an MPI world of " + std::to_string(world().size));
+    }
+    // Rank 0's id names its bootstrap endpoint; every rank joins the communicator through it.
+    ncclUniqueId id{};
+    if (rank == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    if (MPI_Bcast(&id, static_cast<int>(sizeof id), MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS) {
+      throw failure_on_rank("MPI_Bcast of the NCCL unique id failed");
+    }
+    ncclComm_t comm = nullptr;
+    check_nccl(ncclCommInitRank(&comm, world_size, id, rank), "ncclCommInitRank");
+    comm_ = comm;
+  }
+
+  ~NcclAverager() override {
+    if (comm_ == nullptr) return;
+    // Unwinding with a collective still in flight: destroying would wait for peers that may never
+    // come, so the communicator is aborted instead.
+    if (in_flight_) {
+      ncclCommAbort(comm_);
+    } else {
+      ncclCommDestroy(comm_);
+    }
+  }
+
+  NcclAverager(const NcclAverager&) = delete;
+  NcclAverager& operator=(const NcclAverager&) = delete;
+
+  double backward_scale_factor() const override { return 1.0; }  // ncclAvg divides by the world size
+  const char* transport() const override { return "nccl"; }
+
+ protected:
+  void start(const ExecSpace& exec, T* data, std::size_t count) override {
+#ifdef KOKKOS_ENABLE_CUDA
+    // Ordering by stream alone holds only on the stream the gradients were written on.
+    if (exec.cuda_stream() != stream_) {
+      throw failure_on_rank("NCCL gradient averaging was given another CUDA stream than at its start");
+    }
+#else
+    (void)exec;
+#endif
+    // In place, on the stream of the kernels that wrote the gradients: ordered after them, no fence.
+    check_nccl(ncclAllReduce(data, data, count, nccl_type<T>(), ncclAvg, comm_, stream_), "ncclAllReduce", comm_);
+    in_flight_ = true;
+  }
+
+  void progress() override { check_async("NCCL gradient averaging failed"); }
+
+  void wait(const ExecSpace&) override {
+    if (!in_flight_) return;
+    // Polling rather than cudaStreamSynchronize: when a peer dies the all-reduce never ends, and only
+    // an error seen here (and ncclCommAbort) ends it.
+    for (;;) {
+      const cudaError_t state = cudaStreamQuery(stream_);
+      if (state == cudaSuccess) break;
+      if (state != cudaErrorNotReady) check_cuda(state, "cudaStreamQuery (waiting for NCCL gradient averaging)");
+      check_async("NCCL gradient averaging failed while waiting");
+      std::this_thread::yield();
+    }
+    in_flight_ = false;
+  }
+
+ private:
+  // Throws, after aborting the communicator, when NCCL reports an error of a started collective.
+  void check_async(const char* what) {
+    if (comm_ == nullptr) throw failure_on_rank(std::string(what) + ": the NCCL communicator was aborted earlier");
+    ncclResult_t async = ncclSuccess;
+    const ncclResult_t queried = ncclCommGetAsyncError(comm_, &async);
+    if (queried != ncclSuccess) async = queried;
+    if (async == ncclSuccess) return;
+    const std::string text = nccl_text(async, comm_);
+    ncclCommAbort(comm_);
+    comm_ = nullptr;
+    in_flight_ = false;
+    throw failure_on_rank(std::string(what) + " (ncclCommGetAsyncError): " + text + "; communicator aborted");
+  }
+
+  cudaStream_t stream_;
+  ncclComm_t comm_ = nullptr;
+  bool in_flight_ = false;  // a collective was started and wait() has not seen it end
+};
+
+}  // namespace
+
+template <class T>
+std::unique_ptr<GradientAverager<T>> make_nccl_averager(const Vector<T>& grads, int world_size,
+                                                        AveragingSettings settings, cudaStream_t stream) {
+  return std::make_unique<NcclAverager<T>>(grads, world_size, settings, stream);
+}
+
+template std::unique_ptr<GradientAverager<float>> make_nccl_averager(const Vector<float>&, int, AveragingSettings,
+                                                                     cudaStream_t);
+template std::unique_ptr<GradientAverager<double>> make_nccl_averager(const Vector<double>&, int, AveragingSettings,
+                                                                      cudaStream_t);
+
+}  // namespace kgpt::parallel

@@ -1,0 +1,133 @@
+// Runs the NCCL transport of gradient averaging where it was compiled: in a CPU build, against the
+// CUDA toolkit's NCCL (KGPT_NCCL_TRANSPORT). Without a CUDA device make_nccl_averager must refuse
+// with an Error naming the rank; with one (one rank per GPU), the probe averages a buffer in device
+// memory through the GradientAverager interface and checks the result. It prints "probe: OK" and
+// exits 0 only when what it saw is right; otherwise it says why and exits 3 (ctest matches the
+// output, not the exit status).
+
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <exception>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/kokkos_compat.hpp"
+#include "core/views.hpp"
+#include "parallel/nccl_averager.hpp"
+#include "parallel/world.hpp"
+
+namespace {
+
+using kgpt::parallel::AveragingSettings;
+
+constexpr std::size_t kElements = 1000;
+constexpr int kWrong = 3;
+
+int wrong(const std::string& why) {
+  std::cerr << "probe: " << why << std::endl;
+  return kWrong;
+}
+
+// No CUDA device: the averager must not start, and must say which rank lacks one.
+int expect_missing_device() {
+  const auto& world = kgpt::parallel::world();
+  const std::string expected = "rank " + std::to_string(world.rank) + ": NCCL gradient averaging needs a CUDA device";
+  kgpt::Vector<float> grads("grads", kElements);
+  try {
+    const auto averager = kgpt::parallel::make_nccl_averager<float>(grads, world.size, AveragingSettings{}, nullptr);
+  } catch (const kgpt::Error& e) {
+    // As kgpt's main prints a rank's failure.
+    const std::string message = "rank " + std::to_string(kgpt::parallel::world().rank) + ": " + e.what();
+    std::cerr << message << std::endl;
+    if (message.compare(0, expected.size(), expected) != 0) {
+      return wrong("expected a message starting with: " + expected);
+    }
+    if (e.code() != kgpt::ExitCode::failure) return wrong("expected exit code failure (1)");
+    std::cout << "probe: OK" << std::endl;
+    return 0;
+  }
+  return wrong("make_nccl_averager started although this process sees no CUDA device");
+}
+
+bool cuda_ok(cudaError_t result, const char* call) {
+  if (result == cudaSuccess) return true;
+  std::cerr << "probe: " << call << " failed: " << cudaGetErrorString(result) << std::endl;
+  return false;
+}
+
+// A CUDA device: rank r holds value(i) + r, so the average over n ranks is value(i) + (n - 1) / 2.
+int average_on_device(int devices) {
+  const auto& world = kgpt::parallel::world();
+  const auto value = [](std::size_t i) { return static_cast<float>(i % 97); };
+  std::vector<float> host(kElements);
+  for (std::size_t i = 0; i < kElements; ++i) host[i] = value(i) + static_cast<float>(world.rank);
+
+  if (!cuda_ok(cudaSetDevice(world.local_rank % devices), "cudaSetDevice")) return kWrong;
+  void* memory = nullptr;
+  if (!cuda_ok(cudaMalloc(&memory, kElements * sizeof(float)), "cudaMalloc")) return kWrong;
+  float* const buffer = static_cast<float*>(memory);
+  cudaStream_t stream = nullptr;
+  bool ok = cuda_ok(cudaMemcpy(buffer, host.data(), kElements * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy") &&
+            cuda_ok(cudaStreamCreate(&stream), "cudaStreamCreate");
+  long long calls = 0;
+  if (ok) {
+    // An unmanaged View over device memory, also in a CPU Kokkos build: the averager hands its
+    // pointer to NCCL and never reads it on the host.
+    const kgpt::Vector<float> grads(buffer, kElements);
+    AveragingSettings settings;
+    settings.bucket_elements = 256;
+    settings.overlap = true;
+    const auto averager = kgpt::parallel::make_nccl_averager<float>(grads, world.size, settings, stream);
+    if (std::string(averager->transport()) != "nccl" || averager->backward_scale_factor() != 1.0) {
+      std::cerr << "probe: transport() or backward_scale_factor() is not NCCL's" << std::endl;
+      ok = false;
+    }
+    const kgpt::ExecSpace exec;
+    averager->begin_step();
+    averager->begin_micro_step(true);
+    averager->ready(exec, 0, 400);  // one bucket while the "backward" goes on, the rest in finish()
+    averager->finish(exec);
+    calls = averager->step_counters().calls;
+  }
+  ok = ok && cuda_ok(cudaMemcpy(host.data(), buffer, kElements * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  if (stream != nullptr) cudaStreamDestroy(stream);
+  cudaFree(buffer);
+  if (!ok) return kWrong;
+
+  const float shift = static_cast<float>(world.size - 1) / 2;
+  for (std::size_t i = 0; i < kElements; ++i) {
+    const float expected = value(i) + shift;
+    if (std::fabs(host[i] - expected) > 1e-5f * (1 + std::fabs(expected))) {
+      return wrong("element " + std::to_string(i) + " is " + std::to_string(host[i]) + ", expected " +
+                   std::to_string(expected));
+    }
+  }
+  if (world.size > 1 && calls == 0) return wrong("finish() sent nothing");
+  // A world of one rank sends nothing (GradientAverager skips it): one rank checks that the
+  // communicator starts and ends on a GPU; one rank per GPU checks the all-reduce itself.
+  std::cout << "probe: OK: NCCL on a CUDA device, " << world.size << " rank(s), " << calls << " all-reduce call(s)"
+            << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  kgpt::parallel::MpiSession mpi(&argc, &argv);
+  try {
+    const kgpt::compat::Runtime kokkos;
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) return expect_missing_device();
+    return average_on_device(devices);
+  } catch (const kgpt::Error& e) {
+    std::cerr << e.what() << std::endl;
+    const int code = static_cast<int>(e.code());
+    return code != 0 ? code : kWrong;
+  } catch (const std::exception& e) {
+    std::cerr << "probe: internal error: " << e.what() << std::endl;
+    return kWrong;
+  }
+}
