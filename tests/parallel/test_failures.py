@@ -1,6 +1,7 @@
 """Failure behaviour of `kgpt train` on several MPI ranks (semantic contract, point 9): bad input
 gives one message and exit code 2 from every rank; a failure on one rank ends every rank within
-seconds with the failing rank named; nothing hangs.
+seconds with the failing rank named; nothing hangs. Also the wall-clock cap, a stop decision all
+ranks must take at the same step.
 
 usage: test_failures.py KGPT MPIEXEC DECK WORKDIR
 """
@@ -115,6 +116,19 @@ for name in ("deck.yaml", "log.txt"):
 expect_one_message("world size differs from SLURM_NTASKS", 2,
                    ["--run-dir", os.path.join(WORKDIR, "failure_runs", "slurm")], 1,
                    "MPI world size is 2 but SLURM_NTASKS is 3", env=dict(ENV, SLURM_NTASKS="3"))
+
+
+def wallclock_cap_stops_every_rank():
+    run_dir = os.path.join(WORKDIR, "failure_runs", "capped")
+    result, seconds = mpirun(2, "--run-dir", run_dir, "--set", "train.iterations=1000000",
+                             "--set", "train.max_wallclock_seconds=2", "--set", "train.eval_every=0")
+    stopped = [line for line in result.stdout.splitlines() if line.startswith("stopping_early: wallclock_cap")]
+    print(f"wall-clock cap of 2 s on 2 ranks: exit {result.returncode} after {seconds:.1f} s; {stopped}")
+    if result.returncode != 0 or len(stopped) != 1 or "done steps:" not in result.stdout:
+        failures.append(f"wallclock cap: exit {result.returncode}\n{result.stdout[-1500:]}\n{result.stderr[-1500:]}")
+
+
+wallclock_cap_stops_every_rank()
 kill_one_rank_mid_run()
 
 for message in failures:
