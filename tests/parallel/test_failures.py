@@ -128,7 +128,46 @@ def wallclock_cap_stops_every_rank():
         failures.append(f"wallclock cap: exit {result.returncode}\n{result.stdout[-1500:]}\n{result.stderr[-1500:]}")
 
 
+def shard_corrupted_mid_run():
+    """A train shard that turns bad mid-run: every rank reaches it in the same step, reports it with
+    its rank and the file, and the job ends (MPI_Abort) instead of waiting in a collective."""
+    data = os.path.join(WORKDIR, "failure_runs", "shards")
+    texts = [os.path.join(os.path.dirname(DECK), name) for name in ("train_ranks.cpp", "compare_ranks.py")]
+    subprocess.run([KGPT, "prepare", "--input", *texts, *texts, *texts, "--out", data, "--prefix", "text",
+                    "--shard-tokens", "4000", "--val-fraction", "0.2"], check=True, capture_output=True)
+    shards = sorted(f for f in os.listdir(data) if "_train_" in f)
+    if len(shards) < 3:
+        failures.append(f"corrupt shard: prepare made {shards}, want 3 or more train shards")
+        return
+    command = [MPIEXEC, "--oversubscribe", "-n", "2", KGPT, "train", DECK, "--run-dir",
+               os.path.join(WORKDIR, "failure_runs", "corrupt"), "--set", "train.iterations=1000000",
+               "--set", "train.eval_every=0", "--set", f"data.train_files={data}/text_train_*.bin",
+               "--set", f"data.val_files={data}/text_val_*.bin"]
+    job = subprocess.Popen(command, cwd=WORKDIR, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output = []
+    for line in job.stdout:
+        output.append(line)
+        if line.startswith("step:1/"):
+            break
+    victim = os.path.join(data, shards[-1])
+    with open(victim, "r+b") as f:
+        f.truncate(1000)
+    try:
+        rest, _ = job.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        failures.append("corrupt shard: the job still ran 60 s after a shard was truncated")
+        return
+    text = "".join(output) + rest
+    reports = re.findall(r"kgpt train: error: rank (\d+): (.*)", text)
+    print(f"corrupt shard mid-run: exit {job.returncode}; reports: {reports}")
+    if job.returncode == 0 or not reports or not all(victim in message for _, message in reports):
+        failures.append("corrupt shard: want a non-zero exit and messages naming the rank and " + victim + "\n" +
+                        text[-2000:])
+
+
 wallclock_cap_stops_every_rank()
+shard_corrupted_mid_run()
 kill_one_rank_mid_run()
 
 for message in failures:
