@@ -33,6 +33,7 @@ const CommandSpec& train_spec() {
       {
           {"set", "section.key=value", "override a deck key (repeatable; validated like the deck)"},
           {"run-dir", "DIR", "run directory to create (default <run.out_dir>/<run.name>)"},
+          {"resume", "", "continue the run in the run directory from its newest valid checkpoint"},
       },
       1,
       1};
@@ -45,14 +46,19 @@ int run_train(const ParsedArgs& args) {
   data::DatasetFiles files;
   std::string dir;
   io::RunLog log;
+  const bool resume = args.has("resume");
   // Every rank reads the deck and checks the data; only rank 0 makes the run directory and logs.
   parallel::agreed([&] {
     deck = load_deck_from_args(args, w.size);
     files = data::check_dataset(deck);
     dir = io::run_directory_path(deck, args.get("run-dir"));
     if (w.rank == 0) {
-      io::create_run_directory(dir);
-      io::write_resolved_deck(dir, deck);
+      if (resume) {
+        io::require_run_directory(dir);
+      } else {
+        io::create_run_directory(dir);
+        io::write_resolved_deck(dir, deck);
+      }
       log = io::RunLog(dir);
     }
   });
@@ -70,7 +76,11 @@ int run_train(const ParsedArgs& args) {
   log.line("train_shards:" + std::to_string(files.train.files.size()) + " train_tokens:" +
            std::to_string(files.train.tokens) + " val_shards:" + std::to_string(files.val.files.size()) +
            " val_tokens:" + std::to_string(files.val.tokens));
-  const train::TrainSummary summary = train::run_training(deck, log);
+  train::TrainOptions options;
+  options.run_dir = dir;
+  options.resume = resume;
+  const train::TrainSummary summary = train::run_training(deck, log, options);
+  if (summary.preempted) return static_cast<int>(ExitCode::preempted);
   log.line("done steps:" + std::to_string(summary.steps) + " run_dir:" + dir);
   return 0;
 }

@@ -10,6 +10,9 @@ struct RunConfig {
   std::string name = "";         // "" means the deck file's name without extension
   std::string out_dir = "runs";  // run directories are created below this folder
   long long seed = 1337;
+  int checkpoint_every = 0;
+  int checkpoint_keep_last = 3;
+  int checkpoint_keep_every = 0;
 };
 
 struct ModelConfig {

@@ -104,6 +104,12 @@ std::vector<KeySpec> build_schema() {
           "Folder that holds run directories (relative paths are relative to the working directory)."),
       key("run", "seed", &Config::run, &RC::seed, VK::integer, between(0, 9.0e18),
           "Seed of the weight initialisation and of sampling; the same on every rank."),
+      key("run", "checkpoint_every", &Config::run, &RC::checkpoint_every, VK::integer, count,
+          "Write a checkpoint every N steps (and always at the end and when preempted); 0 means only then."),
+      key("run", "checkpoint_keep_last", &Config::run, &RC::checkpoint_keep_last, VK::integer, positive_int,
+          "Newest checkpoints kept in <run dir>/checkpoints; older ones are deleted."),
+      key("run", "checkpoint_keep_every", &Config::run, &RC::checkpoint_keep_every, VK::integer, count,
+          "Also keep every checkpoint whose step is a multiple of N; 0 means none beyond keep_last."),
       // model
       key("model", "family", &Config::model, &MC::family, VK::choice, none,
           "Model family: golf (parameter-golf baseline) or gpt2 (nanoGPT / GPT-2).", {"golf", "gpt2"}),

@@ -12,6 +12,7 @@ enum class ExitCode : int {
   success = 0,
   failure = 1,    // a run that failed after its inputs were accepted
   bad_input = 2,  // a bad deck, command line, or data file: nothing was trained or overwritten
+  preempted = 3,  // stopped by SIGUSR1 or SIGTERM after writing a checkpoint: requeue and resume
 };
 
 class Error : public std::runtime_error {

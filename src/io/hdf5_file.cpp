@@ -1,5 +1,7 @@
 #include "io/hdf5_file.hpp"
 
+#include <cstdio>
+
 #include "core/error.hpp"
 
 namespace kgpt::io {
@@ -27,8 +29,15 @@ class Handle {
 
 Hdf5File::Hdf5File(const std::string& path, Mode mode) : path_(path) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors become exceptions with our context
-  file_ = mode == Mode::create ? H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)
-                               : H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  // SWMR needs the newest format; readers of other files may hold them open, so no file locks.
+  Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  H5Pset_libver_bounds(access.get(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
+  if (mode == Mode::create) {
+    file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get());
+  } else {
+    file_ = H5Fopen(path.c_str(), mode == Mode::read ? H5F_ACC_RDONLY : H5F_ACC_RDWR,
+                    mode == Mode::read ? H5P_DEFAULT : access.get());
+  }
   if (file_ < 0) {
     throw Error(mode == Mode::create ? ExitCode::failure : ExitCode::bad_input,
                 path + ": cannot " + (mode == Mode::create ? "create" : "open") + " the HDF5 file");
@@ -108,6 +117,59 @@ void Hdf5File::set_attribute(const std::string& name, const std::string& key, do
   }
 }
 
+void Hdf5File::set_attribute(const std::string& name, const std::string& key, std::int64_t value) {
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle attribute(H5Acreate_by_name(file_, name.c_str(), key.c_str(), H5T_NATIVE_INT64, space.get(), H5P_DEFAULT,
+                                     H5P_DEFAULT, H5P_DEFAULT),
+                   H5Aclose);
+  if (!attribute.ok() || H5Awrite(attribute.get(), H5T_NATIVE_INT64, &value) < 0) {
+    fail("cannot write attribute " + key + " of", name);
+  }
+}
+
+void Hdf5File::create_series(const std::string& name, SeriesType type) {
+  make_parent_groups(name);
+  const hsize_t initial = 0, unlimited = H5S_UNLIMITED, chunk = 1024;
+  Handle space(H5Screate_simple(1, &initial, &unlimited), H5Sclose);
+  Handle properties(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  H5Pset_chunk(properties.get(), 1, &chunk);
+  const hid_t element = type == SeriesType::float64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT64;
+  Handle set(H5Dcreate2(file_, name.c_str(), element, space.get(), H5P_DEFAULT, properties.get(), H5P_DEFAULT),
+             H5Dclose);
+  if (!set.ok()) fail("cannot create series", name);
+}
+
+void Hdf5File::append_value(const std::string& name, hid_t type, const void* value) {
+  Handle set(open_dataset(name), H5Dclose);
+  hsize_t rows = 0;
+  {
+    Handle space(H5Dget_space(set.get()), H5Sclose);
+    H5Sget_simple_extent_dims(space.get(), &rows, nullptr);
+  }
+  const hsize_t grown = rows + 1, one = 1;
+  if (H5Dset_extent(set.get(), &grown) < 0) fail("cannot extend series", name);
+  Handle file_space(H5Dget_space(set.get()), H5Sclose);
+  H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &rows, nullptr, &one, nullptr);
+  Handle memory_space(H5Screate_simple(1, &one, nullptr), H5Sclose);
+  if (H5Dwrite(set.get(), type, memory_space.get(), file_space.get(), H5P_DEFAULT, value) < 0) {
+    fail("cannot append to series", name);
+  }
+  if (H5Dflush(set.get()) < 0) fail("cannot flush series", name);
+}
+
+void Hdf5File::append(const std::string& name, double value) { append_value(name, H5T_NATIVE_DOUBLE, &value); }
+void Hdf5File::append(const std::string& name, std::int64_t value) { append_value(name, H5T_NATIVE_INT64, &value); }
+
+void Hdf5File::resize_series(const std::string& name, std::size_t rows) {
+  Handle set(open_dataset(name), H5Dclose);
+  const hsize_t size = rows;
+  if (H5Dset_extent(set.get(), &size) < 0) fail("cannot resize series", name);
+}
+
+void Hdf5File::start_swmr() {
+  if (H5Fstart_swmr_write(file_) < 0) throw Error(ExitCode::failure, path_ + ": cannot start SWMR writing");
+}
+
 bool Hdf5File::contains(const std::string& name) const {
   // Each parent must exist before H5Lexists may be asked about the child.
   for (std::size_t slash = name.find('/', 1);; slash = name.find('/', slash + 1)) {
@@ -154,6 +216,53 @@ std::string Hdf5File::read_string(const std::string& name) const {
   std::string text = pointer ? pointer : "";
   H5Dvlen_reclaim(type.get(), space.get(), H5P_DEFAULT, &pointer);
   return text;
+}
+
+void Hdf5File::read_floats(const std::string& name, float* out) const {
+  Handle set(open_dataset(name), H5Dclose);
+  if (H5Dread(set.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0) fail("cannot read dataset", name);
+}
+
+std::string Hdf5File::dtype(const std::string& name) const {
+  Handle set(open_dataset(name), H5Dclose);
+  Handle type(H5Dget_type(set.get()), H5Tclose);
+  const H5T_class_t type_class = H5Tget_class(type.get());
+  const std::size_t size = H5Tget_size(type.get());
+  if (type_class == H5T_FLOAT) return size == 4 ? "float32" : size == 8 ? "float64" : "other";
+  if (type_class == H5T_INTEGER) return size == 8 ? "int64" : size == 4 ? "int32" : "other";
+  if (type_class == H5T_STRING) return "string";
+  return "other";
+}
+
+double Hdf5File::read_attribute_double(const std::string& name, const std::string& key) const {
+  Handle attribute(H5Aopen_by_name(file_, name.c_str(), key.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  double value = 0;
+  if (!attribute.ok() || H5Aread(attribute.get(), H5T_NATIVE_DOUBLE, &value) < 0) {
+    throw Error(ExitCode::bad_input, path_ + ": no numeric attribute '" + key + "' on '" + name + "'");
+  }
+  return value;
+}
+
+std::string Hdf5File::read_attribute_string(const std::string& name, const std::string& key) const {
+  Handle attribute(H5Aopen_by_name(file_, name.c_str(), key.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  if (!attribute.ok()) throw Error(ExitCode::bad_input, path_ + ": no attribute '" + key + "' on '" + name + "'");
+  Handle type(H5Aget_type(attribute.get()), H5Tclose);
+  if (H5Tget_class(type.get()) != H5T_STRING || !H5Tis_variable_str(type.get())) {
+    throw Error(ExitCode::bad_input, path_ + ": attribute '" + key + "' on '" + name + "' is not a string");
+  }
+  char* pointer = nullptr;
+  if (H5Aread(attribute.get(), type.get(), &pointer) < 0) {
+    throw Error(ExitCode::bad_input, path_ + ": cannot read attribute '" + key + "' on '" + name + "'");
+  }
+  std::string text = pointer ? pointer : "";
+  H5free_memory(pointer);
+  return text;
+}
+
+void Hdf5File::close_and_remove() {
+  if (file_ >= 0) H5Fclose(file_);
+  file_ = -1;
+  std::remove(path_.c_str());
 }
 
 void Hdf5File::flush() {

@@ -1,7 +1,8 @@
 #pragma once
 // A small RAII layer over the HDF5 C library: named, shaped datasets of float, double and int64,
-// string datasets and attributes, groups created on demand from "a/b/name" paths. Every failure
-// throws Error naming the file and the dataset.
+// string datasets and attributes, groups created on demand from "a/b/name" paths, and extendible
+// 1-D series that grow by one row at a time (histories), readable while they grow (SWMR). Every
+// failure throws Error naming the file and the dataset.
 
 #include <hdf5.h>
 
@@ -13,8 +14,10 @@ namespace kgpt::io {
 
 class Hdf5File {
  public:
-  enum class Mode { create, read };
-  // create: a new file (truncating one that exists); read: an existing file, read-only.
+  enum class Mode { create, read, append };
+  // create: a new file (truncating one that exists), in the newest file format so that it can be
+  // written in SWMR mode later; read: an existing file, read-only; append: an existing file, read
+  // and write.
   Hdf5File(const std::string& path, Mode mode);
   ~Hdf5File();
   Hdf5File(const Hdf5File&) = delete;
@@ -27,15 +30,36 @@ class Hdf5File {
   void set_attribute(const std::string& name, const std::string& key, const std::string& value);
   void set_attribute(const std::string& name, const std::string& key, double value);
 
+  void set_attribute(const std::string& name, const std::string& key, std::int64_t value);
+
+  // Series: 1-D extendible, chunked datasets of double or int64.
+  enum class SeriesType { float64, int64 };
+  void create_series(const std::string& name, SeriesType type);
+  void append(const std::string& name, double value);
+  void append(const std::string& name, std::int64_t value);
+  void resize_series(const std::string& name, std::size_t rows);
+  // Single-writer/multi-reader from here on: readers (h5py swmr=True) see every flushed row. No
+  // dataset or attribute may be created after this.
+  void start_swmr();
+
   bool contains(const std::string& name) const;
   std::vector<std::size_t> shape(const std::string& name) const;
   std::vector<double> read_doubles(const std::string& name) const;  // any numeric type, converted
   std::string read_string(const std::string& name) const;
+  // Exactly, into out (as many floats as the dataset holds).
+  void read_floats(const std::string& name, float* out) const;
+  // "float32", "float64", "int64", "int32", "string" or "other".
+  std::string dtype(const std::string& name) const;
+  double read_attribute_double(const std::string& name, const std::string& key) const;
+  std::string read_attribute_string(const std::string& name, const std::string& key) const;
 
   void flush();
+  // Closes the file and deletes it (a file that must not be left behind half written).
+  void close_and_remove();
   const std::string& path() const { return path_; }
 
  private:
+  void append_value(const std::string& name, hid_t type, const void* value);
   void write_numeric(const std::string& name, const std::vector<std::size_t>& shape, hid_t type, const void* data);
   hid_t open_dataset(const std::string& name) const;
   void make_parent_groups(const std::string& name);

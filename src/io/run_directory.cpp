@@ -41,6 +41,13 @@ void create_run_directory(const std::string& path) {
   make_directories(path);
 }
 
+void require_run_directory(const std::string& path) {
+  if (!exists(path + "/deck.yaml")) {
+    throw InputError(path + ": no run to resume here (no deck.yaml); give the run directory of the run with "
+                     "--run-dir, or drop --resume to start a new run");
+  }
+}
+
 void write_resolved_deck(const std::string& dir, const config::ResolvedDeck& deck) {
   write_file_atomically(dir + "/deck.source.yaml", deck.text);
   write_file_atomically(dir + "/deck.yaml", config::render_resolved(deck));

@@ -15,6 +15,9 @@ std::string run_directory_path(const config::ResolvedDeck& deck, const std::stri
 // resolved deck, so an earlier run's outputs are never overwritten.
 void create_run_directory(const std::string& path);
 
+// For --resume: the run directory must hold a run (its deck.yaml). Throws InputError otherwise.
+void require_run_directory(const std::string& path);
+
 // Writes <dir>/deck.yaml (the resolved deck) and <dir>/deck.source.yaml (the deck as given),
 // each through a temporary file and a rename.
 void write_resolved_deck(const std::string& dir, const config::ResolvedDeck& deck);

@@ -32,6 +32,13 @@ Optimizer<T>::Optimizer(const model::Parameters<T>& params, const config::Config
       work_(muon_ ? largest_matrix(params.layout(), false) : 1, muon_ ? largest_matrix(params.layout(), true) : 1) {}
 
 template <class T>
+std::vector<std::pair<std::string, Vector<T>>> Optimizer<T>::state_buffers() const {
+  std::vector<std::pair<std::string, Vector<T>>> buffers = {{"adam_m", m_}, {"adam_v", v_}};
+  if (muon_) buffers.emplace_back("muon_momentum", momentum_);
+  return buffers;
+}
+
+template <class T>
 double Optimizer<T>::group_lr(model::ParamGroup group) const {
   switch (group) {
     case model::ParamGroup::matrix: return optim_.matrix_lr;

@@ -7,6 +7,8 @@
 // Muon momentum) lives in buffers with the parameter buffer's layout.
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "config/config.hpp"
 #include "core/views.hpp"
@@ -22,6 +24,9 @@ class Optimizer {
   // `step` counts from 0.
   void step(const ExecSpace& exec, int step, double lr_multiplier);
   double group_lr(model::ParamGroup group) const;
+  // The state a checkpoint must hold, by name, each a buffer with the parameter buffer's layout:
+  // adam_m, adam_v, and for golf muon_momentum.
+  std::vector<std::pair<std::string, Vector<T>>> state_buffers() const;
 
  private:
   const model::Parameters<T>& params_;

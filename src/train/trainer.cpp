@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 
 #include "core/error.hpp"
@@ -11,12 +12,15 @@
 #include "data/loader.hpp"
 #include "data/shard.hpp"
 #include "data/token_bytes.hpp"
+#include "io/history.hpp"
 #include "model/golf.hpp"
 #include "model/gpt2.hpp"
 #include "optim/optimizer.hpp"
 #include "optim/schedule.hpp"
 #include "parallel/grad_averager.hpp"
 #include "parallel/world.hpp"
+#include "train/checkpoint.hpp"
+#include "train/signals.hpp"
 
 namespace kgpt::train {
 
@@ -157,7 +161,7 @@ void broadcast_parameters(const Vector<T>& values) {
 }
 
 template <class Model>
-TrainSummary train_model(const config::ResolvedDeck& deck, io::RunLog& log, std::vector<float>* final_parameters) {
+TrainSummary train_model(const config::ResolvedDeck& deck, io::RunLog& log, const TrainOptions& options) {
   const config::Config& c = deck.config;
   const config::BatchPlan& plan = deck.plan;
   const parallel::WorldInfo& world = parallel::world();
@@ -181,10 +185,63 @@ TrainSummary train_model(const config::ResolvedDeck& deck, io::RunLog& log, std:
   data::DistributedLoader& loader = *loader_holder;
   Evaluator& evaluator = *evaluator_holder;
   const Vector<Real>& values = model.parameters().values();
+  const bool writes_files = world.rank == 0 && !options.run_dir.empty();
+  CheckpointState resumed;
+  if (options.resume) {
+    // Every rank reads the checkpoint itself; the newest one that loads wins.
+    parallel::agreed([&] {
+      std::string problems;
+      for (const std::string& path : list_checkpoints(options.run_dir)) {
+        try {
+          resumed = load_checkpoint(path, model.parameters(), optimizer);
+          log.line("resumed_from:" + path + " step:" + std::to_string(resumed.step));
+          return;
+        } catch (const Error& e) {
+          log.line(std::string("skipping_checkpoint: ") + e.what());
+          problems += std::string("\n  ") + e.what();
+        }
+      }
+      throw InputError(checkpoint_folder(options.run_dir) + ": no checkpoint to resume from" +
+                       (problems.empty() ? " (the folder holds none)" : ":" + problems));
+    });
+    loader.stream().seek(resumed.stream_position);
+  }
   if (world.size > 1) {
     broadcast_parameters(values);
     check_parameters_agree(values, "at the start");
   }
+  io::RunMetadata metadata;
+  metadata.deck_text = config::render_resolved(deck);
+  metadata.deck_path = deck.path;
+  metadata.run_dir = options.run_dir;
+  metadata.world_size = world.size;
+  std::unique_ptr<io::History> history;
+  if (writes_files) {
+    const std::string path = options.run_dir + "/history.h5";
+    history = std::make_unique<io::History>(options.resume && std::ifstream(path).good()
+                                                ? io::History::resume(path, resumed.step)
+                                                : io::History::create(path, metadata));
+  }
+  CheckpointPolicy keep;
+  keep.keep_last = c.run.checkpoint_keep_last;
+  keep.keep_every = c.run.checkpoint_keep_every;
+  std::int64_t tokens_seen = resumed.tokens_seen;
+  auto save_checkpoint = [&](int steps_done, double seconds_so_far) {
+    // Every rank waits for rank 0's write, so that none exits or goes on before the checkpoint is on
+    // disk, and a failed write ends every rank with rank 0's message.
+    parallel::agreed([&] {
+      if (!writes_files) return;
+      CheckpointState state;
+      state.step = steps_done;
+      state.tokens_seen = tokens_seen;
+      state.stream_position = loader.stream().tokens_consumed();
+      state.training_seconds = seconds_so_far;
+      state.seed = c.run.seed;
+      const std::string path = write_checkpoint(options.run_dir, model.parameters(), optimizer, state, metadata, keep);
+      log.line("checkpoint:" + path + " step:" + std::to_string(steps_done));
+    });
+  };
+  const PreemptionSignals signals;
   parallel::AveragingSettings averaging;
   averaging.bucket_elements = static_cast<std::size_t>(c.parallel.bucket_mb * 1e6 / sizeof(Real));
   averaging.overlap = c.parallel.overlap;
@@ -206,7 +263,8 @@ TrainSummary train_model(const config::ResolvedDeck& deck, io::RunLog& log, std:
   data::TokenBatch micro;
   TrainSummary summary;
   const std::string total = std::to_string(c.train.iterations);
-  double training_seconds = 0;
+  double training_seconds = resumed.training_seconds;
+  const auto run_start = Clock::now();
   const model::GradientsReady ready = [&](std::size_t begin, std::size_t end) { averager->ready(exec, begin, end); };
 
   auto evaluate = [&](int step) {
@@ -215,9 +273,11 @@ TrainSummary train_model(const config::ResolvedDeck& deck, io::RunLog& log, std:
              " val_bpb:" + fixed(e.bpb, 4));
     summary.final_val_loss = e.loss;
     summary.final_val_bpb = e.bpb;
+    if (history) history->append(io::ValRow{step, e.loss, e.bpb});
   };
 
-  for (int step = 0; step < c.train.iterations; ++step) {
+  summary.steps = static_cast<int>(resumed.step);
+  for (int step = static_cast<int>(resumed.step); step < c.train.iterations; ++step) {
     if (c.train.eval_every > 0 && step % c.train.eval_every == 0) evaluate(step);
     const auto start = Clock::now();
     model::zero_gradients(exec, model.parameters());
@@ -246,7 +306,7 @@ TrainSummary train_model(const config::ResolvedDeck& deck, io::RunLog& log, std:
                                         fixed(train_loss, 4) + "; stopping",
                                     world.rank == 0);
     }
-    optim::clip_gradients(exec, model.parameters().grads(), c.train.grad_clip_norm);
+    const double grad_norm = optim::clip_gradients(exec, model.parameters().grads(), c.train.grad_clip_norm);
     const double multiplier = optim::lr_multiplier(c.train, step, training_seconds);
     optimizer.step(exec, step, multiplier);
     exec.fence();
@@ -258,6 +318,24 @@ TrainSummary train_model(const config::ResolvedDeck& deck, io::RunLog& log, std:
     summary.final_train_loss = train_loss;
     const parallel::AveragingCounters& counted = averager->step_counters();
     summary.history.push_back({train_loss, counted.calls, counted.bytes, counted.calls_before_last_micro_step});
+    tokens_seen += c.train.global_batch_tokens;
+    if (history) {
+      io::TrainRow row;
+      row.step = step + 1;
+      row.tokens = tokens_seen;
+      row.loss = train_loss;
+      row.lr_matrix = optimizer.group_lr(model::ParamGroup::matrix) * multiplier;
+      row.lr_scalar = optimizer.group_lr(model::ParamGroup::scalar) * multiplier;
+      row.lr_embedding = optimizer.group_lr(model::ParamGroup::embedding) * multiplier;
+      row.lr_head = optimizer.group_lr(model::ParamGroup::head) * multiplier;
+      row.grad_norm = grad_norm;
+      row.step_ms = seconds * 1e3;
+      row.tokens_per_s = static_cast<double>(c.train.global_batch_tokens) / seconds;
+      row.allreduce_calls = counted.calls;
+      row.allreduce_bytes = counted.bytes;
+      row.wall_time_s = std::chrono::duration<double>(Clock::now() - run_start).count();
+      history->append(row);
+    }
     const bool last = step + 1 == c.train.iterations;
     const bool capped = c.train.max_wallclock_seconds > 0 && training_seconds >= c.train.max_wallclock_seconds;
     if (step == 0 || last || capped || (step + 1) % c.train.log_every == 0) {
@@ -274,6 +352,17 @@ TrainSummary train_model(const config::ResolvedDeck& deck, io::RunLog& log, std:
     if (world.size > 1 && c.parallel.check_every > 0 && (step + 1) % c.parallel.check_every == 0) {
       check_parameters_agree(values, "after step " + std::to_string(step + 1));
     }
+    // A stop request reaches each rank on its own: all act on it at the same step.
+    const bool preempt = world.size > 1 ? parallel::any(signals.requested()) : signals.requested();
+    if (preempt) {
+      save_checkpoint(step + 1, training_seconds);
+      log.line("preempted: signal " + std::to_string(signals.which()) + " step:" + std::to_string(step + 1) + "/" +
+               total + "; checkpoint written, exit code 3 (resume with --resume)");
+      summary.preempted = true;
+      return summary;
+    }
+    const bool scheduled = c.run.checkpoint_every > 0 && (step + 1) % c.run.checkpoint_every == 0;
+    if (scheduled || last || capped) save_checkpoint(step + 1, training_seconds);
     if (capped && !last) {
       log.line("stopping_early: wallclock_cap train_time:" + fixed(training_seconds, 1) + "s step:" +
                std::to_string(step + 1) + "/" + total);
@@ -281,19 +370,19 @@ TrainSummary train_model(const config::ResolvedDeck& deck, io::RunLog& log, std:
     }
   }
   evaluate(summary.steps);
-  if (final_parameters) {
+  if (options.final_parameters) {
     auto host = Kokkos::create_mirror(values);
     Kokkos::deep_copy(host, values);
-    final_parameters->assign(host.data(), host.data() + host.span());
+    options.final_parameters->assign(host.data(), host.data() + host.span());
   }
   return summary;
 }
 
 }  // namespace
 
-TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, std::vector<float>* final_parameters) {
-  if (deck.config.model.family == "gpt2") return train_model<model::Gpt2Model<Real>>(deck, log, final_parameters);
-  return train_model<model::GolfModel<Real>>(deck, log, final_parameters);
+TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, const TrainOptions& options) {
+  if (deck.config.model.family == "gpt2") return train_model<model::Gpt2Model<Real>>(deck, log, options);
+  return train_model<model::GolfModel<Real>>(deck, log, options);
 }
 
 }  // namespace kgpt::train

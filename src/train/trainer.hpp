@@ -18,17 +18,24 @@ struct StepRecord {
   long long allreduce_calls = 0, allreduce_bytes = 0, allreduce_calls_before_last_micro_step = 0;
 };
 
+struct TrainOptions {
+  std::string run_dir;  // where history.h5 and checkpoints/ go; "" writes neither
+  bool resume = false;  // continue from the newest valid checkpoint in run_dir
+  std::vector<float>* final_parameters = nullptr;  // receives this rank's parameters at the end
+};
+
 struct TrainSummary {
   int steps = 0;
+  bool preempted = false;  // stopped by SIGUSR1/SIGTERM after a checkpoint
   std::vector<StepRecord> history;  // one per optimizer step
   double final_train_loss = 0.0;
   double final_val_loss = 0.0;
   double final_val_bpb = 0.0;
 };
 
-// Trains the deck's model, writing progress lines to `log`. Throws Error on a non-finite loss.
-// `final_parameters`, when given, receives this rank's parameter buffer after the last step.
-TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log,
-                          std::vector<float>* final_parameters = nullptr);
+// Trains the deck's model, writing progress lines to `log` and, on rank 0, history.h5 and
+// checkpoints into options.run_dir. Throws Error on a non-finite loss (no checkpoint is written
+// for that step). SIGUSR1 and SIGTERM stop the run at the next step boundary with a checkpoint.
+TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, const TrainOptions& options = {});
 
 }  // namespace kgpt::train

@@ -30,7 +30,9 @@ int main(int argc, char** argv) {
     const auto deck = kgpt::config::load_deck(argv[1], options);
     kgpt::io::RunLog silent;
     std::vector<float> parameters;
-    const auto summary = kgpt::train::run_training(deck, silent, &parameters);
+    kgpt::train::TrainOptions train_options;
+    train_options.final_parameters = &parameters;
+    const auto summary = kgpt::train::run_training(deck, silent, train_options);
 
     std::vector<double> losses;
     std::vector<std::int64_t> calls, bytes, early_calls;

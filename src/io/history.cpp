@@ -1,0 +1,162 @@
+#include "io/history.hpp"
+
+#include <mpi.h>
+
+#include <cstdlib>
+#include <utility>
+#include <vector>
+
+#include "core/build_info.hpp"
+#include "core/error.hpp"
+#include "core/kokkos_compat.hpp"
+
+#ifdef KGPT_HAVE_NCCL
+#include <nccl.h>
+#endif
+
+namespace kgpt::io {
+
+namespace {
+
+using Series = Hdf5File::SeriesType;
+
+struct Column {
+  const char* name;
+  Series type;
+  const char* units;
+  const char* description;
+};
+
+const std::vector<Column>& train_columns() {
+  static const std::vector<Column> columns = {
+      {"step", Series::int64, "step", "optimizer step, counted from 1"},
+      {"tokens", Series::int64, "tokens", "training tokens seen by all ranks up to and including this step"},
+      {"loss", Series::float64, "nats/token", "train loss, mean over ranks and micro-steps"},
+      {"lr_matrix", Series::float64, "1", "learning rate of the 2-D block matrices (schedule applied)"},
+      {"lr_scalar", Series::float64, "1", "learning rate of vectors and scalars (schedule applied)"},
+      {"lr_embedding", Series::float64, "1", "learning rate of the tied embedding (schedule applied)"},
+      {"lr_head", Series::float64, "1", "learning rate of an untied head (schedule applied)"},
+      {"grad_norm", Series::float64, "1", "global L2 norm of the averaged gradient, before clipping"},
+      {"step_ms", Series::float64, "ms", "wall time of the step on the slowest rank"},
+      {"tokens_per_s", Series::float64, "tokens/s", "training tokens of the step over its wall time"},
+      {"allreduce_calls", Series::int64, "calls", "gradient all-reduce calls in the step"},
+      {"allreduce_bytes", Series::int64, "bytes", "gradient bytes averaged in the step"},
+      {"wall_time_s", Series::float64, "s", "seconds since the run (or its resumption) started"},
+  };
+  return columns;
+}
+
+const std::vector<Column>& val_columns() {
+  static const std::vector<Column> columns = {
+      {"step", Series::int64, "step", "optimizer steps done when evaluated"},
+      {"loss", Series::float64, "nats/token", "val loss over the evaluated val tokens, all ranks"},
+      {"bpb", Series::float64, "bits/byte", "val bits per byte of text (val_bpb)"},
+  };
+  return columns;
+}
+
+std::string environment(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
+std::string mpi_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING];
+  int length = 0;
+  MPI_Get_library_version(text, &length);
+  std::string version(text, static_cast<std::size_t>(length));
+  const std::size_t end = version.find_first_of(",\n");
+  return end == std::string::npos ? version : version.substr(0, end);
+}
+
+std::string hdf5_version() {
+  unsigned major = 0, minor = 0, release = 0;
+  H5get_libversion(&major, &minor, &release);
+  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release);
+}
+
+}  // namespace
+
+void write_metadata(Hdf5File& file, const RunMetadata& metadata) {
+  file.write_string("/metadata/deck", metadata.deck_text);
+  const std::pair<const char*, std::string> texts[] = {
+      {"kgpt_version", build_info::version()},
+      {"git_sha", build_info::git_sha()},
+      {"kokkos_version", compat::version_string() + " (" + compat::enabled_backends() + ")"},
+      {"mpi_version", mpi_version()},
+      {"hdf5_version", hdf5_version()},
+#ifdef KGPT_HAVE_NCCL
+      {"nccl_version", std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." + std::to_string(NCCL_PATCH)},
+#else
+      {"nccl_version", "none (CPU build)"},
+#endif
+      {"slurm_job_id", environment("SLURM_JOB_ID")},
+      {"slurm_array_job_id", environment("SLURM_ARRAY_JOB_ID")},
+      {"slurm_array_task_id", environment("SLURM_ARRAY_TASK_ID")},
+      {"deck_path", metadata.deck_path},
+      {"run_dir", metadata.run_dir},
+  };
+  for (const auto& [key, value] : texts) file.set_attribute("/metadata", key, value);
+  file.set_attribute("/metadata", "world_size", static_cast<std::int64_t>(metadata.world_size));
+}
+
+History::History(std::unique_ptr<Hdf5File> file) : file_(std::move(file)) {}
+
+History History::create(const std::string& path, const RunMetadata& metadata) {
+  auto file = std::make_unique<Hdf5File>(path, Hdf5File::Mode::create);
+  write_metadata(*file, metadata);
+  for (const auto& [group, columns] : {std::make_pair("/train/", &train_columns()), std::make_pair("/val/", &val_columns())}) {
+    for (const Column& column : *columns) {
+      const std::string name = std::string(group) + column.name;
+      file->create_series(name, column.type);
+      file->set_attribute(name, "units", std::string(column.units));
+      file->set_attribute(name, "description", std::string(column.description));
+    }
+  }
+  file->flush();
+  file->start_swmr();
+  return History(std::move(file));
+}
+
+History History::resume(const std::string& path, std::int64_t last_step) {
+  auto file = std::make_unique<Hdf5File>(path, Hdf5File::Mode::append);
+  for (const auto& [group, columns] : {std::make_pair("/train/", &train_columns()), std::make_pair("/val/", &val_columns())}) {
+    // Val rows of the resume step itself go too: the resumed run evaluates that step again.
+    const bool val = std::string(group) == "/val/";
+    const std::vector<double> steps = file->read_doubles(std::string(group) + "step");
+    std::size_t keep = 0;
+    while (keep < steps.size() &&
+           (val ? steps[keep] < static_cast<double>(last_step) : steps[keep] <= static_cast<double>(last_step))) {
+      ++keep;
+    }
+    for (const Column& column : *columns) file->resize_series(std::string(group) + column.name, keep);
+  }
+  file->flush();
+  file->start_swmr();
+  return History(std::move(file));
+}
+
+void History::append(const TrainRow& row) {
+  Hdf5File& f = *file_;
+  f.append("/train/step", row.step);
+  f.append("/train/tokens", row.tokens);
+  f.append("/train/loss", row.loss);
+  f.append("/train/lr_matrix", row.lr_matrix);
+  f.append("/train/lr_scalar", row.lr_scalar);
+  f.append("/train/lr_embedding", row.lr_embedding);
+  f.append("/train/lr_head", row.lr_head);
+  f.append("/train/grad_norm", row.grad_norm);
+  f.append("/train/step_ms", row.step_ms);
+  f.append("/train/tokens_per_s", row.tokens_per_s);
+  f.append("/train/allreduce_calls", row.allreduce_calls);
+  f.append("/train/allreduce_bytes", row.allreduce_bytes);
+  f.append("/train/wall_time_s", row.wall_time_s);
+}
+
+void History::append(const ValRow& row) {
+  file_->append("/val/step", row.step);
+  file_->append("/val/loss", row.loss);
+  file_->append("/val/bpb", row.bpb);
+}
+
+}  // namespace kgpt::io

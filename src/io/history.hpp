@@ -1,0 +1,56 @@
+#pragma once
+// history.h5 of a run directory: one row per optimizer step in /train and one per evaluation in
+// /val, each column an extendible dataset with its units and meaning as attributes, and
+// /metadata (the resolved deck text, versions, world size, Slurm job ids). Every append is flushed
+// and the file is written in SWMR mode, so h5py can read it while the run goes on
+// (h5py.File(path, "r", swmr=True)) and a crash loses at most the row being written.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "io/hdf5_file.hpp"
+
+namespace kgpt::io {
+
+struct TrainRow {
+  std::int64_t step = 0, tokens = 0;
+  double loss = 0, lr_matrix = 0, lr_scalar = 0, lr_embedding = 0, lr_head = 0, grad_norm = 0;
+  double step_ms = 0, tokens_per_s = 0;
+  std::int64_t allreduce_calls = 0, allreduce_bytes = 0;
+  double wall_time_s = 0;
+};
+
+struct ValRow {
+  std::int64_t step = 0;
+  double loss = 0, bpb = 0;
+};
+
+// What a history and a checkpoint say about the run that made them.
+struct RunMetadata {
+  std::string deck_text;  // the resolved deck
+  std::string deck_path, run_dir;
+  int world_size = 1;
+};
+
+// Writes /metadata (deck text, versions, world size, Slurm job ids) into `file`.
+void write_metadata(Hdf5File& file, const RunMetadata& metadata);
+
+class History {
+ public:
+  // A new history at `path` (an existing file is replaced).
+  static History create(const std::string& path, const RunMetadata& metadata);
+  // An existing history, cut back to the train rows of steps <= `last_step` and the val rows of
+  // steps < `last_step` (a resumed run evaluates its first step again), so no step appears twice.
+  static History resume(const std::string& path, std::int64_t last_step);
+
+  void append(const TrainRow& row);
+  void append(const ValRow& row);
+  const std::string& path() const { return file_->path(); }
+
+ private:
+  explicit History(std::unique_ptr<Hdf5File> file);
+  std::unique_ptr<Hdf5File> file_;
+};
+
+}  // namespace kgpt::io

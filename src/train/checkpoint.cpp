@@ -1,0 +1,213 @@
+#include "train/checkpoint.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "io/hdf5_file.hpp"
+
+namespace kgpt::train {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kFilePrefix = "ckpt_";
+constexpr const char* kFileSuffix = ".h5";
+
+// FNV-1a over bytes, continued across calls.
+struct Checksum {
+  std::uint64_t hash = 1469598103934665603ull;
+  void add(const void* data, std::size_t bytes) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (std::size_t i = 0; i < bytes; ++i) hash = (hash ^ p[i]) * 1099511628211ull;
+  }
+  std::string hex() const {
+    char text[17];
+    std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(hash));
+    return text;
+  }
+};
+
+std::vector<float> host_copy(const Vector<float>& values) {
+  auto host = Kokkos::create_mirror(values);
+  Kokkos::deep_copy(host, values);
+  return std::vector<float>(host.data(), host.data() + host.span());
+}
+
+void copy_to_device(const std::vector<float>& from, const Vector<float>& to) {
+  auto host = Kokkos::create_mirror(to);
+  std::copy(from.begin(), from.end(), host.data());
+  Kokkos::deep_copy(to, host);
+}
+
+// The buffers of a checkpoint, in the order the checksum walks them.
+std::vector<std::pair<std::string, Vector<float>>> buffers(const model::Parameters<float>& params,
+                                                           const optim::Optimizer<float>& optimizer) {
+  std::vector<std::pair<std::string, Vector<float>>> all = {{"params", params.values()}};
+  for (const auto& [name, buffer] : optimizer.state_buffers()) all.emplace_back("optim/" + name, buffer);
+  return all;
+}
+
+void add_state(Checksum& sum, const CheckpointState& s) {
+  sum.add(&s.step, sizeof(s.step));
+  sum.add(&s.tokens_seen, sizeof(s.tokens_seen));
+  sum.add(&s.stream_position, sizeof(s.stream_position));
+  sum.add(&s.training_seconds, sizeof(s.training_seconds));
+  sum.add(&s.seed, sizeof(s.seed));
+}
+
+void fsync_path(const std::string& path, bool directory) {
+  const int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+  if (fd < 0) throw Error(ExitCode::failure, path + ": cannot open to sync");
+  const int code = ::fsync(fd);
+  ::close(fd);
+  if (code != 0) throw Error(ExitCode::failure, path + ": fsync failed");
+}
+
+std::int64_t step_of(const std::string& file_name) {
+  const std::string prefix = kFilePrefix, suffix = kFileSuffix;
+  if (file_name.size() <= prefix.size() + suffix.size() || file_name.compare(0, prefix.size(), prefix) != 0 ||
+      file_name.compare(file_name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return -1;
+  }
+  const std::string digits = file_name.substr(prefix.size(), file_name.size() - prefix.size() - suffix.size());
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return -1;
+  }
+  return std::stoll(digits);
+}
+
+void prune(const std::string& run_dir, const CheckpointPolicy& policy) {
+  const auto files = list_checkpoints(run_dir);
+  for (std::size_t i = static_cast<std::size_t>(std::max(policy.keep_last, 1)); i < files.size(); ++i) {
+    const std::int64_t step = step_of(fs::path(files[i]).filename().string());
+    if (policy.keep_every > 0 && step % policy.keep_every == 0) continue;
+    std::error_code ignored;
+    fs::remove(files[i], ignored);
+  }
+}
+
+}  // namespace
+
+std::string checkpoint_folder(const std::string& run_dir) { return run_dir + "/checkpoints"; }
+
+std::string checkpoint_path(const std::string& run_dir, std::int64_t step) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "%s%08lld%s", kFilePrefix, static_cast<long long>(step), kFileSuffix);
+  return checkpoint_folder(run_dir) + "/" + name;
+}
+
+std::vector<std::string> list_checkpoints(const std::string& run_dir) {
+  std::vector<std::pair<std::int64_t, std::string>> found;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(checkpoint_folder(run_dir), error)) {
+    const std::int64_t step = step_of(entry.path().filename().string());
+    if (step >= 0 && entry.is_regular_file()) found.emplace_back(step, entry.path().string());
+  }
+  std::sort(found.rbegin(), found.rend());
+  std::vector<std::string> paths;
+  for (const auto& [step, path] : found) paths.push_back(path);
+  return paths;
+}
+
+std::string write_checkpoint(const std::string& run_dir, const model::Parameters<float>& params,
+                             const optim::Optimizer<float>& optimizer, const CheckpointState& state,
+                             const io::RunMetadata& metadata, const CheckpointPolicy& policy) {
+  fs::create_directories(checkpoint_folder(run_dir));
+  const std::string path = checkpoint_path(run_dir, state.step), temporary = path + ".tmp";
+  Checksum sum;
+  {
+    io::Hdf5File out(temporary, io::Hdf5File::Mode::create);
+    const auto& layout = params.layout();
+    for (const auto& [group, buffer] : buffers(params, optimizer)) {
+      const std::vector<float> host = host_copy(buffer);
+      // A diverged run must not replace the last good checkpoint.
+      if (!std::all_of(host.begin(), host.end(), [](float x) { return std::isfinite(x); })) {
+        out.close_and_remove();
+        throw Error(ExitCode::failure, "step " + std::to_string(state.step) + ": " + group +
+                                           " hold non-finite values; no checkpoint written, the last one is kept");
+      }
+      sum.add(host.data(), host.size() * sizeof(float));
+      for (const auto& e : layout.entries()) out.write("/" + group + "/" + e.spec.name, e.spec.shape, host.data() + e.offset);
+    }
+    add_state(sum, state);
+    out.write("/state/step", {}, &state.step);
+    out.write("/state/tokens_seen", {}, &state.tokens_seen);
+    const auto stream_position = static_cast<std::int64_t>(state.stream_position);
+    out.write("/state/stream_position", {}, &stream_position);
+    out.write("/state/training_seconds", {}, &state.training_seconds);
+    out.write("/state/seed", {}, &state.seed);
+    io::write_metadata(out, metadata);
+    out.set_attribute("/", "tensor_count", static_cast<std::int64_t>(layout.entries().size()));
+    out.set_attribute("/", "checksum", sum.hex());
+    out.flush();
+  }
+  fsync_path(temporary, false);
+  fs::rename(temporary, path);
+  fsync_path(checkpoint_folder(run_dir), true);
+  prune(run_dir, policy);
+  return path;
+}
+
+CheckpointState load_checkpoint(const std::string& path, const model::Parameters<float>& params,
+                                const optim::Optimizer<float>& optimizer) {
+  io::Hdf5File in(path, io::Hdf5File::Mode::read);
+  const auto& layout = params.layout();
+  const auto count = in.read_doubles("/state/step");  // a file that is not a checkpoint fails here
+  (void)count;
+  const std::vector<double> tensors = {in.read_attribute_double("/", "tensor_count")};
+  if (static_cast<std::size_t>(tensors[0]) != layout.entries().size()) {
+    throw InputError(path + ": the checkpoint holds " + std::to_string(static_cast<long long>(tensors[0])) +
+                     " tensors; this model has " + std::to_string(layout.entries().size()) +
+                     " (a different architecture; check model.* in the deck)");
+  }
+  Checksum sum;
+  std::vector<std::pair<Vector<float>, std::vector<float>>> loaded;
+  for (const auto& [group, buffer] : buffers(params, optimizer)) {
+    std::vector<float> host(buffer.extent(0), 0.0f);
+    for (const auto& e : layout.entries()) {
+      const std::string name = "/" + group + "/" + e.spec.name;
+      if (!in.contains(name)) {
+        throw InputError(path + ": no tensor '" + name + "' (a different architecture; check model.* in the deck)");
+      }
+      const auto shape = in.shape(name);
+      if (shape != e.spec.shape) {
+        auto text = [](const std::vector<std::size_t>& s) {
+          std::string t = "(";
+          for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+          return t + ")";
+        };
+        throw InputError(path + ": tensor '" + name + "' is " + text(shape) + " in the checkpoint and " +
+                         text(e.spec.shape) + " in this model (check model.* in the deck)");
+      }
+      if (in.dtype(name) != "float32") {
+        throw InputError(path + ": tensor '" + name + "' is " + in.dtype(name) + ", expected float32");
+      }
+      in.read_floats(name, host.data() + e.offset);
+    }
+    sum.add(host.data(), host.size() * sizeof(float));
+    loaded.emplace_back(buffer, std::move(host));
+  }
+  CheckpointState state;
+  state.step = static_cast<std::int64_t>(in.read_doubles("/state/step").at(0));
+  state.tokens_seen = static_cast<std::int64_t>(in.read_doubles("/state/tokens_seen").at(0));
+  state.stream_position = static_cast<std::uint64_t>(in.read_doubles("/state/stream_position").at(0));
+  state.training_seconds = in.read_doubles("/state/training_seconds").at(0);
+  state.seed = static_cast<std::int64_t>(in.read_doubles("/state/seed").at(0));
+  add_state(sum, state);
+  const std::string stored = in.read_attribute_string("/", "checksum");
+  if (stored != sum.hex()) {
+    throw InputError(path + ": checksum mismatch (stored " + stored + ", computed " + sum.hex() +
+                     "): the checkpoint is corrupted");
+  }
+  for (const auto& [buffer, host] : loaded) copy_to_device(host, buffer);
+  return state;
+}
+
+}  // namespace kgpt::train

@@ -1,0 +1,51 @@
+#pragma once
+// Checkpoints: one HDF5 file per saved step, <run_dir>/checkpoints/ckpt_<step>.h5, holding every
+// parameter tensor (/params/<name>, shaped, float32), the optimizer state of every tensor
+// (/optim/<adam_m|adam_v|muon_momentum>/<name>), the training state (/state: step, tokens seen,
+// data stream position, training seconds, seed; training uses no other random numbers), the
+// resolved deck and the run metadata (/metadata). A checksum over all of it is stored in the file
+// and verified on load.
+//
+// Rank 0 writes a temporary file, fsyncs it and renames it into place, so a crash mid-write
+// leaves the previous checkpoints intact; then keeps the newest keep_last plus every keep_every-th.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/history.hpp"
+#include "model/parameters.hpp"
+#include "optim/optimizer.hpp"
+
+namespace kgpt::train {
+
+struct CheckpointState {
+  std::int64_t step = 0;              // optimizer steps done
+  std::int64_t tokens_seen = 0;       // training tokens of those steps, all ranks
+  std::uint64_t stream_position = 0;  // tokens the data stream has consumed
+  double training_seconds = 0.0;      // for the wall-clock cap and schedule
+  std::int64_t seed = 0;
+};
+
+struct CheckpointPolicy {
+  int keep_last = 3;   // newest checkpoints kept
+  int keep_every = 0;  // also keep those whose step is a multiple of this (0: none)
+};
+
+std::string checkpoint_folder(const std::string& run_dir);
+std::string checkpoint_path(const std::string& run_dir, std::int64_t step);
+
+// Checkpoint files of a run directory, newest (highest step) first.
+std::vector<std::string> list_checkpoints(const std::string& run_dir);
+
+// Writes the checkpoint of `state.step` and prunes older ones; returns its path. Rank 0 only.
+std::string write_checkpoint(const std::string& run_dir, const model::Parameters<float>& params,
+                             const optim::Optimizer<float>& optimizer, const CheckpointState& state,
+                             const io::RunMetadata& metadata, const CheckpointPolicy& policy);
+
+// Reads `path` into params and optimizer after checking the checksum and that every tensor's
+// name, shape and type match this model. Throws InputError naming the file and what differs.
+CheckpointState load_checkpoint(const std::string& path, const model::Parameters<float>& params,
+                                const optim::Optimizer<float>& optimizer);
+
+}  // namespace kgpt::train

@@ -1,0 +1,178 @@
+"""History, checkpoints, resume and preemption of `kgpt train`, run for real under mpiexec and read
+back with h5py.
+
+usage: test_checkpoints.py KGPT MPIEXEC DECK WORKDIR
+
+- history.h5 is readable (SWMR) while a run goes on, and survives kill -9 of the job;
+- SIGUSR1 mid-run: a checkpoint, exit code 3; --resume finishes the run with train losses equal
+  bit for bit to an uninterrupted run at the same world size, and no step twice in the history;
+- resuming that checkpoint at another world size gives losses within 1e-5 relative;
+- a truncated and a corrupted newest checkpoint are skipped with a message naming the file, and a
+  leftover temporary file (a write killed midway) is ignored: the previous checkpoint is used;
+- a checkpoint of another architecture is refused with a message naming the tensor;
+- a NaN loss stops the run with a message and leaves the last good checkpoint as it was.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+import numpy as np
+
+KGPT, MPIEXEC, DECK, WORKDIR = sys.argv[1:5]
+ROOT = os.path.join(WORKDIR, "checkpoint_runs")
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OPENBLAS_NUM_THREADS="1")
+ENV.pop("SLURM_NTASKS", None)
+COMMON = ["--set", "train.iterations=30", "--set", "run.checkpoint_every=5", "--set", "train.eval_every=10"]
+failures = []
+
+
+def check(ok, message):
+    if not ok:
+        failures.append(message)
+        print("FAIL:", message)
+
+
+def command(ranks, run_dir, *extra):
+    return [MPIEXEC, "--oversubscribe", "-n", str(ranks), KGPT, "train", DECK, "--run-dir", run_dir, *COMMON, *extra]
+
+
+def run(ranks, run_dir, *extra):
+    return subprocess.run(command(ranks, run_dir, *extra), cwd=WORKDIR, env=ENV, capture_output=True, text=True,
+                          timeout=300)
+
+
+def history(run_dir):
+    with h5py.File(os.path.join(run_dir, "history.h5"), "r", swmr=True) as f:
+        return {group: {name: f[group][name][()] for name in f[group]} for group in ("train", "val")}
+
+
+def start_and_wait_for(ranks, run_dir, marker, *extra):
+    job = subprocess.Popen(command(ranks, run_dir, *extra), cwd=WORKDIR, env=ENV, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in job.stdout:
+        lines.append(line)
+        if line.startswith(marker):
+            break
+    return job, lines
+
+
+shutil.rmtree(ROOT, ignore_errors=True)
+os.makedirs(ROOT)
+
+# The reference: 30 steps without interruption on 2 ranks.
+reference_dir = os.path.join(ROOT, "reference")
+result = run(2, reference_dir)
+check(result.returncode == 0, f"reference run failed:\n{result.stderr[-2000:]}")
+reference = history(reference_dir)
+check(list(reference["train"]["step"]) == list(range(1, 31)), "reference history steps")
+check(list(reference["val"]["step"]) == [0, 10, 20, 30], f"reference val steps {reference['val']['step']}")
+with h5py.File(os.path.join(reference_dir, "history.h5"), "r") as f:
+    check("description" in f["train/loss"].attrs and f["train/loss"].attrs["units"] == "nats/token",
+          "history columns carry units and descriptions")
+    check(int(f["metadata"].attrs["world_size"]) == 2, "history metadata world size")
+    deck_text = f["metadata/deck"][()]
+    deck_text = deck_text.decode() if isinstance(deck_text, bytes) else deck_text
+    check("checkpoint_every: 5" in deck_text, "history holds the resolved deck text")
+    check(f["train/tokens"][-1] == 30 * 1024, "tokens column")
+checkpoints = sorted(os.listdir(os.path.join(reference_dir, "checkpoints")))
+check(checkpoints == ["ckpt_00000020.h5", "ckpt_00000025.h5", "ckpt_00000030.h5"],
+      f"the newest 3 checkpoints are kept: {checkpoints}")
+
+# SIGUSR1 to every rank mid-run: checkpoint, exit code 3, then --resume to the end.
+preempted_dir = os.path.join(ROOT, "preempted")
+job, lines = start_and_wait_for(2, preempted_dir, "step:12/", "--set", "train.log_every=1")
+live = history(preempted_dir)  # read while the job runs
+check(len(live["train"]["step"]) >= 12, f"history read during the run has {len(live['train']['step'])} rows")
+for pid in subprocess.run(["pgrep", "-f", preempted_dir], capture_output=True, text=True).stdout.split():
+    if int(pid) != job.pid:
+        os.kill(int(pid), signal.SIGUSR1)
+rest, _ = job.communicate(timeout=120)
+output = "".join(lines) + rest
+print("preempted:", [line for line in output.splitlines() if line.startswith(("preempted", "checkpoint"))][-2:])
+check(job.returncode == 3, f"preempted job exit code {job.returncode}, want 3\n{output[-2000:]}")
+saved = sorted(os.listdir(os.path.join(preempted_dir, "checkpoints")))
+check(len(saved) > 0, "no checkpoint after SIGUSR1")
+preempt_checkpoint = saved[-1]
+shutil.copy(os.path.join(preempted_dir, "checkpoints", preempt_checkpoint), os.path.join(ROOT, preempt_checkpoint))
+result = run(2, preempted_dir, "--resume")
+check(result.returncode == 0, f"resume failed:\n{result.stderr[-2000:]}")
+resumed = history(preempted_dir)
+check(list(resumed["train"]["step"]) == list(range(1, 31)), f"resumed history steps {resumed['train']['step']}")
+check(list(resumed["val"]["step"]) == [0, 10, 20, 30], f"resumed val steps {resumed['val']['step']}")
+check(np.array_equal(resumed["train"]["loss"], reference["train"]["loss"]),
+      "resumed losses are not bit-identical to the uninterrupted run: max difference "
+      f"{np.max(np.abs(resumed['train']['loss'] - reference['train']['loss']))}")
+check(np.array_equal(resumed["val"]["loss"], reference["val"]["loss"]), "resumed val losses differ")
+
+# The same checkpoint resumed at world sizes 1 and 4.
+preempt_step = int(preempt_checkpoint[5:13])
+for ranks in (1, 4):
+    other = os.path.join(ROOT, f"resumed_on_{ranks}")
+    shutil.copytree(preempted_dir, other)
+    shutil.rmtree(os.path.join(other, "checkpoints"))
+    os.makedirs(os.path.join(other, "checkpoints"))
+    shutil.copy(os.path.join(ROOT, preempt_checkpoint), os.path.join(other, "checkpoints", preempt_checkpoint))
+    result = run(ranks, other, "--resume")
+    check(result.returncode == 0, f"resume on {ranks} rank(s) failed:\n{result.stderr[-2000:]}")
+    losses = history(other)["train"]["loss"]
+    error = np.max(np.abs(losses - reference["train"]["loss"]) / reference["train"]["loss"])
+    print(f"resumed step {preempt_step} on {ranks} rank(s): max relative loss difference {error:.2e}")
+    check(error <= 1e-5, f"resume on {ranks} rank(s): losses differ by {error:.2e} relative")
+
+# Broken newest checkpoints are skipped; a leftover temporary file is ignored.
+broken_dir = os.path.join(ROOT, "broken")
+shutil.copytree(reference_dir, broken_dir)
+folder = os.path.join(broken_dir, "checkpoints")
+with open(os.path.join(folder, "ckpt_00000030.h5"), "r+b") as f:
+    f.truncate(os.path.getsize(f.name) // 2)
+with h5py.File(os.path.join(folder, "ckpt_00000025.h5"), "r+") as f:
+    name = next(iter(f["params"]))
+    f["params"][name][(0,) * f["params"][name].ndim] += 1.0
+with open(os.path.join(folder, "ckpt_00000035.h5.tmp"), "wb") as f:
+    f.write(b"\x89HDF\r\n\x1a\n a write that was killed")
+result = run(2, broken_dir, "--resume", "--set", "train.iterations=31")
+skipped = [line for line in result.stdout.splitlines() if line.startswith("skipping_checkpoint")]
+print("skipped:", skipped)
+check(result.returncode == 0, f"resume past broken checkpoints failed:\n{result.stderr[-2000:]}")
+check(any("ckpt_00000030.h5" in line for line in skipped), "the truncated checkpoint is not named")
+check(any("ckpt_00000025.h5" in line and "checksum" in line for line in skipped), "the corrupted one is not named")
+check("resumed_from:" + os.path.join(folder, "ckpt_00000020.h5") in result.stdout, "did not resume from step 20")
+
+# Another architecture is refused, naming the tensor.
+result = run(2, reference_dir, "--resume", "--set", "model.d_model=64")
+print("other architecture:", result.stderr.strip().splitlines()[:1])
+check(result.returncode == 2, f"another architecture: exit {result.returncode}, want 2")
+check("no checkpoint to resume from" in result.stderr and "'/params/tok_emb.weight' is (257, 32)" in result.stderr,
+      "another architecture: the message does not name the tensor")
+
+# A NaN loss stops the run; the last good checkpoint stays as it was.
+nan_dir = os.path.join(ROOT, "nan")
+result = run(2, nan_dir, "--set", "optim.embed_lr=1e30", "--set", "optim.scalar_lr=1e30",
+             "--set", "train.warmup_steps=0", "--set", "run.checkpoint_every=1")
+print("nan:", result.stderr.strip().splitlines()[:1])
+check(result.returncode == 1 and ("the train loss is" in result.stderr or "non-finite" in result.stderr),
+      f"NaN guard: exit {result.returncode}")
+check(len(os.listdir(os.path.join(nan_dir, "checkpoints"))) > 0, "NaN guard: no good checkpoint before the NaN")
+for name in os.listdir(os.path.join(nan_dir, "checkpoints")) if os.path.isdir(os.path.join(nan_dir, "checkpoints")) else []:
+    with h5py.File(os.path.join(nan_dir, "checkpoints", name), "r") as f:
+        check(all(np.isfinite(f["params"][t][()]).all() for t in f["params"]), f"{name} holds non-finite values")
+
+# kill -9 of the whole job mid-run: the history written so far reads back.
+killed_dir = os.path.join(ROOT, "killed")
+job, lines = start_and_wait_for(2, killed_dir, "step:8/", "--set", "train.log_every=1",
+                                "--set", "train.iterations=100000")
+for pid in subprocess.run(["pgrep", "-f", killed_dir], capture_output=True, text=True).stdout.split():
+    os.kill(int(pid), signal.SIGKILL)
+job.wait(timeout=60)
+time.sleep(0.5)
+rows = history(killed_dir)["train"]["step"]
+print(f"killed: history holds {len(rows)} rows")
+check(len(rows) >= 8 and list(rows) == list(range(1, len(rows) + 1)), f"history after kill -9: {rows}")
+
+sys.exit(1 if failures else 0)
