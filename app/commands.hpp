@@ -28,6 +28,15 @@ int run_train(const ParsedArgs& args);
 const CommandSpec& bench_spec();
 int run_bench(const ParsedArgs& args);
 
+const CommandSpec& eval_spec();
+int run_eval(const ParsedArgs& args);
+
+const CommandSpec& sample_spec();
+int run_sample(const ParsedArgs& args);
+
+const CommandSpec& inspect_spec();
+int run_inspect(const ParsedArgs& args);
+
 // Reads the deck named by the first positional argument with the --set overrides, for `world_size`
 // ranks (check and train share it).
 config::ResolvedDeck load_deck_from_args(const ParsedArgs& args, int world_size);

@@ -20,6 +20,9 @@ const std::vector<Command>& commands() {
       {check_spec(), run_check},
       {prepare_spec(), run_prepare},
       {bench_spec(), run_bench},
+      {eval_spec(), run_eval, true},
+      {sample_spec(), run_sample},
+      {inspect_spec(), run_inspect},
   };
   return all;
 }
@@ -37,7 +40,8 @@ void print_overview(std::ostream& out) {
     name.append(12 - name.size(), ' ');
     out << name << command.spec.summary << "\n";
   }
-  out << "\nexit codes: 0 success, 1 failure during a run, 2 bad input (deck, options, data files).\n"
+  out << "\nexit codes: 0 success, 1 failure during a run, 2 bad input (deck, options, data files),\n"
+         "3 preempted (SIGUSR1 or SIGTERM): a checkpoint was written; requeue with --resume.\n"
          "Every deck key is documented in docs/deck-reference.md (or: kgpt check --reference).\n"
          "`kgpt COMMAND --help` describes each command.\n";
 }

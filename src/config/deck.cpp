@@ -337,6 +337,10 @@ ResolvedDeck load_deck(const std::string& path, const DeckOptions& options) {
   return parse_deck(buffer.str(), path, options);
 }
 
+ResolvedDeck load_deck_text(const std::string& text, const std::string& name, const DeckOptions& options) {
+  return parse_deck(text, name, options);
+}
+
 std::vector<std::string> all_keys() {
   std::vector<std::string> keys;
   for (const auto& spec : deck_schema()) keys.push_back(spec.dotted());

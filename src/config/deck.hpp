@@ -43,6 +43,9 @@ struct ResolvedDeck {
 
 // Reads, validates and resolves a deck. Throws InputError listing every problem found.
 ResolvedDeck load_deck(const std::string& path, const DeckOptions& options);
+// The same for deck text held elsewhere (a checkpoint's resolved deck); `name` stands for the file
+// in messages.
+ResolvedDeck load_deck_text(const std::string& text, const std::string& name, const DeckOptions& options);
 // The same for deck text that did not come from a file; `display_name` stands in for the path.
 ResolvedDeck parse_deck(const std::string& text, const std::string& display_name, const DeckOptions& options);
 

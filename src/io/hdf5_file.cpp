@@ -40,7 +40,8 @@ Hdf5File::Hdf5File(const std::string& path, Mode mode) : path_(path) {
   }
   if (file_ < 0) {
     throw Error(mode == Mode::create ? ExitCode::failure : ExitCode::bad_input,
-                path + ": cannot " + (mode == Mode::create ? "create" : "open") + " the HDF5 file");
+                path + (mode == Mode::create ? ": cannot create the HDF5 file"
+                                             : ": cannot open the HDF5 file (missing, unreadable, truncated or not HDF5)"));
   }
 }
 
@@ -177,6 +178,23 @@ bool Hdf5File::contains(const std::string& name) const {
     if (H5Lexists(file_, part.c_str(), H5P_DEFAULT) <= 0) return false;
     if (slash == std::string::npos) return true;
   }
+}
+
+std::vector<std::string> Hdf5File::members(const std::string& group) const {
+  if (!contains(group)) throw Error(ExitCode::bad_input, path_ + ": no group '" + group + "'");
+  Handle handle(H5Gopen2(file_, group.c_str(), H5P_DEFAULT), H5Gclose);
+  H5G_info_t info;
+  if (!handle.ok() || H5Gget_info(handle.get(), &info) < 0) fail("cannot open group", group);
+  std::vector<std::string> names;
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    const ssize_t length = H5Lget_name_by_idx(handle.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+    if (length < 0) fail("cannot list group", group);
+    std::string name(static_cast<std::size_t>(length) + 1, '\0');
+    H5Lget_name_by_idx(handle.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(), H5P_DEFAULT);
+    name.resize(static_cast<std::size_t>(length));
+    names.push_back(name);
+  }
+  return names;
 }
 
 hid_t Hdf5File::open_dataset(const std::string& name) const {

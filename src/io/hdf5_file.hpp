@@ -43,6 +43,8 @@ class Hdf5File {
   void start_swmr();
 
   bool contains(const std::string& name) const;
+  // Names of the members of a group, in the file's order.
+  std::vector<std::string> members(const std::string& group) const;
   std::vector<std::size_t> shape(const std::string& name) const;
   std::vector<double> read_doubles(const std::string& name) const;  // any numeric type, converted
   std::string read_string(const std::string& name) const;

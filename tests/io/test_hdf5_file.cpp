@@ -56,7 +56,7 @@ TEST_CASE("HDF5 datasets, strings and attributes round-trip and h5py reads them"
 TEST_CASE("HDF5 errors name the file", "[io][hdf5]") {
   kgpt::test::TempDir dir;
   CHECK_THROWS_WITH(Hdf5File(dir.file("missing.h5"), Hdf5File::Mode::read),
-                    dir.file("missing.h5") + ": cannot open the HDF5 file");
+                    dir.file("missing.h5") + ": cannot open the HDF5 file (missing, unreadable, truncated or not HDF5)");
   kgpt::test::write_file(dir.file("not.h5"), "plain text");
   CHECK_THROWS_AS(Hdf5File(dir.file("not.h5"), Hdf5File::Mode::read), kgpt::Error);
 }

@@ -175,4 +175,36 @@ rows = history(killed_dir)["train"]["step"]
 print(f"killed: history holds {len(rows)} rows")
 check(len(rows) >= 8 and list(rows) == list(range(1, len(rows) + 1)), f"history after kill -9: {rows}")
 
+# kgpt inspect, eval and sample on the reference's last checkpoint.
+last = os.path.join(reference_dir, "checkpoints", "ckpt_00000030.h5")
+inspected = subprocess.run([KGPT, "inspect", last], capture_output=True, text=True, env=ENV)
+with h5py.File(last, "r") as f:
+    count = sum(f["params"][name].size for name in f["params"])
+check(inspected.returncode == 0 and f"parameters: {count}" in inspected.stdout and "step: 30" in inspected.stdout,
+      f"kgpt inspect on a checkpoint:\n{inspected.stdout}{inspected.stderr}")
+inspected = subprocess.run([KGPT, "inspect", os.path.join(reference_dir, "history.h5")], capture_output=True,
+                           text=True, env=ENV)
+check(inspected.returncode == 0 and "train rows: 30" in inspected.stdout, f"kgpt inspect on a history:\n{inspected}")
+for ranks in (1, 3):
+    evaluated = subprocess.run([MPIEXEC, "--oversubscribe", "-n", str(ranks), KGPT, "eval", last], cwd=WORKDIR,
+                               env=ENV, capture_output=True, text=True, timeout=120)
+    found = [float(word.split(":")[1]) for word in evaluated.stdout.split() if word.startswith("val_loss:")]
+    print(f"eval on {ranks} rank(s): {evaluated.stdout.strip()}")
+    check(evaluated.returncode == 0 and len(found) == 1 and abs(found[0] - reference["val"]["loss"][-1]) < 1e-5,
+          f"kgpt eval on {ranks} rank(s) gives {found}, history says {reference['val']['loss'][-1]}\n{evaluated.stderr}")
+samples = [subprocess.run([KGPT, "sample", last, "--prompt", "The licence", "--max-new-tokens", "40", *extra],
+                          capture_output=True, text=True, env=ENV, timeout=120)
+           for extra in (["--seed", "5"], ["--seed", "5"], ["--seed", "6"], ["--temperature", "0"])]
+print("samples:", [s.stdout.strip() for s in samples])
+check(all(s.returncode == 0 and s.stdout.startswith("The licence") for s in samples), "kgpt sample failed")
+check(samples[0].stdout == samples[1].stdout, "the same seed gave different text")
+check(samples[0].stdout != samples[2].stdout, "different seeds gave the same text")
+truncated = os.path.join(ROOT, "truncated.h5")
+shutil.copy(last, truncated)
+with open(truncated, "r+b") as f:
+    f.truncate(os.path.getsize(truncated) - 4096)
+broken = subprocess.run([KGPT, "eval", truncated], cwd=WORKDIR, env=ENV, capture_output=True, text=True)
+print("eval of a truncated checkpoint:", broken.stderr.strip())
+check(broken.returncode == 2 and "truncated.h5" in broken.stderr, f"eval of a truncated file: {broken.stderr}")
+
 sys.exit(1 if failures else 0)
