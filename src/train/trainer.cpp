@@ -158,7 +158,7 @@ TrainSummary train_model(const config::ResolvedDeck& deck, io::RunLog& log, cons
       log.line("checkpoint:" + path + " step:" + std::to_string(steps_done));
     });
   };
-  const PreemptionSignals signals;
+  PreemptionSignals signals;
   parallel::AveragingSettings averaging;
   averaging.bucket_elements = static_cast<std::size_t>(c.parallel.bucket_mb * 1e6 / sizeof(Real));
   averaging.overlap = c.parallel.overlap;
@@ -269,8 +269,10 @@ TrainSummary train_model(const config::ResolvedDeck& deck, io::RunLog& log, cons
     if (world.size > 1 && c.parallel.check_every > 0 && (step + 1) % c.parallel.check_every == 0) {
       check_parameters_agree(values, "after step " + std::to_string(step + 1));
     }
-    // A stop request reaches each rank on its own: all act on it at the same step.
-    const bool preempt = world.size > 1 ? parallel::any(signals.requested()) : signals.requested();
+    // Signals reach each rank on its own: all act on them at the same step.
+    double requests[2] = {signals.requested() ? 1.0 : 0.0, signals.take_checkpoint_request() ? 1.0 : 0.0};
+    if (world.size > 1) parallel::sum_in_place(requests, 2);
+    const bool preempt = requests[0] > 0, checkpoint_requested = requests[1] > 0;
     if (preempt) {
       save_checkpoint(step + 1, training_seconds);
       log.line("preempted: signal " + std::to_string(signals.which()) + " step:" + std::to_string(step + 1) + "/" +
@@ -279,7 +281,7 @@ TrainSummary train_model(const config::ResolvedDeck& deck, io::RunLog& log, cons
       return summary;
     }
     const bool scheduled = c.run.checkpoint_every > 0 && (step + 1) % c.run.checkpoint_every == 0;
-    if (scheduled || last || capped) save_checkpoint(step + 1, training_seconds);
+    if (scheduled || last || capped || checkpoint_requested) save_checkpoint(step + 1, training_seconds);
     if (capped && !last) {
       log.line("stopping_early: wallclock_cap train_time:" + fixed(training_seconds, 1) + "s step:" +
                std::to_string(step + 1) + "/" + total);

@@ -4,7 +4,8 @@ back with h5py.
 usage: test_checkpoints.py KGPT MPIEXEC DECK WORKDIR
 
 - history.h5 is readable (SWMR) while a run goes on, and survives kill -9 of the job;
-- SIGUSR1 mid-run: a checkpoint, exit code 3; --resume finishes the run with train losses equal
+- SIGUSR2 mid-run: a checkpoint, and the run goes on; then SIGUSR1 to mpiexec (which forwards it):
+  a checkpoint, exit code 3; --resume finishes the run with train losses equal
   bit for bit to an uninterrupted run at the same world size, and no step twice in the history;
 - resuming that checkpoint at another world size gives losses within 1e-5 relative;
 - a truncated and a corrupted newest checkpoint are skipped with a message naming the file, and a
@@ -89,12 +90,18 @@ preempted_dir = os.path.join(ROOT, "preempted")
 job, lines = start_and_wait_for(2, preempted_dir, "step:12/", "--set", "train.log_every=1")
 live = history(preempted_dir)  # read while the job runs
 check(len(live["train"]["step"]) >= 12, f"history read during the run has {len(live['train']['step'])} rows")
-for pid in subprocess.run(["pgrep", "-f", preempted_dir], capture_output=True, text=True).stdout.split():
-    if int(pid) != job.pid:
-        os.kill(int(pid), signal.SIGUSR1)
+os.kill(job.pid, signal.SIGUSR2)  # a checkpoint on request; the run goes on
+for line in job.stdout:
+    lines.append(line)
+    if line.startswith("checkpoint:") and int(line.rsplit("step:", 1)[1]) % 5 != 0:
+        break
+os.kill(job.pid, signal.SIGUSR1)  # mpiexec forwards it to every rank
 rest, _ = job.communicate(timeout=120)
 output = "".join(lines) + rest
-print("preempted:", [line for line in output.splitlines() if line.startswith(("preempted", "checkpoint"))][-2:])
+print("preempted:", [line for line in output.splitlines() if line.startswith(("preempted", "checkpoint"))])
+requested = [line for line in output.splitlines() if line.startswith("checkpoint:")]
+check(any(int(line.rsplit("step:", 1)[1]) % 5 != 0 for line in requested),
+      f"SIGUSR2 wrote no checkpoint between the scheduled ones: {requested}")
 check(job.returncode == 3, f"preempted job exit code {job.returncode}, want 3\n{output[-2000:]}")
 saved = sorted(os.listdir(os.path.join(preempted_dir, "checkpoints")))
 check(len(saved) > 0, "no checkpoint after SIGUSR1")

@@ -1,0 +1,152 @@
+// Checkpoint round trip: every tensor and every optimizer state buffer comes back bit for bit, and
+// loading refuses another architecture, a corrupted file and a missing one with messages that
+// name the file and the tensor.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <iterator>
+#include <fstream>
+
+#include "core/error.hpp"
+#include "core/random.hpp"
+#include "io/hdf5_file.hpp"
+#include "model/golf.hpp"
+#include "optim/optimizer.hpp"
+#include "support/temp_dir.hpp"
+#include "train/checkpoint.hpp"
+
+using namespace kgpt;
+
+namespace {
+
+config::Config tiny_config(int d_model = 16) {
+  config::Config c;
+  c.model.family = "golf";
+  c.model.vocab_size = 61;
+  c.model.n_layer = 2;
+  c.model.d_model = d_model;
+  c.model.n_head = 2;
+  c.model.n_kv_head = 1;
+  c.model.mlp_mult = 2;
+  return c;
+}
+
+std::vector<float> host(const Vector<float>& v) {
+  auto h = Kokkos::create_mirror(v);
+  Kokkos::deep_copy(h, v);
+  return std::vector<float>(h.data(), h.data() + h.span());
+}
+
+// A model and optimizer with non-trivial state: random weights, then two optimizer steps on
+// random gradients.
+struct Trained {
+  explicit Trained(const config::Config& c, std::uint64_t seed) : model(c.model, 2, 8), optimizer(model.parameters(), c) {
+    model::initialize(model.parameters(), seed);
+    for (int step = 0; step < 2; ++step) {
+      random::fill_normal(model.parameters().grads(), seed, 100 + step, 0.1);
+      optimizer.step(ExecSpace(), step, 1.0);
+    }
+  }
+  model::GolfModel<float> model;
+  optim::Optimizer<float> optimizer;
+};
+
+}  // namespace
+
+TEST_CASE("a checkpoint reads back bit for bit into a fresh model and optimizer", "[train][checkpoint]") {
+  test::TempDir dir;
+  const config::Config c = tiny_config();
+  Trained saved(c, 7);
+  train::CheckpointState state;
+  state.step = 2;
+  state.tokens_seen = 4096;
+  state.stream_position = 4112;
+  state.training_seconds = 1.25;
+  state.seed = 7;
+  io::RunMetadata metadata;
+  metadata.deck_text = "model:\n  family: golf\n";
+  const std::string path = train::write_checkpoint(dir.path(), saved.model.parameters(), saved.optimizer, state,
+                                                   metadata, train::CheckpointPolicy{});
+  CHECK(path == train::checkpoint_path(dir.path(), 2));
+
+  Trained loaded(c, 99);  // different weights and state before loading
+  REQUIRE(host(loaded.model.parameters().values()) != host(saved.model.parameters().values()));
+  const train::CheckpointState back = train::load_checkpoint(path, loaded.model.parameters(), loaded.optimizer);
+  CHECK(back.step == 2);
+  CHECK(back.tokens_seen == 4096);
+  CHECK(back.stream_position == 4112u);
+  CHECK(back.training_seconds == 1.25);
+  CHECK(back.seed == 7);
+  CHECK(host(loaded.model.parameters().values()) == host(saved.model.parameters().values()));
+  const auto saved_state = saved.optimizer.state_buffers(), loaded_state = loaded.optimizer.state_buffers();
+  REQUIRE(saved_state.size() == 3);  // golf: adam_m, adam_v, muon_momentum
+  for (std::size_t i = 0; i < saved_state.size(); ++i) {
+    INFO(saved_state[i].first);
+    CHECK(host(loaded_state[i].second) == host(saved_state[i].second));
+  }
+}
+
+TEST_CASE("checkpoints are pruned to the newest keep_last plus every keep_every-th", "[train][checkpoint]") {
+  test::TempDir dir;
+  const config::Config c = tiny_config();
+  Trained t(c, 3);
+  train::CheckpointPolicy policy;
+  policy.keep_last = 2;
+  policy.keep_every = 4;
+  for (int step = 1; step <= 9; ++step) {
+    train::CheckpointState state;
+    state.step = step;
+    train::write_checkpoint(dir.path(), t.model.parameters(), t.optimizer, state, io::RunMetadata{}, policy);
+  }
+  CHECK(train::list_checkpoints(dir.path()) ==
+        std::vector<std::string>{train::checkpoint_path(dir.path(), 9), train::checkpoint_path(dir.path(), 8),
+                                 train::checkpoint_path(dir.path(), 4)});
+}
+
+TEST_CASE("loading refuses another architecture, a corrupted file and a missing one", "[train][checkpoint]") {
+  test::TempDir dir;
+  Trained saved(tiny_config(), 5);
+  train::CheckpointState state;
+  state.step = 1;
+  const std::string path = train::write_checkpoint(dir.path(), saved.model.parameters(), saved.optimizer, state,
+                                                   io::RunMetadata{}, train::CheckpointPolicy{});
+  Trained wider(tiny_config(32), 5);
+  CHECK_THROWS_WITH(train::load_checkpoint(path, wider.model.parameters(), wider.optimizer),
+                    Catch::Contains(path) && Catch::Contains("'/params/tok_emb.weight' is (61, 16) in the checkpoint") &&
+                        Catch::Contains("(61, 32) in this model"));
+
+  // One changed bit in a stored float, as silent corruption on disk would do: the checksum catches
+  // it, and the model is left as it was.
+  const std::string copy = dir.file("changed.h5");
+  {
+    std::ifstream in(path, std::ios::binary);
+    std::ofstream out(copy, std::ios::binary);
+    out << in.rdbuf();
+  }
+  std::fstream raw(copy, std::ios::in | std::ios::out | std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(raw)), std::istreambuf_iterator<char>());
+  const auto tok = host(saved.model.parameters().values());
+  const float target = tok[5];
+  std::size_t at = std::string::npos;
+  for (std::size_t i = 0; i + sizeof(float) <= bytes.size(); ++i) {
+    float candidate;
+    std::memcpy(&candidate, bytes.data() + i, sizeof(float));
+    if (candidate == target) {
+      at = i;
+      break;
+    }
+  }
+  REQUIRE(at != std::string::npos);
+  raw.seekp(static_cast<std::streamoff>(at));
+  raw.put(static_cast<char>(bytes[at] ^ 1));
+  raw.close();
+  Trained fresh(tiny_config(), 11);
+  const auto before = host(fresh.model.parameters().values());
+  CHECK_THROWS_WITH(train::load_checkpoint(copy, fresh.model.parameters(), fresh.optimizer),
+                    Catch::Contains(copy) && Catch::Contains("checksum mismatch"));
+  CHECK(host(fresh.model.parameters().values()) == before);
+
+  CHECK_THROWS_WITH(train::load_checkpoint(dir.file("none.h5"), fresh.model.parameters(), fresh.optimizer),
+                    Catch::Contains(dir.file("none.h5")));
+}
