@@ -45,16 +45,23 @@ def rank_of(pid):
     return None
 
 
-def kill_one_rank_mid_run():
-    run_dir = os.path.join(WORKDIR, "failure_runs", "killed")
+def start_long_run(run_dir, marker, *extra):
+    """Starts a practically endless 2-rank run; returns the job and its output up to the line that
+    starts with `marker`."""
     command = [MPIEXEC, "--oversubscribe", "-n", "2", KGPT, "train", DECK, "--run-dir", run_dir,
-               "--set", "train.iterations=1000000", "--set", "train.eval_every=0"]
+               "--set", "train.iterations=1000000", "--set", "train.eval_every=0", *extra]
     job = subprocess.Popen(command, cwd=WORKDIR, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     output = []
     for line in job.stdout:
         output.append(line)
-        if line.startswith("step:3/"):
+        if line.startswith(marker):
             break
+    return job, output
+
+
+def kill_one_rank_mid_run():
+    run_dir = os.path.join(WORKDIR, "failure_runs", "killed")
+    job, output = start_long_run(run_dir, "step:3/")
     ranks = {}
     for pid in subprocess.run(["pgrep", "-f", run_dir], capture_output=True, text=True).stdout.split():
         try:
@@ -139,16 +146,9 @@ def shard_corrupted_mid_run():
     if len(shards) < 3:
         failures.append(f"corrupt shard: prepare made {shards}, want 3 or more train shards")
         return
-    command = [MPIEXEC, "--oversubscribe", "-n", "2", KGPT, "train", DECK, "--run-dir",
-               os.path.join(WORKDIR, "failure_runs", "corrupt"), "--set", "train.iterations=1000000",
-               "--set", "train.eval_every=0", "--set", f"data.train_files={data}/text_train_*.bin",
-               "--set", f"data.val_files={data}/text_val_*.bin"]
-    job = subprocess.Popen(command, cwd=WORKDIR, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    output = []
-    for line in job.stdout:
-        output.append(line)
-        if line.startswith("step:1/"):
-            break
+    job, output = start_long_run(os.path.join(WORKDIR, "failure_runs", "corrupt"), "step:1/",
+                                 "--set", f"data.train_files={data}/text_train_*.bin",
+                                 "--set", f"data.val_files={data}/text_val_*.bin")
     victim = os.path.join(data, shards[-1])
     with open(victim, "r+b") as f:
         f.truncate(1000)
