@@ -159,11 +159,10 @@ CheckpointState load_checkpoint(const std::string& path, const model::Parameters
                                 const optim::Optimizer<float>& optimizer) {
   io::Hdf5File in(path, io::Hdf5File::Mode::read);
   const auto& layout = params.layout();
-  const auto count = in.read_doubles("/state/step");  // a file that is not a checkpoint fails here
-  (void)count;
-  const std::vector<double> tensors = {in.read_attribute_double("/", "tensor_count")};
-  if (static_cast<std::size_t>(tensors[0]) != layout.entries().size()) {
-    throw InputError(path + ": the checkpoint holds " + std::to_string(static_cast<long long>(tensors[0])) +
+  if (!in.contains("/state/step")) throw InputError(path + ": not a kgpt checkpoint (no /state/step)");
+  const auto tensors = static_cast<long long>(in.read_attribute_double("/", "tensor_count"));
+  if (static_cast<std::size_t>(tensors) != layout.entries().size()) {
+    throw InputError(path + ": the checkpoint holds " + std::to_string(tensors) +
                      " tensors; this model has " + std::to_string(layout.entries().size()) +
                      " (a different architecture; check model.* in the deck)");
   }
