@@ -119,6 +119,10 @@ void Hdf5File::set_attribute(const std::string& name, const std::string& key, do
 }
 
 void Hdf5File::set_attribute(const std::string& name, const std::string& key, std::int64_t value) {
+  // Replaces an attribute of the same name (a resumed run records its own world size).
+  if (H5Aexists_by_name(file_, name.c_str(), key.c_str(), H5P_DEFAULT) > 0) {
+    H5Adelete_by_name(file_, name.c_str(), key.c_str(), H5P_DEFAULT);
+  }
   Handle space(H5Screate(H5S_SCALAR), H5Sclose);
   Handle attribute(H5Acreate_by_name(file_, name.c_str(), key.c_str(), H5T_NATIVE_INT64, space.get(), H5P_DEFAULT,
                                      H5P_DEFAULT, H5P_DEFAULT),

@@ -118,7 +118,7 @@ History History::create(const std::string& path, const RunMetadata& metadata) {
   return History(std::move(file));
 }
 
-History History::resume(const std::string& path, std::int64_t last_step) {
+History History::resume(const std::string& path, std::int64_t last_step, int world_size) {
   auto file = std::make_unique<Hdf5File>(path, Hdf5File::Mode::append);
   for (const auto& [group, columns] : {std::make_pair("/train/", &train_columns()), std::make_pair("/val/", &val_columns())}) {
     // Val rows of the resume step itself go too: the resumed run evaluates that step again.
@@ -131,6 +131,7 @@ History History::resume(const std::string& path, std::int64_t last_step) {
     }
     for (const Column& column : *columns) file->resize_series(std::string(group) + column.name, keep);
   }
+  file->set_attribute("/metadata", "world_size", static_cast<std::int64_t>(world_size));
   file->flush();
   file->start_swmr();
   return History(std::move(file));

@@ -41,8 +41,9 @@ class History {
   // A new history at `path` (an existing file is replaced).
   static History create(const std::string& path, const RunMetadata& metadata);
   // An existing history, cut back to the train rows of steps <= `last_step` and the val rows of
-  // steps < `last_step` (a resumed run evaluates its first step again), so no step appears twice.
-  static History resume(const std::string& path, std::int64_t last_step);
+  // steps < `last_step` (a resumed run evaluates its first step again), so no step appears twice;
+  // /metadata's world_size becomes the resumed run's.
+  static History resume(const std::string& path, std::int64_t last_step, int world_size);
 
   void append(const TrainRow& row);
   void append(const ValRow& row);

@@ -128,6 +128,8 @@ for ranks in (1, 4):
     result = run(ranks, other, "--resume")
     check(result.returncode == 0, f"resume on {ranks} rank(s) failed:\n{result.stderr[-2000:]}")
     losses = history(other)["train"]["loss"]
+    with h5py.File(os.path.join(other, "history.h5"), "r") as f:
+        check(int(f["metadata"].attrs["world_size"]) == ranks, f"resumed on {ranks} rank(s): metadata world size")
     error = np.max(np.abs(losses - reference["train"]["loss"]) / reference["train"]["loss"])
     print(f"resumed step {preempt_step} on {ranks} rank(s): max relative loss difference {error:.2e}")
     check(error <= 1e-5, f"resume on {ranks} rank(s): losses differ by {error:.2e} relative")
