@@ -34,9 +34,12 @@ Hdf5File::Hdf5File(const std::string& path, Mode mode) : path_(path) {
   H5Pset_libver_bounds(access.get(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
   if (mode == Mode::create) {
     file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get());
+  } else if (mode == Mode::read) {
+    file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    // A file whose SWMR writer is still running, or was killed, opens only as a SWMR reader.
+    if (file_ < 0) file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT);
   } else {
-    file_ = H5Fopen(path.c_str(), mode == Mode::read ? H5F_ACC_RDONLY : H5F_ACC_RDWR,
-                    mode == Mode::read ? H5P_DEFAULT : access.get());
+    file_ = H5Fopen(path.c_str(), H5F_ACC_RDWR, access.get());
   }
   if (file_ < 0) {
     throw Error(mode == Mode::create ? ExitCode::failure : ExitCode::bad_input,
@@ -119,10 +122,6 @@ void Hdf5File::set_attribute(const std::string& name, const std::string& key, do
 }
 
 void Hdf5File::set_attribute(const std::string& name, const std::string& key, std::int64_t value) {
-  // Replaces an attribute of the same name (a resumed run records its own world size).
-  if (H5Aexists_by_name(file_, name.c_str(), key.c_str(), H5P_DEFAULT) > 0) {
-    H5Adelete_by_name(file_, name.c_str(), key.c_str(), H5P_DEFAULT);
-  }
   Handle space(H5Screate(H5S_SCALAR), H5Sclose);
   Handle attribute(H5Acreate_by_name(file_, name.c_str(), key.c_str(), H5T_NATIVE_INT64, space.get(), H5P_DEFAULT,
                                      H5P_DEFAULT, H5P_DEFAULT),

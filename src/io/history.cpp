@@ -2,7 +2,10 @@
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -118,21 +121,47 @@ History History::create(const std::string& path, const RunMetadata& metadata) {
   return History(std::move(file));
 }
 
-History History::resume(const std::string& path, std::int64_t last_step, int world_size) {
-  auto file = std::make_unique<Hdf5File>(path, Hdf5File::Mode::append);
-  for (const auto& [group, columns] : {std::make_pair("/train/", &train_columns()), std::make_pair("/val/", &val_columns())}) {
-    // Val rows of the resume step itself go too: the resumed run evaluates that step again.
-    const bool val = std::string(group) == "/val/";
-    const std::vector<double> steps = file->read_doubles(std::string(group) + "step");
-    std::size_t keep = 0;
-    while (keep < steps.size() &&
-           (val ? steps[keep] < static_cast<double>(last_step) : steps[keep] <= static_cast<double>(last_step))) {
-      ++keep;
+History History::resume(const std::string& path, std::int64_t last_step, const RunMetadata& metadata) {
+  std::map<std::string, std::vector<double>> kept;  // by "/group/column"
+  std::size_t train_rows = 0, val_rows = 0;
+  {
+    const Hdf5File old(path, Hdf5File::Mode::read);
+    for (const auto& [group, columns] : {std::make_pair("/train/", &train_columns()), std::make_pair("/val/", &val_columns())}) {
+      const bool val = std::string(group) == "/val/";
+      const std::vector<double> steps = old.read_doubles(std::string(group) + "step");
+      std::size_t keep = 0;
+      while (keep < steps.size() &&
+             (val ? steps[keep] < static_cast<double>(last_step) : steps[keep] <= static_cast<double>(last_step))) {
+        ++keep;
+      }
+      for (const Column& column : *columns) {
+        std::vector<double> values = old.read_doubles(std::string(group) + column.name);
+        values.resize(std::min(keep, values.size()));
+        kept[std::string(group) + column.name] = std::move(values);
+      }
+      (val ? val_rows : train_rows) = keep;
     }
-    for (const Column& column : *columns) file->resize_series(std::string(group) + column.name, keep);
   }
-  file->set_attribute("/metadata", "world_size", static_cast<std::int64_t>(world_size));
-  file->flush();
+  const std::string temporary = path + ".tmp";
+  {
+    History fresh = create(temporary, metadata);
+    auto at = [&kept](const char* name, std::size_t i) { return kept.at(name).at(i); };
+    auto whole = [&at](const char* name, std::size_t i) { return static_cast<std::int64_t>(at(name, i)); };
+    for (std::size_t i = 0; i < train_rows; ++i) {
+      fresh.append(TrainRow{whole("/train/step", i), whole("/train/tokens", i), at("/train/loss", i),
+                            at("/train/lr_matrix", i), at("/train/lr_scalar", i), at("/train/lr_embedding", i),
+                            at("/train/lr_head", i), at("/train/grad_norm", i), at("/train/step_ms", i),
+                            at("/train/tokens_per_s", i), whole("/train/allreduce_calls", i),
+                            whole("/train/allreduce_bytes", i), at("/train/wall_time_s", i)});
+    }
+    for (std::size_t i = 0; i < val_rows; ++i) {
+      fresh.append(ValRow{whole("/val/step", i), at("/val/loss", i), at("/val/bpb", i)});
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    throw Error(ExitCode::failure, temporary + ": cannot rename to " + path);
+  }
+  auto file = std::make_unique<Hdf5File>(path, Hdf5File::Mode::append);
   file->start_swmr();
   return History(std::move(file));
 }

@@ -40,10 +40,11 @@ class History {
  public:
   // A new history at `path` (an existing file is replaced).
   static History create(const std::string& path, const RunMetadata& metadata);
-  // An existing history, cut back to the train rows of steps <= `last_step` and the val rows of
-  // steps < `last_step` (a resumed run evaluates its first step again), so no step appears twice;
-  // /metadata's world_size becomes the resumed run's.
-  static History resume(const std::string& path, std::int64_t last_step, int world_size);
+  // A resumed run's history: the rows of the history at `path` for train steps <= `last_step` and
+  // val steps < `last_step` (the resumed run evaluates its first step again), so no step appears
+  // twice, under `metadata` of the resumed run. The file is rewritten through a temporary file and
+  // a rename, since one whose writer was killed can only be read.
+  static History resume(const std::string& path, std::int64_t last_step, const RunMetadata& metadata);
 
   void append(const TrainRow& row);
   void append(const ValRow& row);

@@ -136,7 +136,7 @@ TrainSummary train_model(const config::ResolvedDeck& deck, io::RunLog& log, cons
   if (writes_files) {
     const std::string path = options.run_dir + "/history.h5";
     history = std::make_unique<io::History>(options.resume && std::ifstream(path).good()
-                                                ? io::History::resume(path, resumed.step, world.size)
+                                                ? io::History::resume(path, resumed.step, metadata)
                                                 : io::History::create(path, metadata));
   }
   CheckpointPolicy keep;

@@ -11,7 +11,8 @@ usage: test_checkpoints.py KGPT MPIEXEC DECK WORKDIR
 - a truncated and a corrupted newest checkpoint are skipped with a message naming the file, and a
   leftover temporary file (a write killed midway) is ignored: the previous checkpoint is used;
 - a checkpoint of another architecture is refused with a message naming the tensor;
-- a NaN loss stops the run with a message and leaves the last good checkpoint as it was.
+- a NaN loss stops the run with a message and leaves the last good checkpoint as it was;
+- kill -9 in the middle of a checkpoint write leaves the previous checkpoints loadable.
 """
 
 import os
@@ -183,6 +184,43 @@ time.sleep(0.5)
 rows = history(killed_dir)["train"]["step"]
 print(f"killed: history holds {len(rows)} rows")
 check(len(rows) >= 8 and list(rows) == list(range(1, len(rows) + 1)), f"history after kill -9: {rows}")
+
+# kill -9 of the whole job while it writes a checkpoint: the job writes one every step, and is
+# killed as soon as a temporary checkpoint file appears, until a kill leaves one behind; --resume
+# then starts from the newest complete checkpoint without skipping any.
+caught_mid_write = False
+for trial in range(12):
+    trial_dir = os.path.join(ROOT, f"killed_writing_{trial}")
+    job, lines = start_and_wait_for(2, trial_dir, "checkpoint:", "--set", "train.iterations=100000",
+                                    "--set", "run.checkpoint_every=1", "--set", "train.eval_every=0")
+    folder_of_trial = os.path.join(trial_dir, "checkpoints")
+    pids = [int(pid) for pid in subprocess.run(["pgrep", "-f", trial_dir], capture_output=True, text=True).stdout.split()]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not any(n.endswith(".tmp") for n in os.listdir(folder_of_trial)):
+        pass
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    job.wait(timeout=60)
+    time.sleep(0.2)
+    names = sorted(os.listdir(os.path.join(trial_dir, "checkpoints")))
+    complete = [n for n in names if n.endswith(".h5")]
+    partial = [n for n in names if n.endswith(".tmp")]
+    newest = int(complete[-1][5:13])
+    result = run(2, trial_dir, "--resume", "--set", f"train.iterations={newest + 1}", "--set", "train.eval_every=0")
+    check(result.returncode == 0 and f"resumed_from:{os.path.join(trial_dir, 'checkpoints', complete[-1])}"
+          in result.stdout and "skipping_checkpoint" not in result.stdout,
+          f"kill -9 while writing (trial {trial}, left {names}): resume failed\n{result.stdout[-1500:]}"
+          f"{result.stderr[-1500:]}")
+    if partial:
+        print(f"kill -9 while writing: trial {trial} left {partial} beside {complete}; resumed from step {newest}")
+        caught_mid_write = True
+        break
+check(caught_mid_write, "no kill in 12 trials landed in the middle of a checkpoint write")
+stray = subprocess.run(["pgrep", "-f", os.path.join(ROOT, "killed_writing_")], capture_output=True, text=True)
+check(not stray.stdout.split(), f"ranks left running after kill -9: {stray.stdout.split()}")
 
 # kgpt inspect, eval and sample on the reference's last checkpoint.
 last = os.path.join(reference_dir, "checkpoints", "ckpt_00000030.h5")
