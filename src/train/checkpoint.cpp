@@ -8,7 +8,9 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "core/checksum.hpp"
 #include "core/error.hpp"
+#include "core/host_copy.hpp"
 #include "io/hdf5_file.hpp"
 
 namespace kgpt::train {
@@ -19,32 +21,6 @@ namespace fs = std::filesystem;
 
 constexpr const char* kFilePrefix = "ckpt_";
 constexpr const char* kFileSuffix = ".h5";
-
-// FNV-1a over bytes, continued across calls.
-struct Checksum {
-  std::uint64_t hash = 1469598103934665603ull;
-  void add(const void* data, std::size_t bytes) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    for (std::size_t i = 0; i < bytes; ++i) hash = (hash ^ p[i]) * 1099511628211ull;
-  }
-  std::string hex() const {
-    char text[17];
-    std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(hash));
-    return text;
-  }
-};
-
-std::vector<float> host_copy(const Vector<float>& values) {
-  auto host = Kokkos::create_mirror(values);
-  Kokkos::deep_copy(host, values);
-  return std::vector<float>(host.data(), host.data() + host.span());
-}
-
-void copy_to_device(const std::vector<float>& from, const Vector<float>& to) {
-  auto host = Kokkos::create_mirror(to);
-  std::copy(from.begin(), from.end(), host.data());
-  Kokkos::deep_copy(to, host);
-}
 
 // The buffers of a checkpoint, in the order the checksum walks them.
 std::vector<std::pair<std::string, Vector<float>>> buffers(const model::Parameters<float>& params,
@@ -126,7 +102,7 @@ std::string write_checkpoint(const std::string& run_dir, const model::Parameters
     io::Hdf5File out(temporary, io::Hdf5File::Mode::create);
     const auto& layout = params.layout();
     for (const auto& [group, buffer] : buffers(params, optimizer)) {
-      const std::vector<float> host = host_copy(buffer);
+      const std::vector<float> host = to_host(buffer);
       // A diverged run must not replace the last good checkpoint.
       if (!std::all_of(host.begin(), host.end(), [](float x) { return std::isfinite(x); })) {
         out.close_and_remove();
@@ -205,7 +181,7 @@ CheckpointState load_checkpoint(const std::string& path, const model::Parameters
     throw InputError(path + ": checksum mismatch (stored " + stored + ", computed " + sum.hex() +
                      "): the checkpoint is corrupted");
   }
-  for (const auto& [buffer, host] : loaded) copy_to_device(host, buffer);
+  for (const auto& [buffer, host] : loaded) from_host(host, buffer);
   return state;
 }
 

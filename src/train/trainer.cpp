@@ -6,7 +6,9 @@
 #include <fstream>
 #include <memory>
 
+#include "core/checksum.hpp"
 #include "core/error.hpp"
+#include "core/host_copy.hpp"
 #include "core/kokkos_compat.hpp"
 #include "data/dataset_check.hpp"
 #include "data/loader.hpp"
@@ -42,15 +44,13 @@ std::string significant(double value) {
   return buffer;
 }
 
-// FNV-1a over the parameter bytes (on the host): equal on every rank when the parameters are.
+// Equal on every rank when the parameters are.
 template <class T>
 std::uint64_t parameter_checksum(const Vector<T>& values) {
-  auto host = Kokkos::create_mirror(values);
-  Kokkos::deep_copy(host, values);
-  const auto* bytes = reinterpret_cast<const unsigned char*>(host.data());
-  std::uint64_t hash = 1469598103934665603ull;
-  for (std::size_t i = 0; i < host.span() * sizeof(T); ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
-  return hash;
+  const std::vector<T> host = to_host(values);
+  Checksum sum;
+  sum.add(host.data(), host.size() * sizeof(T));
+  return sum.value;
 }
 
 // Throws AgreedFailure on every rank when some rank's parameters differ from rank 0's.
@@ -71,10 +71,9 @@ void check_parameters_agree(const Vector<T>& values, const std::string& when) {
 // Same seed on every rank, then rank 0's values everywhere (semantic contract, point 6).
 template <class T>
 void broadcast_parameters(const Vector<T>& values) {
-  auto host = Kokkos::create_mirror(values);
-  Kokkos::deep_copy(host, values);
-  parallel::broadcast_from_root(host.data(), host.span() * sizeof(T));
-  Kokkos::deep_copy(values, host);
+  std::vector<T> host = to_host(values);
+  parallel::broadcast_from_root(host.data(), host.size() * sizeof(T));
+  from_host(host, values);
 }
 
 template <class Model>
@@ -289,11 +288,7 @@ TrainSummary train_model(const config::ResolvedDeck& deck, io::RunLog& log, cons
     }
   }
   evaluate(summary.steps);
-  if (options.final_parameters) {
-    auto host = Kokkos::create_mirror(values);
-    Kokkos::deep_copy(host, values);
-    options.final_parameters->assign(host.data(), host.data() + host.span());
-  }
+  if (options.final_parameters) *options.final_parameters = to_host(values);
   return summary;
 }
 

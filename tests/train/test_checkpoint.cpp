@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "core/error.hpp"
+#include "core/host_copy.hpp"
 #include "core/random.hpp"
 #include "io/hdf5_file.hpp"
 #include "model/golf.hpp"
@@ -30,12 +31,6 @@ config::Config tiny_config(int d_model = 16) {
   c.model.n_kv_head = 1;
   c.model.mlp_mult = 2;
   return c;
-}
-
-std::vector<float> host(const Vector<float>& v) {
-  auto h = Kokkos::create_mirror(v);
-  Kokkos::deep_copy(h, v);
-  return std::vector<float>(h.data(), h.data() + h.span());
 }
 
 // A model and optimizer with non-trivial state: random weights, then two optimizer steps on
@@ -71,19 +66,19 @@ TEST_CASE("a checkpoint reads back bit for bit into a fresh model and optimizer"
   CHECK(path == train::checkpoint_path(dir.path(), 2));
 
   Trained loaded(c, 99);  // different weights and state before loading
-  REQUIRE(host(loaded.model.parameters().values()) != host(saved.model.parameters().values()));
+  REQUIRE(to_host(loaded.model.parameters().values()) != to_host(saved.model.parameters().values()));
   const train::CheckpointState back = train::load_checkpoint(path, loaded.model.parameters(), loaded.optimizer);
   CHECK(back.step == 2);
   CHECK(back.tokens_seen == 4096);
   CHECK(back.stream_position == 4112u);
   CHECK(back.training_seconds == 1.25);
   CHECK(back.seed == 7);
-  CHECK(host(loaded.model.parameters().values()) == host(saved.model.parameters().values()));
+  CHECK(to_host(loaded.model.parameters().values()) == to_host(saved.model.parameters().values()));
   const auto saved_state = saved.optimizer.state_buffers(), loaded_state = loaded.optimizer.state_buffers();
   REQUIRE(saved_state.size() == 3);  // golf: adam_m, adam_v, muon_momentum
   for (std::size_t i = 0; i < saved_state.size(); ++i) {
     INFO(saved_state[i].first);
-    CHECK(host(loaded_state[i].second) == host(saved_state[i].second));
+    CHECK(to_host(loaded_state[i].second) == to_host(saved_state[i].second));
   }
 }
 
@@ -126,7 +121,7 @@ TEST_CASE("loading refuses another architecture, a corrupted file and a missing 
   }
   std::fstream raw(copy, std::ios::in | std::ios::out | std::ios::binary);
   std::vector<char> bytes((std::istreambuf_iterator<char>(raw)), std::istreambuf_iterator<char>());
-  const auto tok = host(saved.model.parameters().values());
+  const auto tok = to_host(saved.model.parameters().values());
   const float target = tok[5];
   std::size_t at = std::string::npos;
   for (std::size_t i = 0; i + sizeof(float) <= bytes.size(); ++i) {
@@ -142,10 +137,10 @@ TEST_CASE("loading refuses another architecture, a corrupted file and a missing 
   raw.put(static_cast<char>(bytes[at] ^ 1));
   raw.close();
   Trained fresh(tiny_config(), 11);
-  const auto before = host(fresh.model.parameters().values());
+  const auto before = to_host(fresh.model.parameters().values());
   CHECK_THROWS_WITH(train::load_checkpoint(copy, fresh.model.parameters(), fresh.optimizer),
                     Catch::Contains(copy) && Catch::Contains("checksum mismatch"));
-  CHECK(host(fresh.model.parameters().values()) == before);
+  CHECK(to_host(fresh.model.parameters().values()) == before);
 
   CHECK_THROWS_WITH(train::load_checkpoint(dir.file("none.h5"), fresh.model.parameters(), fresh.optimizer),
                     Catch::Contains(dir.file("none.h5")));
