@@ -11,6 +11,7 @@
 #include "io/run_directory.hpp"
 #include "io/run_log.hpp"
 #include "parallel/world.hpp"
+#include "train/checkpoint.hpp"
 #include "train/trainer.hpp"
 
 namespace kgpt::app {
@@ -18,7 +19,7 @@ namespace kgpt::app {
 const CommandSpec& train_spec() {
   static const CommandSpec spec{
       "train",
-      "DECK [--set section.key=value]... [--run-dir DIR]",
+      "DECK [--set section.key=value]... [--run-dir DIR | --run-suffix S] [--resume | --auto-resume]",
       "train a model from a deck",
       "Validates DECK and its data exactly as `kgpt check` does, then creates the run directory\n"
       "(--run-dir, or <run.out_dir>/<run.name>, where run.name defaults to the deck's file name)\n"
@@ -33,11 +34,16 @@ const CommandSpec& train_spec() {
       "Rank 0 also appends every step to <run dir>/history.h5 (readable with h5py while the run goes\n"
       "on) and writes checkpoints to <run dir>/checkpoints/ every run.checkpoint_every steps and at the\n"
       "end. --resume continues the run in the run directory from its newest valid checkpoint.\n"
+      "--auto-resume is for batch jobs that may be requeued: it resumes when the run directory holds\n"
+      "a checkpoint, and otherwise starts the run there (again, if an attempt died before its first\n"
+      "checkpoint); it refuses a run directory whose deck.yaml has other values than DECK.\n"
       "SIGUSR1 or SIGTERM: checkpoint at the next step, then exit code 3 (requeue and --resume).",
       {
           {"set", "section.key=value", "override a deck key (repeatable; validated like the deck)"},
           {"run-dir", "DIR", "run directory to create (default <run.out_dir>/<run.name>)"},
+          {"run-suffix", "S", "append S to the default run directory's name (the batch scripts pass the job id)"},
           {"resume", "", "continue the run in the run directory from its newest valid checkpoint"},
+          {"auto-resume", "", "resume if the run directory holds a checkpoint, else start there (batch jobs)"},
       },
       1,
       1};
@@ -50,14 +56,28 @@ int run_train(const ParsedArgs& args) {
   data::DatasetFiles files;
   std::string dir;
   io::RunLog log;
-  const bool resume = args.has("resume");
+  const bool auto_resume = args.has("auto-resume");
+  bool resume = args.has("resume");
+  std::string restart_note;
   // Every rank reads the deck and checks the data; only rank 0 makes the run directory and logs.
   parallel::agreed([&] {
+    if (auto_resume && resume) throw InputError("give --resume or --auto-resume, not both");
+    if (args.has("run-dir") && args.has("run-suffix")) throw InputError("give --run-dir or --run-suffix, not both");
+    if (args.get("run-suffix").find('/') != std::string::npos) {
+      throw InputError("--run-suffix " + args.get("run-suffix") + ": must not contain '/'");
+    }
     deck = load_deck_from_args(args, w.size);
     files = data::check_dataset(deck);
-    dir = io::run_directory_path(deck, args.get("run-dir"));
+    dir = io::run_directory_path(deck, args.get("run-dir")) + args.get("run-suffix");
     if (w.rank == 0) {
-      if (resume) {
+      if (auto_resume && io::holds_run(dir)) {
+        io::require_same_run(dir, deck);
+        resume = !train::list_checkpoints(dir).empty();
+        if (!resume) {
+          restart_note = "restart: " + dir + " holds no checkpoint; starting the run again from step 0";
+          io::write_resolved_deck(dir, deck);
+        }
+      } else if (resume) {
         io::require_run_directory(dir);
       } else {
         io::create_run_directory(dir);
@@ -66,6 +86,9 @@ int run_train(const ParsedArgs& args) {
       log = io::RunLog(dir);
     }
   });
+  // Rank 0 alone looked at the run directory; every rank follows its choice.
+  if (auto_resume) resume = parallel::any(w.rank == 0 && resume);
+  if (!restart_note.empty()) log.line(restart_note);
   const config::ModelConfig& m = deck.config.model;
   const config::BatchPlan& p = deck.plan;
   log.line(std::string("kgpt ") + build_info::version() + " (git " + build_info::git_sha() + ")");

@@ -37,6 +37,9 @@ int run_sample(const ParsedArgs& args);
 const CommandSpec& inspect_spec();
 int run_inspect(const ParsedArgs& args);
 
+const CommandSpec& sweep_spec();
+int run_sweep(const ParsedArgs& args);
+
 // Reads the deck named by the first positional argument with the --set overrides, for `world_size`
 // ranks (check and train share it).
 config::ResolvedDeck load_deck_from_args(const ParsedArgs& args, int world_size);

@@ -23,6 +23,7 @@ const std::vector<Command>& commands() {
       {eval_spec(), run_eval, true},
       {sample_spec(), run_sample},
       {inspect_spec(), run_inspect},
+      {sweep_spec(), run_sweep},
   };
   return all;
 }

@@ -15,7 +15,9 @@ namespace kgpt::config {
 
 std::string Origin::describe() const {
   switch (kind) {
-    case Kind::deck: return file + ":" + std::to_string(line) + ":" + std::to_string(column);
+    case Kind::deck:
+      if (line == 0) return file;  // a value set by a command, not written in a file
+      return file + ":" + std::to_string(line) + ":" + std::to_string(column);
     case Kind::override_flag: return "--set " + file;
     case Kind::default_value: break;
   }
@@ -225,35 +227,47 @@ class DeckReader {
   std::vector<std::string>& problems_;
 };
 
-void apply_override(ResolvedDeck& deck, const std::string& flag, std::vector<std::string>& problems) {
-  const std::string shown = "--set " + flag;
+// "" when `section.name=raw` is a known key with a valid value, else the reason; `spec` and `value`
+// are set on success.
+std::string resolve_override(const std::string& section, const std::string& name, const std::string& raw,
+                             const KeySpec*& spec, Value& value) {
+  spec = find_key(section, name);
+  if (!spec) {
+    const bool known_section =
+        std::find(deck_sections().begin(), deck_sections().end(), section) != deck_sections().end();
+    return "unknown key '" + section + "." + name + "'" +
+           (known_section ? suggest_key(section, name) : suggest_section(section));
+  }
+  const std::string reason = parse_value(*spec, raw, value);
+  return reason.empty() ? "" : spec->dotted() + ": " + reason;
+}
+
+void apply_override(ResolvedDeck& deck, std::size_t index, std::vector<std::string>& problems) {
+  const std::string& flag = deck.options.overrides[index];
+  const bool from_file = index < deck.options.override_origins.size();
+  const std::string shown = from_file ? deck.options.override_origins[index].describe() : "--set " + flag;
   const auto equals = flag.find('=');
   const auto dot = flag.find('.');
   if (equals == std::string::npos || dot == std::string::npos || dot > equals) {
     problems.push_back(shown + ": expected section.key=value, for example --set train.iterations=100");
     return;
   }
-  const std::string section = flag.substr(0, dot);
-  const std::string name = flag.substr(dot + 1, equals - dot - 1);
-  const std::string raw = flag.substr(equals + 1);
-  const KeySpec* spec = find_key(section, name);
-  if (!spec) {
-    const bool known_section =
-        std::find(deck_sections().begin(), deck_sections().end(), section) != deck_sections().end();
-    problems.push_back(shown + ": unknown key '" + section + "." + name + "'" +
-                       (known_section ? suggest_key(section, name) : suggest_section(section)));
-    return;
-  }
+  const KeySpec* spec = nullptr;
   Value value;
-  const std::string reason = parse_value(*spec, raw, value);
+  const std::string reason =
+      resolve_override(flag.substr(0, dot), flag.substr(dot + 1, equals - dot - 1), flag.substr(equals + 1), spec, value);
   if (!reason.empty()) {
-    problems.push_back(shown + ": " + spec->dotted() + ": " + reason);
+    problems.push_back(shown + ": " + reason);
     return;
   }
   spec->set(deck.config, value);
   Origin o;
-  o.kind = Origin::Kind::override_flag;
-  o.file = flag;
+  if (from_file) {
+    o = deck.options.override_origins[index];
+  } else {
+    o.kind = Origin::Kind::override_flag;
+    o.file = flag;
+  }
   deck.origins[spec->dotted()] = o;
 }
 
@@ -322,7 +336,7 @@ ResolvedDeck parse_deck(const std::string& text, const std::string& display_name
   deck.options = options;
   std::vector<std::string> problems;
   DeckReader(deck, problems).read(text);
-  for (const auto& flag : options.overrides) apply_override(deck, flag, problems);
+  for (std::size_t i = 0; i < options.overrides.size(); ++i) apply_override(deck, i, problems);
   if (problems.empty()) check_cross_field(deck, problems);
   if (!problems.empty()) throw InputError(problems);
   return deck;
@@ -339,6 +353,22 @@ ResolvedDeck load_deck(const std::string& path, const DeckOptions& options) {
 
 ResolvedDeck load_deck_text(const std::string& text, const std::string& name, const DeckOptions& options) {
   return parse_deck(text, name, options);
+}
+
+std::string check_override(const std::string& key, const std::string& raw) {
+  const auto dot = key.find('.');
+  if (dot == std::string::npos) return "expected section.key, for example train.iterations, got '" + key + "'";
+  const KeySpec* spec = nullptr;
+  Value value;
+  return resolve_override(key.substr(0, dot), key.substr(dot + 1), raw, spec, value);
+}
+
+std::vector<std::string> differing_keys(const Config& a, const Config& b) {
+  std::vector<std::string> keys;
+  for (const auto& spec : deck_schema()) {
+    if (value_text(spec.get(a)) != value_text(spec.get(b))) keys.push_back(spec.dotted());
+  }
+  return keys;
 }
 
 std::vector<std::string> all_keys() {

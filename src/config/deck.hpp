@@ -25,6 +25,9 @@ struct Origin {
 struct DeckOptions {
   int world_size = 1;
   std::vector<std::string> overrides;  // "section.key=value", applied in order after the deck
+  // Where each override was written, when it came from a file (a sweep): messages and the resolved
+  // deck then name that file's line:column instead of "--set". Empty, or one per override.
+  std::vector<Origin> override_origins;
 };
 
 struct ResolvedDeck {
@@ -55,6 +58,13 @@ std::string render_resolved(const ResolvedDeck& deck);
 
 // Markdown reference of every key: type, default, allowed values, meaning.
 std::string render_reference();
+
+// Checks one override before any deck is read: "" when `key` exists and `raw` is a valid value for
+// it, else the reason (with a suggestion for a misspelt key).
+std::string check_override(const std::string& key, const std::string& raw);
+
+// The keys whose values differ between two configurations, in reference order.
+std::vector<std::string> differing_keys(const Config& a, const Config& b);
 
 // Every key as "section.key", in reference order.
 std::vector<std::string> all_keys();

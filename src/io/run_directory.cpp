@@ -48,6 +48,25 @@ void require_run_directory(const std::string& path) {
   }
 }
 
+bool holds_run(const std::string& path) { return exists(path + "/deck.yaml"); }
+
+void require_same_run(const std::string& path, const config::ResolvedDeck& deck) {
+  config::DeckOptions options;
+  options.world_size = deck.options.world_size;
+  config::ResolvedDeck stored;
+  try {
+    stored = config::load_deck(path + "/deck.yaml", options);
+  } catch (const InputError& e) {
+    throw InputError(path + "/deck.yaml: the run directory's deck does not read back: " + e.what());
+  }
+  std::vector<std::string> keys = config::differing_keys(stored.config, deck.config);
+  if (keys.empty()) return;
+  std::string names;
+  for (const auto& key : keys) names += (names.empty() ? "" : ", ") + key;
+  throw InputError(path + ": holds a run made from other deck values (" + names + " differ from " + deck.path +
+                   "); choose another --run-dir, or move that run away");
+}
+
 void write_resolved_deck(const std::string& dir, const config::ResolvedDeck& deck) {
   write_file_atomically(dir + "/deck.source.yaml", deck.text);
   write_file_atomically(dir + "/deck.yaml", config::render_resolved(deck));

@@ -208,3 +208,109 @@ TEST_CASE("every shipped deck is valid", "[app][inputs]") {
   ::closedir(listing);
   CHECK(decks >= 1);
 }
+
+TEST_CASE("kgpt sweep writes numbered decks and manifests only when every point is valid", "[app][sweep]") {
+  TempDir dir;
+  prepare_data(dir);
+  write_file(dir.file("small.yaml"), small_deck(dir));
+  write_file(dir.file("lr.yaml"), "base: " + dir.file("small.yaml") +
+                                      "\nset:\n  train.iterations: 2\ngrid:\n  optim.matrix_lr: [0.02, 0.04]\n"
+                                      "  run.seed: [1, 2]\n");
+  const std::string out = dir.file("sweeps/lr");
+  const auto sweep = run_kgpt({"sweep", dir.file("lr.yaml"), "--out", out, "--world-size", "2"});
+  INFO(sweep.out << sweep.err);
+  REQUIRE(sweep.exit_code == 0);
+  CHECK_THAT(sweep.out, Catch::Contains("sweep lr: 4 points from " + dir.file("small.yaml") +
+                                        ", every deck valid for world size 2; data checked"));
+  CHECK_THAT(sweep.out, Catch::Contains("submit: sbatch --array=0-3%4 slurm/sweep.sbatch " + out));
+  CHECK(read_file(out + "/manifest.csv") ==
+        "index,deck,run_dir,optim.matrix_lr,run.seed\n0,decks/000.yaml,runs/000,0.02,1\n"
+        "1,decks/001.yaml,runs/001,0.02,2\n2,decks/002.yaml,runs/002,0.04,1\n3,decks/003.yaml,runs/003,0.04,2\n");
+  CHECK_THAT(read_file(out + "/manifest.json"), Catch::Contains("\"world_size\": 2"));
+  CHECK(read_file(out + "/sweep.yaml") == read_file(dir.file("lr.yaml")));
+  // Each deck is a valid deck of its own, with the point's values and its run directory.
+  const auto check = run_kgpt({"check", out + "/decks/002.yaml", "--world-size", "2"});
+  INFO(check.err);
+  CHECK(check.exit_code == 0);
+  CHECK_THAT(check.out, Catch::Contains("  matrix_lr: 0.04 "));
+  CHECK_THAT(check.out, Catch::Contains("  seed: 1 "));
+  CHECK_THAT(check.out, Catch::Contains("  iterations: 2 "));
+  CHECK_THAT(check.out, Catch::Contains("  out_dir: " + out + "/runs "));
+  CHECK_THAT(check.out, Catch::Contains("  name: 002 "));
+  const auto train = run_kgpt({"train", out + "/decks/002.yaml"});
+  INFO(train.err);
+  CHECK(train.exit_code == 0);
+  CHECK(kgpt::test::file_exists(out + "/runs/002/history.h5"));
+
+  // An existing sweep folder is never written over.
+  const std::string manifest = read_file(out + "/manifest.csv");
+  const auto again = run_kgpt({"sweep", dir.file("lr.yaml"), "--out", out});
+  CHECK(again.exit_code == 2);
+  CHECK(again.err == "kgpt sweep: error: --out " + out + ": already exists and is not empty (a sweep never overwrites one)\n");
+  CHECK(read_file(out + "/manifest.csv") == manifest);
+
+  // A point whose data is missing stops the sweep before anything is written; --no-data skips that check.
+  write_file(dir.file("bad.yaml"), "base: " + dir.file("small.yaml") + "\nlist:\n  - {run.seed: 1}\n  - {data.val_files: " +
+                                       dir.file("none_*.bin") + "}\n");
+  const auto bad = run_kgpt({"sweep", dir.file("bad.yaml"), "--out", dir.file("sweeps/bad")});
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("kgpt sweep: error: point 1: " + dir.file("bad.yaml") + ":4:22: data.val_files: no file matches"));
+  CHECK_FALSE(kgpt::test::file_exists(dir.file("sweeps/bad")));
+  CHECK(run_kgpt({"sweep", dir.file("bad.yaml"), "--out", dir.file("sweeps/bad"), "--no-data"}).exit_code == 0);
+}
+
+TEST_CASE("train --auto-resume and --run-suffix, for batch jobs that may be requeued", "[app][sweep]") {
+  TempDir dir;
+  prepare_data(dir);
+  write_file(dir.file("small.yaml"), small_deck(dir) + "  iterations: 4\nrun:\n  out_dir: " + dir.file("runs") + "\n");
+  // --run-suffix names the run directory after the job; --auto-resume starts a run that is not there.
+  const auto first = run_kgpt({"train", dir.file("small.yaml"), "--run-suffix", "-77", "--auto-resume"});
+  INFO(first.out << first.err);
+  REQUIRE(first.exit_code == 0);
+  const std::string run_dir = dir.file("runs/small-77");
+  CHECK_THAT(first.out, Catch::Contains("run_dir:" + run_dir));
+  CHECK_THAT(first.out, !Catch::Contains("resumed_from:"));
+  CHECK(kgpt::test::file_exists(run_dir + "/checkpoints/ckpt_00000004.h5"));
+  // Again (a requeued job that had finished): resumes from the last checkpoint and has nothing to do.
+  const auto again = run_kgpt({"train", dir.file("small.yaml"), "--run-suffix", "-77", "--auto-resume"});
+  INFO(again.out << again.err);
+  CHECK(again.exit_code == 0);
+  CHECK_THAT(again.out, Catch::Contains("resumed_from:" + run_dir + "/checkpoints/ckpt_00000004.h5 step:4"));
+  CHECK_THAT(again.out, !Catch::Contains("train_loss:"));
+  // A run directory made from other deck values is refused and left as it was.
+  const std::string deck_before = read_file(run_dir + "/deck.yaml");
+  const auto other = run_kgpt(
+      {"train", dir.file("small.yaml"), "--run-suffix", "-77", "--auto-resume", "--set", "optim.matrix_lr=0.01"});
+  CHECK(other.exit_code == 2);
+  CHECK(other.err == "kgpt train: error: " + run_dir + ": holds a run made from other deck values (optim.matrix_lr differ from " +
+                         dir.file("small.yaml") + "); choose another --run-dir, or move that run away\n");
+  CHECK(read_file(run_dir + "/deck.yaml") == deck_before);
+  // An attempt that died before its first checkpoint is started again in the same folder.
+  const std::string died = dir.file("runs/died");
+  REQUIRE(run_kgpt({"train", dir.file("small.yaml"), "--run-dir", died, "--set", "train.iterations=1"}).exit_code == 0);
+  std::remove((died + "/checkpoints/ckpt_00000001.h5").c_str());
+  const auto restart =
+      run_kgpt({"train", dir.file("small.yaml"), "--run-dir", died, "--set", "train.iterations=1", "--auto-resume"});
+  INFO(restart.out << restart.err);
+  CHECK(restart.exit_code == 0);
+  CHECK_THAT(restart.out, Catch::Contains("restart: " + died + " holds no checkpoint; starting the run again from step 0"));
+  CHECK_THAT(restart.out, Catch::Contains("step:1/1 train_loss:"));
+  // The first attempt's log lines are kept above the new ones.
+  const std::string log = read_file(died + "/log.txt");
+  CHECK(log.find("step:1/1 train_loss:") < log.find("restart: "));
+
+  const auto both = run_kgpt({"train", dir.file("small.yaml"), "--resume", "--auto-resume"});
+  CHECK(both.exit_code == 2);
+  CHECK_THAT(both.err, Catch::Contains("give --resume or --auto-resume, not both"));
+  const auto slash = run_kgpt({"train", dir.file("small.yaml"), "--run-suffix", "a/b"});
+  CHECK(slash.exit_code == 2);
+  CHECK_THAT(slash.err, Catch::Contains("--run-suffix a/b: must not contain '/'"));
+}
+
+TEST_CASE("every shipped sweep expands", "[app][inputs][sweep]") {
+  TempDir dir;
+  const auto r = run_kgpt({"sweep", "inputs/sweeps/tiny_cpu_lr.yaml", "--out", dir.file("s"), "--no-data"}, source_dir);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("sweep tiny_cpu_lr: 4 points"));
+}
