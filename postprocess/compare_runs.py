@@ -3,7 +3,8 @@
 
 usage: compare_runs.py [--out PNG] [--metric val_loss|train_loss|val_bpb] [--x step|tokens] RUN...
 
-Each RUN is a run directory or its history.h5. A run's label lists the resolved-deck keys whose
+Each RUN is a run directory, its history.h5, or a sweep folder written by `kgpt sweep` (each of its
+points that has a history). A run's label lists the resolved-deck keys whose
 values differ between the runs given, e.g. "optim.matrix_lr=0.02, train.seq_len=256" (and the
 world size when that differs); keys equal in all runs are left out. run.name and run.out_dir only
 name the run, so they are not used; when nothing else differs the label is the run directory name.

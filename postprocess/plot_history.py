@@ -13,6 +13,7 @@ The readers defined here (read_history, open_h5, flat_deck) are shared with comp
 summarize.py and inspect_checkpoint.py.
 """
 import argparse
+import json
 import os
 import sys
 
@@ -108,6 +109,7 @@ class History:
         self.path = os.path.join(arg, "history.h5") if os.path.isdir(arg) else arg
         self.run_dir = os.path.dirname(os.path.abspath(self.path))
         self.name = os.path.basename(self.run_dir)
+        self.sweep_values = {}
         with open_h5(self.path) as f:
             for needed in ("train/step", "train/loss"):
                 if needed not in f:
@@ -141,8 +143,44 @@ class History:
         return self.column("train", "step" if axis == "step" else "tokens")
 
 
+def read_sweep(path):
+    """The manifest of a sweep folder written by `kgpt sweep`, or None when `path` is not one."""
+    manifest = os.path.join(path, "manifest.json")
+    if not (os.path.isdir(path) and os.path.isfile(manifest)):
+        return None
+    try:
+        with open(manifest) as f:
+            sweep = json.load(f)
+        for point in sweep["points"]:
+            point["index"], point["run_dir"], point["overrides"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise InputError(f"{manifest}: not a kgpt sweep manifest ({error})") from None
+    return sweep
+
+
 def load_histories(args):
-    return [History(arg) for arg in args]
+    """Histories of run directories, history files and sweep folders (every point that has run).
+
+    A sweep's runs are named <sweep>/<index> and carry `sweep_values`: the point's index and the
+    values of its swept keys, from manifest.json. Points without a history yet are skipped with a
+    warning naming them."""
+    histories = []
+    for arg in args:
+        sweep = read_sweep(arg)
+        if sweep is None:
+            histories.append(History(arg))
+            continue
+        for point in sweep["points"]:
+            run_dir = os.path.join(arg, point["run_dir"])
+            if not os.path.isfile(os.path.join(run_dir, "history.h5")):
+                print(f"warning: {arg}: point {point['index']} has no history.h5 yet ({run_dir}); left out",
+                      file=sys.stderr)
+                continue
+            history = History(run_dir)
+            history.name = f"{sweep.get('sweep', os.path.basename(arg))}/{os.path.basename(run_dir)}"
+            history.sweep_values = {"index": point["index"], **point["overrides"]}
+            histories.append(history)
+    return histories
 
 
 def pyplot():

@@ -3,7 +3,9 @@
 
 usage: summarize.py [--csv FILE] [--markdown FILE] RUN...
 
-Each RUN is a run directory or its history.h5. Columns: run (directory name), family, steps and
+Each RUN is a run directory, its history.h5, or a sweep folder written by `kgpt sweep` (every point
+that has a history, named <sweep>/<index>; the table then also has the point's index and one column
+per swept key, after run). Columns: run (directory name), family, steps and
 tokens (of the last train row), final train loss, final val loss, best val loss and its step, final
 and best val_bpb, and the median of tokens/s over the train rows. Numbers are the values stored in
 the file, written in full (shortest round-trip form), so they compare equal to what h5py reads;
@@ -36,6 +38,10 @@ def best(values):
 
 
 def summary_row(history):
+    return {**history.sweep_values, **metrics_row(history)}
+
+
+def metrics_row(history):
     train_step = history.column("train", "step")
     val_loss, val_bpb = history.column("val", "loss"), history.column("val", "bpb")
     i_loss, i_bpb = best(val_loss), best(val_bpb)
@@ -55,10 +61,18 @@ def summary_row(history):
     }
 
 
+def columns_for(histories):
+    """COLUMNS, with the swept keys of any sweep runs (index first) after run."""
+    swept = []
+    for history in histories:
+        swept.extend(k for k in history.sweep_values if k not in swept)
+    return COLUMNS[:1] + swept + COLUMNS[1:]
+
+
 def table(histories):
-    frame = pd.DataFrame([summary_row(h) for h in histories], columns=COLUMNS)
+    frame = pd.DataFrame([summary_row(h) for h in histories], columns=columns_for(histories))
     # Nullable integers, so a run without val rows does not turn steps into floats.
-    for name in INT_COLUMNS:
+    for name in INT_COLUMNS + (["index"] if "index" in frame else []):
         frame[name] = frame[name].astype("Int64")
     return frame
 
@@ -72,7 +86,8 @@ def cell(value):
 
 
 def markdown(frame):
-    rows = [COLUMNS, ["---"] * len(COLUMNS)]
+    columns = list(frame.columns)
+    rows = [columns, ["---"] * len(columns)]
     rows += [[cell(v.item() if isinstance(v, np.generic) else v) for v in record]
              for record in frame.itertuples(index=False)]
     return "".join("| " + " | ".join(row) + " |\n" for row in rows)

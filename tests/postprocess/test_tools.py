@@ -280,6 +280,34 @@ with tempfile.TemporaryDirectory() as tmp:
     check(best_step.get("lr_a") == "15", f"best val step is 15, not the last: {best_step}")
     writer.close()
 
+    # A sweep folder (as `kgpt sweep` writes it): every point with a history becomes a row named
+    # <sweep>/<index> with the point's index and swept values; points not run yet are named and left out.
+    sweep_dir = os.path.join(tmp, "sweeps", "lr")
+    for index, lr in ((0, 0.02), (1, 0.04)):
+        write_history(os.path.join(sweep_dir, "runs", f"{index:03d}"), deck_text(f"{index:03d}", lr), seed=10 + index)
+    points = [{"index": i, "deck": f"decks/{i:03d}.yaml", "run_dir": f"runs/{i:03d}",
+               "overrides": {"optim.matrix_lr": lr}} for i, lr in ((0, 0.02), (1, 0.04), (2, 0.08))]
+    with open(os.path.join(sweep_dir, "manifest.json"), "w") as f:
+        json.dump({"sweep": "lr", "keys": ["optim.matrix_lr"], "points": points}, f)
+    csv_path = os.path.join(tmp, "sweep.csv")
+    run = tool("summarize.py", sweep_dir, "--csv", csv_path)
+    check(run.returncode == 0, f"summarize.py on a sweep: {run.stderr}")
+    check(run.stdout.startswith("| run | index | optim.matrix_lr | family |"), f"sweep columns: {run.stdout[:200]!r}")
+    check("| lr/001 | 1 | 0.04 | golf | 30 |" in run.stdout, f"sweep row: {run.stdout}")
+    check(run.stdout.count("| lr/") == 2, f"two sweep rows: {run.stdout}")
+    check("point 2 has no history.h5 yet" in run.stderr, f"summarize.py names the point not run: {run.stderr}")
+    rows = list(csv.DictReader(open(csv_path))) if os.path.isfile(csv_path) else []
+    check([r["optim.matrix_lr"] for r in rows] == ["0.02", "0.04"], f"sweep CSV: {rows}")
+    run = tool("compare_runs.py", sweep_dir, "--out", os.path.join(tmp, "sweep.png"))
+    check(run.returncode == 0 and "optim.matrix_lr=0.02" in run.stdout and "optim.matrix_lr=0.04" in run.stdout,
+          f"compare_runs.py on a sweep: {run.stdout} {run.stderr}")
+    check_png(os.path.join(tmp, "sweep.png"), "compare_runs.py on a sweep")
+    with open(os.path.join(sweep_dir, "manifest.json"), "w") as f:
+        f.write('{"sweep": "lr"}')
+    run = tool("summarize.py", sweep_dir)
+    check(run.returncode == 2 and "manifest.json: not a kgpt sweep manifest" in run.stderr,
+          f"summarize.py on a broken manifest: {run.returncode} {run.stderr}")
+
     # inspect_checkpoint: shapes, float64 norms and counts against numpy; a directory means its newest checkpoint.
     for target in (ckpt, run_a):
         run = tool("inspect_checkpoint.py", "--json", target)
