@@ -1,0 +1,211 @@
+#!/usr/bin/python3
+"""The batch scripts in slurm/ on a real single-node Slurm (tests/slurm/slurm_cluster.py).
+
+usage: test_batch_scripts.py SCENARIO KGPT_BINARY DATA_DIR STATE_DIR
+
+SCENARIO is one of
+  8xh100   slurm/8xh100.sbatch on the CPU build with 8 oversubscribed ranks, to completion; its run
+           directory is kept in STATE_DIR/reference for the preempt scenario;
+  preempt  the same deck and job, stopped by `scancel --signal=USR1 --batch` in the middle: the job
+           checkpoints, requeues itself, resumes and ends with the same losses as the reference;
+  sweep    `kgpt sweep` of 4 points and slurm/sweep.sbatch as a job array; summarize.py gives 4 rows.
+DATA_DIR holds the byte shards of tests/parallel/tiny_parallel.yaml (parallel_data/). Exit code 0
+when every check passes; each failure is printed.
+"""
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import h5py
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from slurm_cluster import SlurmCluster  # noqa: E402
+
+SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DECK = os.path.join(SOURCE, "tests", "parallel", "tiny_parallel.yaml")
+PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+# 200 steps (about 10 ms each on 2 cores), so that a signal sent after step 5 lands well before the end.
+STEPS = 200
+TRAIN_OPTIONS = ["--set", f"train.iterations={STEPS}", "--set", "train.eval_every=50", "--set", "train.log_every=1"]
+failures = []
+
+
+def check(condition, what):
+    if not condition:
+        failures.append(what)
+        print("FAIL:", what, flush=True)
+    return condition
+
+
+def read_text(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def history(run_dir):
+    """Train and val columns of a run's history.h5."""
+    with h5py.File(os.path.join(run_dir, "history.h5"), "r", swmr=True) as f:
+        return {group: {name: f[group][name][()] for name in f[group]} for group in ("train", "val")}
+
+
+def job_environment(kgpt):
+    """What the batch scripts need here: the binary, the checkout, and MPI settings for a CI container."""
+    return {
+        "KGPT": kgpt,
+        "KGPT_HOME": SOURCE,
+        # Tests run as root in CI; Open MPI refuses root without these.
+        "OMPI_ALLOW_RUN_AS_ROOT": "1",
+        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+        # 8 ranks share 2 cores: ranks waiting in MPI must give up the core instead of spinning.
+        "OMPI_MCA_mpi_yield_when_idle": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+    }
+
+
+def workdir_with_data(parent, data_dir):
+    """A fresh submit folder whose parallel_data/ is the prepared shards (the deck's relative paths)."""
+    work = tempfile.mkdtemp(prefix="work-", dir=parent)
+    os.symlink(os.path.abspath(os.path.join(data_dir, "parallel_data")), os.path.join(work, "parallel_data"))
+    return work
+
+
+def only_run_dir(runs):
+    found = sorted(os.listdir(runs)) if os.path.isdir(runs) else []
+    check(len(found) == 1, f"one run directory in {runs}: {found}")
+    return os.path.join(runs, found[0]) if found else runs
+
+
+def scenario_8xh100(cluster, kgpt, data_dir, state_dir, tmp):
+    work = workdir_with_data(tmp, data_dir)
+    runs = os.path.join(work, "runs")
+    job = cluster.submit(os.path.join(SOURCE, "slurm", "8xh100.sbatch"), [DECK, *TRAIN_OPTIONS,
+                         "--set", f"run.out_dir={runs}"], cwd=work, env=job_environment(kgpt))
+    final = cluster.wait(job, timeout=420)[job]
+    out = read_text(os.path.join(work, f"kgpt-{job}.out"))
+    print(out[-3000:], flush=True)
+    check(final.state == "COMPLETED" and final.exit_status == 0, f"8xh100 job {job}: {cluster.job_report(job)}")
+    run_dir = only_run_dir(runs)
+    check(os.path.basename(run_dir) == f"tiny_parallel-{job}", f"run directory named after the job: {run_dir}")
+    log = read_text(os.path.join(run_dir, "log.txt"))
+    check("world_size:8 grad_accum_steps:1 micro_batch:4x32 ranks_per_node:8" in log,
+          "8 ranks on one node, 1 micro-step each")
+    check(f"step:{STEPS}/{STEPS} val_loss:" in log, f"the run reached step {STEPS}")
+    check(f"== kgpt job {job} (kgpt) on " in out and "8 tasks, 12 CPUs per task, restart 0" in out,
+          "the job header names the job, its 8 tasks and 12 CPUs per task")
+    h = history(run_dir)
+    check(list(h["train"]["step"]) == list(range(1, STEPS + 1)), f"{STEPS} train rows")
+    reference = os.path.join(state_dir, "reference")
+    shutil.rmtree(reference, ignore_errors=True)
+    shutil.copytree(run_dir, reference)
+
+
+def scenario_preempt(cluster, kgpt, data_dir, state_dir, tmp):
+    reference = os.path.join(state_dir, "reference")
+    if not check(os.path.isfile(os.path.join(reference, "history.h5")), f"reference run in {reference}"):
+        return
+    work = workdir_with_data(tmp, data_dir)
+    runs = os.path.join(work, "runs")
+    job = cluster.submit(os.path.join(SOURCE, "slurm", "8xh100.sbatch"), [DECK, *TRAIN_OPTIONS,
+                         "--set", f"run.out_dir={runs}"], cwd=work, env=job_environment(kgpt))
+    run_dir = os.path.join(runs, f"tiny_parallel-{job}")
+    # Signal the batch shell, as --signal=B:USR1@N does before the time limit, once step 5 is done.
+    deadline = time.time() + 300
+    while f"step:5/{STEPS} train_loss:" not in read_text(os.path.join(run_dir, "log.txt")):
+        if time.time() > deadline or not cluster.queue(job):
+            check(False, f"job {job} reached step 5 within 300 s")
+            break
+        time.sleep(0.1)
+    cluster.scancel(job, signal="USR1", batch=True)
+    final = cluster.wait(job, timeout=600)[job]
+    out = read_text(os.path.join(work, f"kgpt-{job}.out"))
+    print(out[-4000:], flush=True)
+    check(final.state == "COMPLETED" and final.exit_status == 0, f"preempted job {job} completed: {final}")
+    # The job-completion log has one line per end of the job: the requeued run, then the last one.
+    check(final.restarts == 1 and len(final.history) == 2 and final.history[-1] == "COMPLETED",
+          f"job {job} was requeued once: restarts {final.restarts}, ends {final.history}")
+    check("SIGUSR1 received" in out and "forwarding it to the job step" in out, "the batch shell forwarded SIGUSR1")
+    check(f"checkpointed (exit code 3); requeueing job {job} (restart 1)" in out, "the batch shell requeued the job")
+    check("restart 1," in out, "the second start is restart 1")
+    log = read_text(os.path.join(run_dir, "log.txt"))
+    check("preempted: signal 10" in log, "kgpt stopped on SIGUSR1 with a checkpoint")
+    check("resumed_from:" in log, "the requeued job resumed from the checkpoint")
+    check(only_run_dir(runs) == run_dir, "the requeued job used the same run directory")
+    got, want = history(run_dir), history(reference)
+    check(list(got["train"]["step"]) == list(range(1, STEPS + 1)), f"{STEPS} train rows, none twice: {got['train']['step']}")
+    stopped = [line for line in log.splitlines() if line.startswith("preempted:")]
+    print(f"stopped at: {stopped}", flush=True)
+    for group, column in (("train", "loss"), ("val", "loss"), ("val", "bpb")):
+        same = np.array_equal(got[group][column], want[group][column])
+        check(same, f"{group}/{column} equals the uninterrupted run: {got[group][column]} vs {want[group][column]}")
+    print(f"final train loss {got['train']['loss'][-1]!r} (uninterrupted {want['train']['loss'][-1]!r}), "
+          f"final val loss {got['val']['loss'][-1]!r} (uninterrupted {want['val']['loss'][-1]!r})", flush=True)
+
+
+def scenario_sweep(cluster, kgpt, data_dir, state_dir, tmp):
+    work = workdir_with_data(tmp, data_dir)
+    sweep_file = os.path.join(work, "lr.yaml")
+    with open(sweep_file, "w") as f:
+        f.write(f"base: {DECK}\nname: lr\nset:\n  train.iterations: 6\n  train.eval_every: 3\n"
+                "grid:\n  optim.matrix_lr: [0.02, 0.04]\n  optim.scalar_lr: [0.02, 0.04]\n")
+    sweep_dir = os.path.join(work, "sweeps", "lr")
+    made = subprocess.run([kgpt, "sweep", sweep_file, "--out", sweep_dir, "--world-size", "2"], cwd=work,
+                          capture_output=True, text=True, timeout=60)
+    print(made.stdout, made.stderr, flush=True)
+    if not check(made.returncode == 0, f"kgpt sweep: {made.stderr}"):
+        return
+    check("submit: sbatch --array=0-3%4 slurm/sweep.sbatch" in made.stdout, "kgpt sweep prints the sbatch line")
+    # The script asks for one 8-GPU node per point; CPU points take 2 ranks and no GPU instead.
+    job = cluster.submit(os.path.join(SOURCE, "slurm", "sweep.sbatch"), [sweep_dir],
+                         options=["--array=0-3%2", "--gres=none", "--ntasks-per-node=2", "--cpus-per-task=1"],
+                         cwd=work, env=job_environment(kgpt))
+    tasks = cluster.wait(job, timeout=420)
+    check(sorted(tasks) == [f"{job}_{i}" for i in range(4)] and
+          all(t.state == "COMPLETED" and t.exit_status == 0 for t in tasks.values()),
+          f"4 array tasks completed: {cluster.job_report(job)}")
+    for i in range(4):
+        check(os.path.isfile(os.path.join(sweep_dir, "runs", f"{i:03d}", "history.h5")), f"point {i} has a history")
+    summary_csv = os.path.join(work, "summary.csv")
+    summary = subprocess.run([PYTHON, os.path.join(SOURCE, "postprocess", "summarize.py"), sweep_dir, "--csv",
+                              summary_csv], capture_output=True, text=True, timeout=120)
+    print(summary.stdout, summary.stderr, flush=True)
+    check(summary.returncode == 0, f"summarize.py: {summary.stderr}")
+    rows = list(csv.DictReader(open(summary_csv))) if os.path.isfile(summary_csv) else []
+    check(len(rows) == 4, f"the summary has 4 rows: {rows}")
+    check([r["run"] for r in rows] == ["lr/000", "lr/001", "lr/002", "lr/003"], f"rows by point: {rows}")
+    check([(r["optim.matrix_lr"], r["optim.scalar_lr"]) for r in rows] ==
+          [("0.02", "0.02"), ("0.02", "0.04"), ("0.04", "0.02"), ("0.04", "0.04")], "the swept values of each row")
+    check(all(r["steps"] == "6" and r["final_val_loss"] for r in rows), "every point ran 6 steps and evaluated")
+    check(len({r["final_train_loss"] for r in rows}) == 4, "the 4 points trained differently")
+
+
+SCENARIOS = {"8xh100": scenario_8xh100, "preempt": scenario_preempt, "sweep": scenario_sweep}
+
+
+def main():
+    if len(sys.argv) != 5 or sys.argv[1] not in SCENARIOS:
+        print(__doc__, file=sys.stderr)
+        return 2
+    scenario, kgpt, data_dir, state_dir = sys.argv[1], os.path.abspath(sys.argv[2]), sys.argv[3], sys.argv[4]
+    os.makedirs(state_dir, exist_ok=True)
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix=f"slurm-{scenario}-") as tmp:
+        with SlurmCluster(os.path.join(tmp, "cluster")) as cluster:
+            SCENARIOS[scenario](cluster, kgpt, data_dir, state_dir, tmp)
+    for failure in failures:
+        print("FAILED:", failure)
+    print(f"{scenario}: {'passed' if not failures else 'failed'} in {time.time() - started:.0f} s, "
+          f"{len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
