@@ -8,7 +8,10 @@ SCENARIO is one of
            directory is kept in STATE_DIR/reference for the preempt scenario;
   preempt  the same deck and job, stopped by `scancel --signal=USR1 --batch` in the middle: the job
            checkpoints, requeues itself, resumes and ends with the same losses as the reference;
-  sweep    `kgpt sweep` of 4 points and slurm/sweep.sbatch as a job array; summarize.py gives 4 rows.
+  sweep    `kgpt sweep` of 4 points and slurm/sweep.sbatch as a job array; summarize.py gives 4 rows;
+  others   slurm/cpu.sbatch and slurm/multinode.sbatch (on the one node) to completion, and bad input
+           to the scripts (a missing deck, a bad key, a sweep without --array): exit code 2, a message
+           naming the problem, no requeue.
 DATA_DIR holds the byte shards of tests/parallel/tiny_parallel.yaml (parallel_data/). Exit code 0
 when every check passes; each failure is printed.
 """
@@ -187,7 +190,41 @@ def scenario_sweep(cluster, kgpt, data_dir, state_dir, tmp):
     check(len({r["final_train_loss"] for r in rows}) == 4, "the 4 points trained differently")
 
 
-SCENARIOS = {"8xh100": scenario_8xh100, "preempt": scenario_preempt, "sweep": scenario_sweep}
+def scenario_others(cluster, kgpt, data_dir, state_dir, tmp):
+    work = workdir_with_data(tmp, data_dir)
+    runs = os.path.join(work, "runs")
+    short = ["--set", "train.iterations=5", "--set", f"run.out_dir={runs}"]
+    env = job_environment(kgpt)
+    good = []
+    for script, options, ranks, name in (("cpu.sbatch", [], 4, "kgpt-cpu"),
+                                          ("multinode.sbatch", ["--nodes=1"], 8, "kgpt-multinode")):
+        job = cluster.submit(os.path.join(SOURCE, "slurm", script), [DECK, *short], options=options, cwd=work, env=env)
+        final = cluster.wait(job, timeout=300)[job]
+        good.append(f"tiny_parallel-{job}")
+        check(final.state == "COMPLETED" and final.exit_status == 0, f"{script} job {job}: {cluster.job_report(job)}")
+        log = read_text(os.path.join(runs, f"tiny_parallel-{job}", "log.txt"))
+        check(f"world_size:{ranks} " in log and "step:5/5 val_loss:" in log, f"{script}: {ranks} ranks, 5 steps")
+        check(f"== kgpt job {job} ({name})" in read_text(os.path.join(work, f"{name}-{job}.out")), f"{script} output file")
+
+    # Bad input ends the job with exit code 2 and one message naming the problem; nothing is requeued.
+    bad = [("8xh100.sbatch", ["missing.yaml"], [], "kgpt job: error: deck 'missing.yaml' not found"),
+           ("8xh100.sbatch", [DECK, "--set", "train.iteratons=5"], [],
+            "unknown key 'train.iteratons' (did you mean 'train.iterations'?)"),
+           ("sweep.sbatch", [work], [], "slurm/sweep.sbatch runs one point per array task"),
+           ("sweep.sbatch", [work], ["--array=0"], f"'{work}' is not a sweep folder")]
+    for script, args, options, message in bad:
+        job = cluster.submit(os.path.join(SOURCE, "slurm", script), args, options=options, cwd=work, env=env)
+        records = cluster.wait(job, timeout=120)
+        final = next(iter(records.values()))
+        out = read_text(final.stdout or "")
+        check(final.state == "FAILED" and final.exit_status == 2 and final.restarts == 0,
+              f"{script} {args}: exit 2 without requeue: {final.state} {final.exit_code} restarts {final.restarts}")
+        check(message in out, f"{script} {args}: the output says {message!r}: {out[-1500:]}")
+    check(sorted(os.listdir(runs)) == sorted(good), f"bad input made no run directory: {os.listdir(runs)}")
+
+
+SCENARIOS = {"8xh100": scenario_8xh100, "preempt": scenario_preempt, "sweep": scenario_sweep,
+             "others": scenario_others}
 
 
 def main():
