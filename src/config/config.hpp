@@ -27,6 +27,7 @@ struct ModelConfig {
   double logit_softcap = 30.0;  // 0 turns the softcap off
   double qk_gain_init = 1.5;
   double tied_embed_init_std = 0.005;
+  std::string attention = "auto";  // auto | gemm | fused
 };
 
 struct DataConfig {

@@ -286,6 +286,14 @@ void check_cross_field(ResolvedDeck& deck, std::vector<std::string>& problems) {
                        std::to_string(m.d_model / m.n_head) + " must be even for RoPE (" +
                        value_of("model.n_head", m.n_head) + ")");
   }
+  const int head_dim = m.d_model % m.n_head == 0 ? m.d_model / m.n_head : 0;
+  if (m.attention == "fused" && head_dim > 0 && head_dim != 8 && head_dim != 16 && head_dim != 32 && head_dim != 64 &&
+      head_dim != 128) {
+    problems.push_back(deck.where("model.attention") + ": fused attention needs a head dimension of 8, 16, 32, 64 or "
+                       "128; d_model / n_head = " + std::to_string(head_dim) + " (" +
+                       value_of("model.d_model", m.d_model) + ", " + value_of("model.n_head", m.n_head) +
+                       "); use gemm or auto");
+  }
   if (m.n_head % m.n_kv_head != 0) {
     problems.push_back(deck.where("model.n_head") + ": n_head = " + std::to_string(m.n_head) +
                        " is not divisible by " + value_of("model.n_kv_head", m.n_kv_head));
@@ -425,6 +433,7 @@ std::string render_reference() {
       << "Rules between keys:\n"
       << "- `model.d_model` divisible by `model.n_head`; in golf the head dimension is even (RoPE).\n"
       << "- `model.n_head` divisible by `model.n_kv_head`; gpt2 needs `n_kv_head = n_head`.\n"
+      << "- `model.attention: fused` needs a head dimension `d_model / n_head` of 8, 16, 32, 64 or 128.\n"
       << "- `train.accum_total` divisible by the world size; grad_accum_steps = accum_total / world_size.\n"
       << "- `train.global_batch_tokens` divisible by world_size x grad_accum_steps x `train.seq_len`.\n"
       << "- `data.tokenizer: byte` needs `model.vocab_size >= 257`; `sentencepiece` needs `data.vocab_file`.\n"

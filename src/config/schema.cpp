@@ -131,6 +131,11 @@ std::vector<KeySpec> build_schema() {
           "Initial per-head query gain (golf)."),
       key("model", "tied_embed_init_std", &Config::model, &MC::tied_embed_init_std, VK::real, above(0),
           "Standard deviation of the tied embedding's normal initialisation."),
+      key("model", "attention", &Config::model, &MC::attention, VK::choice, none,
+          "Attention kernels: gemm keeps the (B, H, T, T) probabilities for the backward; fused "
+          "(flash-style, head dimension 8, 16, 32, 64 or 128) keeps only a log-sum-exp per row; auto is "
+          "fused on GPUs and gemm on CPUs. Both compute the same function.",
+          {"auto", "gemm", "fused"}),
       // data
       key("data", "train_files", &Config::data, &DC::train_files, VK::string, none,
           "Glob of training shards, read in sorted order and wrapped around."),

@@ -29,7 +29,7 @@ struct GolfModel<T>::Layer {
   Vector<T> g_q_gain, g_attn_scale, g_mlp_scale;
   // Activations kept for the backward.
   Buffer<T> x_in, x_mix, h_attn, rstd_attn, q_lin, k_lin, v_lin, q_raw, k_raw, q_rstd, k_rstd, q_rope, k_rope, q_final,
-      v, probs, o, o_flat, attn_out, x_attn, h_mlp, rstd_mlp, fc, act, mlp_out, x_out;
+      v, o, o_flat, attn_out, x_attn, h_mlp, rstd_mlp, fc, act, mlp_out, x_out;
 };
 
 template <class T>
@@ -54,7 +54,6 @@ GolfModel<T>::GolfModel(const config::ModelConfig& config, int max_batch, int ma
   const std::size_t c = width_, f = hidden_, kvd = static_cast<std::size_t>(kv_heads_) * head_dim_;
   const std::size_t bht = static_cast<std::size_t>(max_batch) * heads_ * max_seq;
   const std::size_t bkt = static_cast<std::size_t>(max_batch) * kv_heads_ * max_seq;
-  const std::size_t probs = bht * max_seq;
   auto buffer = [](const std::string& name, std::size_t size) { return Buffer<T>("kgpt::golf::" + name, size); };
   layers_.resize(config.n_layer);
   for (int l = 0; l < config.n_layer; ++l) {
@@ -95,7 +94,6 @@ GolfModel<T>::GolfModel(const config::ModelConfig& config, int max_batch, int ma
     L.k_rope = buffer("k_rope", n * kvd);
     L.q_final = buffer("q_final", n * c);
     L.v = buffer("v", n * kvd);
-    L.probs = buffer("probs", probs);
     L.o = buffer("o", n * c);
     L.o_flat = buffer("o_flat", n * c);
     L.attn_out = buffer("attn_out", n * c);
@@ -122,7 +120,7 @@ GolfModel<T>::GolfModel(const config::ModelConfig& config, int max_batch, int ma
   for (Buffer<T>* b : {&d_k_, &d_k2_, &d_v_, &d_k_lin_, &d_v_lin_}) *b = buffer("backward_kv", n * kvd);
   d_act_ = buffer("d_act", n * f);
   d_fc_ = buffer("d_fc", n * f);
-  scratch_ = buffer("attention_scratch", static_cast<std::size_t>(max_seq) * max_seq);
+  attention_ = CausalAttention<T>(attention_kind(config), config.n_layer, max_batch, heads_, max_seq, "kgpt::golf::");
   for (int s = 0; s < skips_; ++s) d_skips_.push_back(buffer("d_skip", n * c));
   initialize(params_, 0);
 }
@@ -178,8 +176,8 @@ void GolfModel<T>::block_forward(const ExecSpace& exec, int l) {
   ops::rope_forward<T>(exec, rope_cos_, rope_sin_, L.q_rope.t4(b, h, t, d), L.q_rope.t4(b, h, t, d));
   ops::rope_forward<T>(exec, rope_cos_, rope_sin_, L.k_rope.t4(b, kv, t, d), L.k_rope.t4(b, kv, t, d));
   ops::head_gain_forward<T>(exec, L.q_rope.t4(b, h, t, d), L.q_gain, L.q_final.t4(b, h, t, d));
-  ops::attention_forward<T>(exec, L.q_final.t4(b, h, t, d), L.k_rope.t4(b, kv, t, d), L.v.t4(b, kv, t, d),
-                            L.probs.t4(b, h, t, t), L.o.t4(b, h, t, d));
+  attention_.forward(exec, l, L.q_final.t4(b, h, t, d), L.k_rope.t4(b, kv, t, d), L.v.t4(b, kv, t, d),
+                     L.o.t4(b, h, t, d));
   ops::merge_heads<T>(exec, L.o.t4(b, h, t, d), 0, L.o_flat.mat(n, c));
   gemm(exec, Op::none, Op::transpose, T(1), L.o_flat.mat(n, c), L.w_proj, T(0), L.attn_out.mat(n, c));
   const Matrix<T> x_attn = L.x_attn.mat(n, c);
@@ -244,9 +242,9 @@ void GolfModel<T>::block_backward(const ExecSpace& exec, int l, const Matrix<T>&
   gemm(exec, Op::none, Op::none, T(1), d_attn_out_.mat(n, c), L.w_proj, T(0), d_o_flat_.mat(n, c));
   gemm(exec, Op::transpose, Op::none, T(1), d_attn_out_.mat(n, c), L.o_flat.mat(n, c), T(1), L.g_proj);
   ops::split_heads<T>(exec, d_o_flat_.mat(n, c), 0, d_o_.t4(b, h, t, d));
-  ops::attention_backward<T>(exec, L.q_final.t4(b, h, t, d), L.k_rope.t4(b, kv, t, d), L.v.t4(b, kv, t, d),
-                             L.probs.t4(b, h, t, t), d_o_.t4(b, h, t, d), d_q_.t4(b, h, t, d), d_k_.t4(b, kv, t, d),
-                             d_v_.t4(b, kv, t, d), scratch_.mat(t, t));
+  attention_.backward(exec, l, L.q_final.t4(b, h, t, d), L.k_rope.t4(b, kv, t, d), L.v.t4(b, kv, t, d),
+                      L.o.t4(b, h, t, d), d_o_.t4(b, h, t, d), d_q_.t4(b, h, t, d), d_k_.t4(b, kv, t, d),
+                      d_v_.t4(b, kv, t, d));
   ops::head_gain_backward<T>(exec, L.q_rope.t4(b, h, t, d), L.q_gain, d_q_.t4(b, h, t, d), d_q2_.t4(b, h, t, d),
                              L.g_q_gain);
   ops::rope_backward<T>(exec, rope_cos_, rope_sin_, d_q2_.t4(b, h, t, d), d_q2_.t4(b, h, t, d));

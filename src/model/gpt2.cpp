@@ -23,7 +23,7 @@ struct Gpt2Model<T>::Layer {
   Matrix<T> w_attn, w_proj, w_fc, w_mproj;
   Vector<T> g_ln1_w, g_ln1_b, g_ln2_w, g_ln2_b, g_b_attn, g_b_proj, g_b_fc, g_b_mproj;
   Matrix<T> g_attn, g_proj, g_fc, g_mproj;
-  Buffer<T> x_in, h1, mean1, rstd1, qkv, q, k, v, probs, o, o_flat, x_attn, h2, mean2, rstd2, fc, act;
+  Buffer<T> x_in, h1, mean1, rstd1, qkv, q, k, v, o, o_flat, x_attn, h2, mean2, rstd2, fc, act;
 };
 
 template <class T>
@@ -38,7 +38,6 @@ Gpt2Model<T>::Gpt2Model(const config::ModelConfig& config, int max_batch, int ma
       params_(gpt2_layout(config, max_seq)),
       stage_(max_batch, max_seq) {
   const std::size_t n = static_cast<std::size_t>(max_batch) * max_seq, c = width_;
-  const std::size_t probs = static_cast<std::size_t>(max_batch) * heads_ * max_seq * max_seq;
   auto buffer = [](const std::string& name, std::size_t size) { return Buffer<T>("kgpt::gpt2::" + name, size); };
   layers_.resize(config.n_layer);
   for (int l = 0; l < config.n_layer; ++l) {
@@ -76,7 +75,6 @@ Gpt2Model<T>::Gpt2Model(const config::ModelConfig& config, int max_batch, int ma
     L.q = buffer("q", n * c);
     L.k = buffer("k", n * c);
     L.v = buffer("v", n * c);
-    L.probs = buffer("probs", probs);
     L.o = buffer("o", n * c);
     L.o_flat = buffer("o_flat", n * c);
     L.x_attn = buffer("x_attn", n * c);
@@ -97,7 +95,7 @@ Gpt2Model<T>::Gpt2Model(const config::ModelConfig& config, int max_batch, int ma
   d_big_ = buffer("backward_mlp", n * 4 * c);
   d_big2_ = buffer("backward_mlp", n * 4 * c);
   d_qkv_ = buffer("backward_qkv", n * 3 * c);
-  scratch_ = buffer("attention_scratch", static_cast<std::size_t>(max_seq) * max_seq);
+  attention_ = CausalAttention<T>(attention_kind(config), config.n_layer, max_batch, heads_, max_seq, "kgpt::gpt2::");
   initialize(params_, 0);
 }
 
@@ -124,8 +122,7 @@ double Gpt2Model<T>::forward(const ExecSpace& exec, const ConstTokenMatrix& inpu
     ops::split_heads<T>(exec, qkv, 0, L.q.t4(b, h, t, d));
     ops::split_heads<T>(exec, qkv, static_cast<int>(c), L.k.t4(b, h, t, d));
     ops::split_heads<T>(exec, qkv, static_cast<int>(2 * c), L.v.t4(b, h, t, d));
-    ops::attention_forward<T>(exec, L.q.t4(b, h, t, d), L.k.t4(b, h, t, d), L.v.t4(b, h, t, d), L.probs.t4(b, h, t, t),
-                              L.o.t4(b, h, t, d));
+    attention_.forward(exec, l, L.q.t4(b, h, t, d), L.k.t4(b, h, t, d), L.v.t4(b, h, t, d), L.o.t4(b, h, t, d));
     ops::merge_heads<T>(exec, L.o.t4(b, h, t, d), 0, L.o_flat.mat(n, c));
     const Matrix<T> x_attn = L.x_attn.mat(n, c);
     Kokkos::deep_copy(exec, x_attn, x_in);
@@ -178,9 +175,8 @@ void Gpt2Model<T>::backward(const ExecSpace& exec, T grad_scale, const Gradients
     gemm(exec, Op::none, Op::none, T(1), dx, L.w_proj, T(0), tmp);
     gemm(exec, Op::transpose, Op::none, T(1), dx, L.o_flat.mat(n, c), T(1), L.g_proj);
     ops::split_heads<T>(exec, tmp, 0, d_o_.t4(b, h, t, d));
-    ops::attention_backward<T>(exec, L.q.t4(b, h, t, d), L.k.t4(b, h, t, d), L.v.t4(b, h, t, d), L.probs.t4(b, h, t, t),
-                               d_o_.t4(b, h, t, d), d_q_.t4(b, h, t, d), d_k_.t4(b, h, t, d), d_v_.t4(b, h, t, d),
-                               scratch_.mat(t, t));
+    attention_.backward(exec, l, L.q.t4(b, h, t, d), L.k.t4(b, h, t, d), L.v.t4(b, h, t, d), L.o.t4(b, h, t, d),
+                        d_o_.t4(b, h, t, d), d_q_.t4(b, h, t, d), d_k_.t4(b, h, t, d), d_v_.t4(b, h, t, d));
     const Matrix<T> d_qkv = d_qkv_.mat(n, 3 * c);
     ops::merge_heads<T>(exec, d_q_.t4(b, h, t, d), 0, d_qkv);
     ops::merge_heads<T>(exec, d_k_.t4(b, h, t, d), static_cast<int>(c), d_qkv);

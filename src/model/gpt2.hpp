@@ -8,6 +8,7 @@
 
 #include "config/config.hpp"
 #include "core/views.hpp"
+#include "model/causal_attention.hpp"
 #include "model/parameters.hpp"
 #include "model/workspace.hpp"
 
@@ -38,7 +39,8 @@ class Gpt2Model {
   TokenStage stage_;
   std::vector<Layer> layers_;
   Buffer<T> x_last_, final_, mean_final_, rstd_final_, logits_, lse_, losses_;
-  Buffer<T> dx_, tmp_, d_big_, d_big2_, d_qkv_, d_q_, d_k_, d_v_, d_o_, scratch_;
+  Buffer<T> dx_, tmp_, d_big_, d_big2_, d_qkv_, d_q_, d_k_, d_v_, d_o_;
+  CausalAttention<T> attention_;
 };
 
 }  // namespace kgpt::model

@@ -17,6 +17,7 @@ class Buffer {
   Buffer(const std::string& label, std::size_t capacity) : storage_(label, capacity) {}
   Vector<T> vec(std::size_t n) const { return Vector<T>(check(n), n); }
   Matrix<T> mat(std::size_t rows, std::size_t cols) const { return Matrix<T>(check(rows * cols), rows, cols); }
+  Tensor3<T> t3(std::size_t a, std::size_t b, std::size_t c) const { return Tensor3<T>(check(a * b * c), a, b, c); }
   Tensor4<T> t4(std::size_t a, std::size_t b, std::size_t c, std::size_t d) const {
     return Tensor4<T>(check(a * b * c * d), a, b, c, d);
   }
