@@ -69,9 +69,17 @@ class NcclAverager final : public GradientAverager<T> {
     ncclComm_t comm = nullptr;
     check_nccl(ncclCommInitRank(&comm, world_size, id, rank), "ncclCommInitRank");
     comm_ = comm;
+    // The all-reduces run on a stream of their own, so that the backward of the earlier layers keeps
+    // the GPU busy while the buckets of the later ones are averaged. Events order the two streams.
+    check_cuda(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    check_cuda(cudaEventCreateWithFlags(&grads_ready_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    check_cuda(cudaEventCreateWithFlags(&averaged_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
   }
 
   ~NcclAverager() override {
+    if (averaged_ != nullptr) cudaEventDestroy(averaged_);
+    if (grads_ready_ != nullptr) cudaEventDestroy(grads_ready_);
+    if (comm_stream_ != nullptr) cudaStreamDestroy(comm_stream_);
     if (comm_ == nullptr) return;
     // Unwinding with a collective still in flight: destroying would wait for peers that may never
     // come, so the communicator is aborted instead.
@@ -98,8 +106,11 @@ class NcclAverager final : public GradientAverager<T> {
 #else
     (void)exec;
 #endif
-    // In place, on the stream of the kernels that wrote the gradients: ordered after them, no fence.
-    check_nccl(ncclAllReduce(data, data, count, nccl_type<T>(), ncclAvg, comm_, stream_), "ncclAllReduce", comm_);
+    // In place, on the averaging stream, after everything the backward has enqueued so far (the
+    // kernels that wrote these gradients among it): an event, not a fence, so the host goes on.
+    check_cuda(cudaEventRecord(grads_ready_, stream_), "cudaEventRecord (gradients ready)");
+    check_cuda(cudaStreamWaitEvent(comm_stream_, grads_ready_, 0), "cudaStreamWaitEvent (gradients ready)");
+    check_nccl(ncclAllReduce(data, data, count, nccl_type<T>(), ncclAvg, comm_, comm_stream_), "ncclAllReduce", comm_);
     in_flight_ = true;
   }
 
@@ -107,12 +118,15 @@ class NcclAverager final : public GradientAverager<T> {
 
   void wait(const ExecSpace&) override {
     if (!in_flight_) return;
-    // Polling rather than cudaStreamSynchronize: when a peer dies the all-reduce never ends, and only
+    // The optimizer's kernels, enqueued on the compute stream next, start after the last all-reduce.
+    check_cuda(cudaEventRecord(averaged_, comm_stream_), "cudaEventRecord (averaged)");
+    check_cuda(cudaStreamWaitEvent(stream_, averaged_, 0), "cudaStreamWaitEvent (averaged)");
+    // Polling rather than cudaEventSynchronize: when a peer dies the all-reduce never ends, and only
     // an error seen here (and ncclCommAbort) ends it.
     for (;;) {
-      const cudaError_t state = cudaStreamQuery(stream_);
+      const cudaError_t state = cudaEventQuery(averaged_);
       if (state == cudaSuccess) break;
-      if (state != cudaErrorNotReady) check_cuda(state, "cudaStreamQuery (waiting for NCCL gradient averaging)");
+      if (state != cudaErrorNotReady) check_cuda(state, "cudaEventQuery (waiting for NCCL gradient averaging)");
       check_async("NCCL gradient averaging failed while waiting");
       std::this_thread::yield();
     }
@@ -134,7 +148,9 @@ class NcclAverager final : public GradientAverager<T> {
     throw failure_on_rank(std::string(what) + " (ncclCommGetAsyncError): " + text + "; communicator aborted");
   }
 
-  cudaStream_t stream_;
+  cudaStream_t stream_;             // the compute stream: the backward writes the gradients there
+  cudaStream_t comm_stream_ = nullptr;  // the all-reduces run here
+  cudaEvent_t grads_ready_ = nullptr, averaged_ = nullptr;
   ncclComm_t comm_ = nullptr;
   bool in_flight_ = false;  // a collective was started and wait() has not seen it end
 };

@@ -1,7 +1,9 @@
 #pragma once
 // The NCCL transport of gradient averaging. In CUDA builds the gradients live in device memory and
-// NCCL all-reduces them (ncclAvg) on the stream of the kernels that wrote them, so a bucket is
-// ordered after its part of the backward without a host fence and runs while the backward goes on.
+// NCCL all-reduces them (ncclAvg) on a stream of its own: an event recorded on the compute stream
+// orders each bucket after its part of the backward without a host fence, so the averaging of the
+// later layers runs while the backward of the earlier ones goes on; an event recorded after the last
+// bucket orders the optimizer after it.
 // kgpt compiles it in CUDA builds only; CPU builds may compile it against the CUDA toolkit's NCCL
 // for its test (KGPT_NCCL_TRANSPORT, tests/parallel/nccl_probe.cpp).
 
