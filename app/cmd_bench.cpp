@@ -47,6 +47,10 @@ int run_bench(const ParsedArgs& args) {
                 deck.plan.grad_accum_steps, r.tokens_per_s, r.step_ms, r.forward_ms, r.backward_ms, r.optimizer_ms, r.flops_per_token, r.model_flops / 1e9,
                 r.sgemm_flops / 1e9, r.model_flops / r.sgemm_flops, r.peak_rss_bytes / (1024.0 * 1024.0));
   std::cout << line;
+  if (r.device_used_bytes >= 0) {
+    std::snprintf(line, sizeof(line), "device_mem_used_mb:%.0f\n", r.device_used_bytes / (1024.0 * 1024.0));
+    std::cout << line;
+  }
   return 0;
 }
 
