@@ -122,7 +122,7 @@ GolfModel<T>::GolfModel(const config::ModelConfig& config, int max_batch, int ma
   for (Buffer<T>* b : {&d_k_, &d_k2_, &d_v_, &d_k_lin_, &d_v_lin_}) *b = buffer("backward_kv", n * kvd);
   d_act_ = buffer("d_act", n * f);
   d_fc_ = buffer("d_fc", n * f);
-  scratch_ = buffer("attention_scratch", static_cast<std::size_t>(max_seq) * max_seq);
+  scratch_ = buffer("attention_scratch", static_cast<std::size_t>(max_batch) * heads_ * max_seq * max_seq);
   for (int s = 0; s < skips_; ++s) d_skips_.push_back(buffer("d_skip", n * c));
   initialize(params_, 0);
 }
@@ -246,7 +246,7 @@ void GolfModel<T>::block_backward(const ExecSpace& exec, int l, const Matrix<T>&
   ops::split_heads<T>(exec, d_o_flat_.mat(n, c), 0, d_o_.t4(b, h, t, d));
   ops::attention_backward<T>(exec, L.q_final.t4(b, h, t, d), L.k_rope.t4(b, kv, t, d), L.v.t4(b, kv, t, d),
                              L.probs.t4(b, h, t, t), d_o_.t4(b, h, t, d), d_q_.t4(b, h, t, d), d_k_.t4(b, kv, t, d),
-                             d_v_.t4(b, kv, t, d), scratch_.mat(t, t));
+                             d_v_.t4(b, kv, t, d), scratch_.t4(b, h, t, t));
   ops::head_gain_backward<T>(exec, L.q_rope.t4(b, h, t, d), L.q_gain, d_q_.t4(b, h, t, d), d_q2_.t4(b, h, t, d),
                              L.g_q_gain);
   ops::rope_backward<T>(exec, rope_cos_, rope_sin_, d_q2_.t4(b, h, t, d), d_q2_.t4(b, h, t, d));

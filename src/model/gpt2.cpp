@@ -97,7 +97,7 @@ Gpt2Model<T>::Gpt2Model(const config::ModelConfig& config, int max_batch, int ma
   d_big_ = buffer("backward_mlp", n * 4 * c);
   d_big2_ = buffer("backward_mlp", n * 4 * c);
   d_qkv_ = buffer("backward_qkv", n * 3 * c);
-  scratch_ = buffer("attention_scratch", static_cast<std::size_t>(max_seq) * max_seq);
+  scratch_ = buffer("attention_scratch", static_cast<std::size_t>(max_batch) * heads_ * max_seq * max_seq);
   initialize(params_, 0);
 }
 
@@ -180,7 +180,7 @@ void Gpt2Model<T>::backward(const ExecSpace& exec, T grad_scale, const Gradients
     ops::split_heads<T>(exec, tmp, 0, d_o_.t4(b, h, t, d));
     ops::attention_backward<T>(exec, L.q.t4(b, h, t, d), L.k.t4(b, h, t, d), L.v.t4(b, h, t, d), L.probs.t4(b, h, t, t),
                                d_o_.t4(b, h, t, d), d_q_.t4(b, h, t, d), d_k_.t4(b, h, t, d), d_v_.t4(b, h, t, d),
-                               scratch_.mat(t, t));
+                               scratch_.t4(b, h, t, t));
     const Matrix<T> d_qkv = d_qkv_.mat(n, 3 * c);
     ops::merge_heads<T>(exec, d_q_.t4(b, h, t, d), 0, d_qkv);
     ops::merge_heads<T>(exec, d_k_.t4(b, h, t, d), static_cast<int>(c), d_qkv);
