@@ -52,6 +52,7 @@ struct TrainConfig {
   int eval_every = 1000;               // 0: evaluate only at the end
   long long val_tokens = 0;            // 0: the whole val split
   int log_every = 200;
+  std::string gemm_precision = "fp32";  // fp32 | bf16 (CUDA builds; host builds run fp32)
 };
 
 struct OptimConfig {

@@ -174,6 +174,10 @@ std::vector<KeySpec> build_schema() {
           "Tokens of the val split to evaluate; 0 means all of it."),
       key("train", "log_every", &Config::train, &TC::log_every, VK::integer, positive_int,
           "Print a train line every N steps (and the first and last steps)."),
+      key("train", "gemm_precision", &Config::train, &TC::gemm_precision, VK::choice, none,
+          "Inputs of the GEMMs on GPUs: fp32, or bf16 on the tensor cores with fp32 accumulation and output "
+          "(weights, gradients, norms, softmax and the loss stay fp32). CPU builds always run fp32.",
+          {"fp32", "bf16"}),
       // optim
       key("optim", "matrix_lr", &Config::optim, &OC::matrix_lr, VK::real, at_least(0),
           "Learning rate of the 2-D block matrices (Muon in golf, AdamW in gpt2)."),

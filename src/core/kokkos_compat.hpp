@@ -118,6 +118,18 @@ inline int device_count() {
 #endif
 }
 
+// Bytes of GPU memory in use on the current device (every allocation of every process on it, the
+// CUDA context included), read with cudaMemGetInfo; -1 when this Kokkos has no GPU backend.
+inline double device_memory_used_bytes() {
+#ifdef KOKKOS_ENABLE_CUDA
+  std::size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) return -1;
+  return static_cast<double>(total_bytes - free_bytes);
+#else
+  return -1;
+#endif
+}
+
 // Starts Kokkos for this process (device_id < 0: Kokkos chooses) and stops it when destroyed.
 // Exactly one lives in main, after MPI_Init: Kokkos 4's own ScopeGuard aborts on a second start.
 class Runtime {

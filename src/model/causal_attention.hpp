@@ -35,8 +35,8 @@ class CausalAttention {
     const std::size_t rows = static_cast<std::size_t>(max_batch) * heads * max_seq;
     const bool fused = kind == AttentionKind::fused;
     for (int l = 0; l < layers; ++l) kept_.emplace_back(prefix + (fused ? "lse" : "probs"), fused ? rows : rows * max_seq);
-    scratch_ = Buffer<T>(prefix + "attention_scratch",
-                         fused ? rows : static_cast<std::size_t>(max_seq) * static_cast<std::size_t>(max_seq));
+    // fused: the row dot products of the backward; gemm: dP of every (b, h) slice, for batched GEMMs.
+    scratch_ = Buffer<T>(prefix + "attention_scratch", fused ? rows : rows * max_seq);
   }
 
   AttentionKind kind() const { return kind_; }
@@ -62,7 +62,7 @@ class CausalAttention {
     if (kind_ == AttentionKind::fused) {
       ops::flash_attention_backward<T>(exec, q, k, v, o, kept.t3(b, h, t), d_o, scratch_.t3(b, h, t), dq, dk, dv);
     } else {
-      ops::attention_backward<T>(exec, q, k, v, kept.t4(b, h, t, t), d_o, dq, dk, dv, scratch_.mat(t, t));
+      ops::attention_backward<T>(exec, q, k, v, kept.t4(b, h, t, t), d_o, dq, dk, dv, scratch_.t4(b, h, t, t));
     }
   }
 

@@ -40,6 +40,7 @@ BenchResult bench_model(const config::ResolvedDeck& deck, const BenchOptions& op
   const config::Config& c = deck.config;
   const config::BatchPlan& plan = deck.plan;
   const ExecSpace exec;
+  model::set_gemm_precision(c.train.gemm_precision == "bf16" ? model::GemmPrecision::bf16 : model::GemmPrecision::fp32);
   const int batch = static_cast<int>(plan.local_sequences), seq = c.train.seq_len;
   Model model(c.model, batch, seq);
   model::initialize(model.parameters(), static_cast<std::uint64_t>(c.run.seed));
@@ -77,6 +78,8 @@ BenchResult bench_model(const config::ResolvedDeck& deck, const BenchOptions& op
   const auto start = Clock::now();
   for (int i = 0; i < options.steps; ++i) step(options.warmup_steps + i);
   const double seconds = seconds_since(start) / options.steps;
+  // Every View of the model, its workspaces and the optimizer is still allocated here.
+  const double device_used = compat::device_memory_used_bytes();
 
   std::size_t positions = 0;
   if (model.parameters().layout().contains("transformer.wpe.weight")) {
@@ -90,6 +93,7 @@ BenchResult bench_model(const config::ResolvedDeck& deck, const BenchOptions& op
   result.tokens_per_s = static_cast<double>(c.train.global_batch_tokens) / seconds;
   result.flops_per_token = training_flops_per_token(deck, model.parameters().layout().parameter_count() - positions);
   result.model_flops = result.flops_per_token * result.tokens_per_s;
+  result.device_used_bytes = device_used;
   return result;
 }
 

@@ -23,6 +23,7 @@ struct BenchResult {
   double model_flops = 0;        // FLOP/s by the 6N + attention estimate
   double flops_per_token = 0;
   double peak_rss_bytes = 0;
+  double device_used_bytes = -1;  // GPU memory in use after the timed steps (-1: no GPU backend)
 };
 
 // Runs the deck's model on synthetic tokens (no data files are read) and returns the figures.

@@ -15,6 +15,7 @@
 #include "data/shard.hpp"
 #include "data/token_bytes.hpp"
 #include "io/history.hpp"
+#include "model/gemm.hpp"
 #include "model/golf.hpp"
 #include "model/gpt2.hpp"
 #include "optim/optimizer.hpp"
@@ -82,6 +83,7 @@ TrainSummary train_model(const config::ResolvedDeck& deck, io::RunLog& log, cons
   const config::BatchPlan& plan = deck.plan;
   const parallel::WorldInfo& world = parallel::world();
   const ExecSpace exec;
+  model::set_gemm_precision(c.train.gemm_precision == "bf16" ? model::GemmPrecision::bf16 : model::GemmPrecision::fp32);
   const int batch = static_cast<int>(plan.local_sequences), seq = c.train.seq_len;
   std::unique_ptr<Model> model_holder;
   std::unique_ptr<optim::Optimizer<Real>> optimizer_holder;
@@ -167,7 +169,7 @@ TrainSummary train_model(const config::ResolvedDeck& deck, io::RunLog& log, cons
   log.line("params:" + std::to_string(model.parameters().layout().parameter_count()) +
            " tokens_per_step:" + std::to_string(c.train.global_batch_tokens) +
            " grad_accum_steps:" + std::to_string(plan.grad_accum_steps) + " world_size:" + std::to_string(plan.world_size) +
-           " backend:" + compat::enabled_backends() + " precision:fp32");
+           " backend:" + compat::enabled_backends() + " precision:" + model::gemm_precision_name());
   log.line("grad_averaging:" + std::string(world.size > 1 ? averager->transport() : "none") +
            " overlap:" + (c.parallel.overlap ? "on" : "off") + " bucket_mb:" + significant(c.parallel.bucket_mb) +
            " param_checksum:" + (world.size > 1 ? "equal on all ranks" : "single rank"));

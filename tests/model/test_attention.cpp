@@ -103,7 +103,7 @@ TEST_CASE("attention backward matches finite differences, with GQA", "[model][at
   const int b = 2, h = 4, kv = 2, t = 5, d = 4;
   Tensor4<double> q("q", b, h, t, d), k("k", b, kv, t, d), v("v", b, kv, t, d), p("p", b, h, t, t), o("o", b, h, t, d);
   Tensor4<double> dq("dq", b, h, t, d), dk("dk", b, kv, t, d), dv("dv", b, kv, t, d);
-  Matrix<double> scratch("scratch", t, t);
+  Tensor4<double> scratch("scratch", b, h, t, t);
   random::fill_normal(q, 12, 0, 1.0);
   random::fill_normal(k, 12, 1, 1.0);
   random::fill_normal(v, 12, 2, 1.0);

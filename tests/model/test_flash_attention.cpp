@@ -55,7 +55,7 @@ TEST_CASE("fused attention equals the GEMM attention, forward and backward, with
     const auto d_o = test::random_like("d_o", o, 77);
     Tensor4<double> dq("dq", s.b, s.h, s.t, s.d), dk("dk", s.b, s.kv, s.t, s.d), dv("dv", s.b, s.kv, s.t, s.d);
     Tensor4<double> dq_f("dq_f", s.b, s.h, s.t, s.d), dk_f("dk_f", s.b, s.kv, s.t, s.d), dv_f("dv_f", s.b, s.kv, s.t, s.d);
-    Matrix<double> scratch("scratch", s.t, s.t);
+    Tensor4<double> scratch("scratch", s.b, s.h, s.t, s.t);
     model::ops::attention_backward<double>(ExecSpace(), in.q, in.k, in.v, p, d_o, dq, dk, dv, scratch);
     for (const auto& g : {dq_f, dk_f, dv_f}) Kokkos::deep_copy(g, std::nan(""));
     model::ops::flash_attention_backward<double>(ExecSpace(), in.q, in.k, in.v, o_fused, lse, d_o, delta, dq_f, dk_f,

@@ -5,8 +5,11 @@
 // Backward: dP = dO V^T, dS = P * (dP - rowsum(P * dP)), dQ = s dS K, dK += s dS^T Q, dV += P^T dO,
 // where dK and dV sum over the query heads that share a key/value head.
 // q, o, dq, do: (B, H, T, D); k, v, dk, dv: (B, KV, T, D); p: (B, H, T, T) probabilities, kept by the
-// forward for the backward; scratch: (T, T). Products go through model::gemm on contiguous (b, h)
-// slices: one GEMM per slice measured far faster on the host than batched team GEMMs.
+// forward for the backward; scratch: (B, H, T, T). Products go through model::gemm_batched on
+// contiguous (b, h) slices: query head h = kv * G + g (G = H / KV) reads key/value head kv, so for
+// each g the slices of every (b, kv) lie at one stride apart and form one strided batch (one cuBLAS
+// call on CUDA, a loop of GEMMs on the host, where one GEMM per slice measured far faster than
+// batched team GEMMs). dK and dV add the query heads of a group in the order g = 0, 1, ...
 
 #include <cmath>
 
@@ -48,21 +51,39 @@ void causal_softmax(const ExecSpace& exec, const Tensor4<T>& p) {
       });
 }
 
-// dS = P * (dP - rowsum(P * dP)) in place of dP, one (T, T) slice.
+// dS = P * (dP - rowsum(P * dP)) in place of dP, every (b, h) slice.
 template <class T>
-void softmax_backward(const ExecSpace& exec, const ConstMatrix<T>& p, const Matrix<T>& grad) {
-  const int t = static_cast<int>(p.extent(0));
+void softmax_backward(const ExecSpace& exec, const ConstTensor4<T>& p, const Tensor4<T>& grad) {
+  const int b = static_cast<int>(p.extent(0)), h = static_cast<int>(p.extent(1)), t = static_cast<int>(p.extent(2));
   using Team = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   Kokkos::parallel_for(
-      "kgpt::attention::softmax_backward", Kokkos::TeamPolicy<ExecSpace>(exec, t, Kokkos::AUTO),
+      "kgpt::attention::softmax_backward", Kokkos::TeamPolicy<ExecSpace>(exec, b * h * t, Kokkos::AUTO),
       KOKKOS_LAMBDA(const Team& team) {
-        const int r = team.league_rank();
+        const int row = team.league_rank();
+        const int i = row / (h * t), j = (row / t) % h, r = row % t;
         T dot = 0;
         Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, r + 1), [&](const int c, T& acc) { acc += p(r, c) * grad(r, c); }, dot);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, t),
-                             [&](const int c) { grad(r, c) = c <= r ? p(r, c) * (grad(r, c) - dot) : T(0); });
+            Kokkos::TeamThreadRange(team, r + 1), [&](const int c, T& acc) { acc += p(i, j, r, c) * grad(i, j, r, c); },
+            dot);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, t), [&](const int c) {
+          grad(i, j, r, c) = c <= r ? p(i, j, r, c) * (grad(i, j, r, c) - dot) : T(0);
+        });
       });
+}
+
+// The (b, kv * G + g) slices of a (B, H, R, C) tensor for every (b, kv), as one strided batch.
+template <class T, class View>
+Strided<T> group_slices(const View& x, int group, int g) {
+  const std::size_t rows = x.extent(2), cols = x.extent(3);
+  return Strided<T>{x.data() + static_cast<std::size_t>(g) * rows * cols, rows, cols,
+                    static_cast<std::size_t>(group) * rows * cols};
+}
+
+// The (b, kv) slices of a (B, KV, R, C) tensor.
+template <class T, class View>
+Strided<T> kv_slices(const View& x) {
+  const std::size_t rows = x.extent(2), cols = x.extent(3);
+  return Strided<T>{x.data(), rows, cols, rows * cols};
 }
 
 }  // namespace detail
@@ -70,48 +91,47 @@ void softmax_backward(const ExecSpace& exec, const ConstMatrix<T>& p, const Matr
 template <class T>
 void attention_forward(const ExecSpace& exec, const ConstTensor4<T>& q, const ConstTensor4<T>& k,
                        const ConstTensor4<T>& v, const Tensor4<T>& p, const Tensor4<T>& o) {
-  const int b = static_cast<int>(q.extent(0)), h = static_cast<int>(q.extent(1));
-  const int group = h / static_cast<int>(k.extent(1));
+  const int kv = static_cast<int>(k.extent(1)), group = static_cast<int>(q.extent(1)) / kv;
+  const std::size_t count = q.extent(0) * static_cast<std::size_t>(kv);
   const T scale = T(1) / compat::sqrt(static_cast<T>(q.extent(3)));
-  const auto all = Kokkos::ALL();
-  for (int i = 0; i < b; ++i) {
-    for (int j = 0; j < h; ++j) {
-      gemm(exec, Op::none, Op::transpose, scale, Kokkos::subview(q, i, j, all, all),
-           Kokkos::subview(k, i, j / group, all, all), T(0), Kokkos::subview(p, i, j, all, all));
-    }
+  using detail::group_slices;
+  using detail::kv_slices;
+  for (int g = 0; g < group; ++g) {
+    gemm_batched<T>(exec, Op::none, Op::transpose, scale, group_slices<const T>(q, group, g), kv_slices<const T>(k), T(0),
+                    group_slices<T>(p, group, g), count);
   }
   detail::causal_softmax<T>(exec, p);
-  for (int i = 0; i < b; ++i) {
-    for (int j = 0; j < h; ++j) {
-      gemm(exec, Op::none, Op::none, T(1), Kokkos::subview(ConstTensor4<T>(p), i, j, all, all),
-           Kokkos::subview(v, i, j / group, all, all), T(0), Kokkos::subview(o, i, j, all, all));
-    }
+  for (int g = 0; g < group; ++g) {
+    gemm_batched<T>(exec, Op::none, Op::none, T(1), group_slices<const T>(p, group, g), kv_slices<const T>(v), T(0),
+                    group_slices<T>(o, group, g), count);
   }
 }
 
 template <class T>
 void attention_backward(const ExecSpace& exec, const ConstTensor4<T>& q, const ConstTensor4<T>& k,
                         const ConstTensor4<T>& v, const ConstTensor4<T>& p, const ConstTensor4<T>& d_o,
-                        const Tensor4<T>& dq, const Tensor4<T>& dk, const Tensor4<T>& dv, const Matrix<T>& scratch) {
-  const int b = static_cast<int>(q.extent(0)), h = static_cast<int>(q.extent(1));
-  const int group = h / static_cast<int>(k.extent(1));
+                        const Tensor4<T>& dq, const Tensor4<T>& dk, const Tensor4<T>& dv, const Tensor4<T>& scratch) {
+  const int kv = static_cast<int>(k.extent(1)), group = static_cast<int>(q.extent(1)) / kv;
+  const std::size_t count = q.extent(0) * static_cast<std::size_t>(kv);
   const T scale = T(1) / compat::sqrt(static_cast<T>(q.extent(3)));
-  const auto all = Kokkos::ALL();
+  using detail::group_slices;
+  using detail::kv_slices;
   Kokkos::deep_copy(exec, dk, T(0));
   Kokkos::deep_copy(exec, dv, T(0));
-  for (int i = 0; i < b; ++i) {
-    for (int j = 0; j < h; ++j) {
-      const auto p_ij = Kokkos::subview(p, i, j, all, all);
-      const auto do_ij = Kokkos::subview(d_o, i, j, all, all);
-      const auto k_ij = Kokkos::subview(k, i, j / group, all, all);
-      const auto v_ij = Kokkos::subview(v, i, j / group, all, all);
-      gemm(exec, Op::transpose, Op::none, T(1), p_ij, do_ij, T(1), Kokkos::subview(dv, i, j / group, all, all));
-      gemm(exec, Op::none, Op::transpose, T(1), do_ij, v_ij, T(0), scratch);
-      detail::softmax_backward<T>(exec, p_ij, scratch);
-      gemm(exec, Op::none, Op::none, scale, ConstMatrix<T>(scratch), k_ij, T(0), Kokkos::subview(dq, i, j, all, all));
-      gemm(exec, Op::transpose, Op::none, scale, ConstMatrix<T>(scratch), Kokkos::subview(q, i, j, all, all), T(1),
-           Kokkos::subview(dk, i, j / group, all, all));
-    }
+  for (int g = 0; g < group; ++g) {
+    // dV += P^T dO and dP = dO V^T
+    gemm_batched<T>(exec, Op::transpose, Op::none, T(1), group_slices<const T>(p, group, g),
+                    group_slices<const T>(d_o, group, g), T(1), kv_slices<T>(dv), count);
+    gemm_batched<T>(exec, Op::none, Op::transpose, T(1), group_slices<const T>(d_o, group, g), kv_slices<const T>(v),
+                    T(0), group_slices<T>(scratch, group, g), count);
+  }
+  detail::softmax_backward<T>(exec, p, scratch);
+  for (int g = 0; g < group; ++g) {
+    // dQ = s dS K and dK += s dS^T Q
+    gemm_batched<T>(exec, Op::none, Op::none, scale, group_slices<const T>(scratch, group, g), kv_slices<const T>(k),
+                    T(0), group_slices<T>(dq, group, g), count);
+    gemm_batched<T>(exec, Op::transpose, Op::none, scale, group_slices<const T>(scratch, group, g),
+                    group_slices<const T>(q, group, g), T(1), kv_slices<T>(dk), count);
   }
 }
 

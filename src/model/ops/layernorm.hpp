@@ -7,6 +7,7 @@
 
 #include "core/kokkos_compat.hpp"
 #include "core/views.hpp"
+#include "model/ops/elementwise.hpp"
 
 namespace kgpt::model::ops {
 
@@ -62,16 +63,10 @@ void layernorm_backward(const ExecSpace& exec, const ConstMatrix<T>& x, const Co
           dx(row, j) = r * (dy(row, j) * w(j) - mean_g - xhat * mean_gx);
         });
       });
-  Kokkos::parallel_for(
-      "kgpt::layernorm::backward_params", Kokkos::RangePolicy<ExecSpace>(exec, 0, c), KOKKOS_LAMBDA(const int j) {
-        T sum_w = 0, sum_b = 0;
-        for (int row = 0; row < n; ++row) {
-          sum_w += dy(row, j) * (x(row, j) - mean(row)) * rstd(row);
-          sum_b += dy(row, j);
-        }
-        dw(j) += sum_w;
-        db(j) += sum_b;
-      });
+  detail::column_sums<T>(
+      exec, "kgpt::layernorm::backward_params", n, c,
+      KOKKOS_LAMBDA(const int row, const int j) { return dy(row, j) * (x(row, j) - mean(row)) * rstd(row); },
+      KOKKOS_LAMBDA(const int row, const int j) { return dy(row, j); }, dw, db);
 }
 
 }  // namespace kgpt::model::ops
