@@ -5,6 +5,7 @@
 
 #include "commands.hpp"
 #include "core/kokkos_compat.hpp"
+#include "model/causal_attention.hpp"
 #include "model/gemm.hpp"
 #include "train/bench.hpp"
 
@@ -40,10 +41,11 @@ int run_bench(const ParsedArgs& args) {
   const train::BenchResult r = train::run_bench(deck, options);
   char line[512];
   std::snprintf(line, sizeof(line),
-                "bench deck:%s family:%s backend:%s precision:%s tokens_per_step:%lld micro_batch:%lldx%d grad_accum_steps:%d\n"
+                "bench deck:%s family:%s backend:%s precision:%s attention:%s tokens_per_step:%lld micro_batch:%lldx%d grad_accum_steps:%d\n"
                 "tok/s:%.0f step_ms:%.1f forward_ms:%.1f backward_ms:%.1f optimizer_ms:%.1f flops_per_token:%.4g model_gflops:%.1f sgemm_gflops:%.1f ratio:%.2f "
                 "peak_rss_mb:%.0f\n",
                 deck.path.c_str(), deck.config.model.family.c_str(), compat::enabled_backends().c_str(), model::gemm_precision_name(),
+                model::attention_name(model::attention_kind(deck.config.model)),
                 deck.config.train.global_batch_tokens, deck.plan.local_sequences, deck.plan.seq_len,
                 deck.plan.grad_accum_steps, r.tokens_per_s, r.step_ms, r.forward_ms, r.backward_ms, r.optimizer_ms, r.flops_per_token, r.model_flops / 1e9,
                 r.sgemm_flops / 1e9, r.model_flops / r.sgemm_flops, r.peak_rss_bytes / (1024.0 * 1024.0));

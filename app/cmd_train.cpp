@@ -10,6 +10,7 @@
 #include "data/dataset_check.hpp"
 #include "io/run_directory.hpp"
 #include "io/run_log.hpp"
+#include "model/causal_attention.hpp"
 #include "parallel/world.hpp"
 #include "train/checkpoint.hpp"
 #include "train/trainer.hpp"
@@ -95,7 +96,8 @@ int run_train(const ParsedArgs& args) {
   log.line("run_dir:" + dir + " deck:" + deck.path);
   log.line("model:" + m.family + " layers:" + std::to_string(m.n_layer) + " d_model:" + std::to_string(m.d_model) +
            " heads:" + std::to_string(m.n_head) + " kv_heads:" + std::to_string(m.n_kv_head) +
-           " vocab:" + std::to_string(m.vocab_size));
+           " vocab:" + std::to_string(m.vocab_size) +
+           " attention:" + model::attention_name(model::attention_kind(m)));
   log.line("tokens_per_step:" + std::to_string(deck.config.train.global_batch_tokens) +
            " world_size:" + std::to_string(p.world_size) + " grad_accum_steps:" + std::to_string(p.grad_accum_steps) +
            " micro_batch:" + std::to_string(p.local_sequences) + "x" + std::to_string(p.seq_len) +

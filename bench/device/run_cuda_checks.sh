@@ -84,11 +84,14 @@ fi
 if wants bench; then
   say "== kgpt bench"
   cd "$KGPT_TREE"
-  for precision in fp32 bf16; do
-    timeout 240 "$kgpt" bench inputs/golf_8xh100.yaml --set train.gemm_precision=$precision --steps 5 --warmup 2 \
-      2>&1 | tee -a "$out/bench.log" | tee -a "$summary"
-    timeout 200 "$kgpt" bench inputs/gpt2_124m_bench.yaml --set train.seq_len=1024 --set train.global_batch_tokens=16384 \
-      --set train.gemm_precision=$precision --steps 10 --warmup 3 2>&1 | tee -a "$out/bench.log" | tee -a "$summary"
+  for precision in bf16 fp32; do
+    for attention in fused gemm; do
+      options=(--set train.gemm_precision=$precision --set model.attention=$attention)
+      timeout 150 "$kgpt" bench inputs/golf_8xh100.yaml "${options[@]}" --steps 3 --warmup 1 \
+        2>&1 | tee -a "$out/bench.log" | tee -a "$summary"
+      timeout 120 "$kgpt" bench inputs/gpt2_124m_bench.yaml --set train.seq_len=1024 --set train.global_batch_tokens=16384 \
+        "${options[@]}" --steps 10 --warmup 3 2>&1 | tee -a "$out/bench.log" | tee -a "$summary"
+    done
   done
   cd "$here"
 fi
