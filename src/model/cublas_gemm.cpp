@@ -51,6 +51,15 @@ __global__ void to_bf16(const float* __restrict__ in, std::int64_t rows, std::in
   }
 }
 
+// The common case, an operand already contiguous: a flat conversion without index arithmetic
+// (64-bit division per element costs more than the conversion itself).
+__global__ void to_bf16_flat(const float* __restrict__ in, std::int64_t total, __nv_bfloat16* __restrict__ out) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    out[i] = __float2bfloat16_rn(in[i]);
+  }
+}
+
 // Packs an operand as bf16, rows x cols contiguous per item, items back to back.
 __nv_bfloat16* packed_bf16(cudaStream_t stream, const Operand& x, std::int64_t count) {
   const std::int64_t total = x.rows * x.cols * count;
@@ -59,8 +68,13 @@ __nv_bfloat16* packed_bf16(cudaStream_t stream, const Operand& x, std::int64_t c
   auto* out = static_cast<__nv_bfloat16*>(memory);
   const int threads = 256;
   const std::int64_t blocks = (total + threads - 1) / threads;
-  to_bf16<<<static_cast<unsigned>(blocks < 65535 * 8 ? blocks : 65535 * 8), threads, 0, stream>>>(
-      x.data, x.rows, x.cols, x.ld, x.stride, count, out);
+  const unsigned grid = static_cast<unsigned>(blocks < 65535 * 8 ? blocks : 65535 * 8);
+  const bool contiguous = x.ld == x.cols && (count == 1 || x.stride == x.rows * x.cols);
+  if (contiguous) {
+    to_bf16_flat<<<grid, threads, 0, stream>>>(x.data, total, out);
+  } else {
+    to_bf16<<<grid, threads, 0, stream>>>(x.data, x.rows, x.cols, x.ld, x.stride, count, out);
+  }
   check(cudaGetLastError(), "bf16 conversion kernel");
   return out;
 }
