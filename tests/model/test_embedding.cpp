@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+#include <vector>
+
 #include "model/gradcheck.hpp"
 #include "model/ops/embedding.hpp"
 
@@ -40,6 +43,47 @@ TEST_CASE("token embedding gathers rows and scatters gradients, repeated tokens 
   model::ops::embedding_backward<double>(ExecSpace(), tokens, w, dtable);
   auto second = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), dtable);
   for (std::size_t i = 0; i < dtable.span(); ++i) CHECK(second.data()[i] == 2 * first.data()[i]);
+}
+
+TEST_CASE("token embedding gradient: grouped by token equals one pass per channel, bit for bit",
+          "[model][embedding]") {
+  // Skewed tokens (a few very common ones, some never seen) over several sequences.
+  const int batch = 4, seq = 50, c = 7, vocab = 40;
+  std::vector<std::vector<int>> rows(batch, std::vector<int>(seq));
+  std::uint64_t state = 12345;
+  for (auto& row : rows) {
+    for (int& token : row) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      const int draw = static_cast<int>((state >> 33) % 100);
+      token = draw < 50 ? draw % 3 : draw % (vocab - 5);  // tokens vocab-5.. never appear
+    }
+  }
+  const auto tokens = tokens_of(rows);
+  Matrix<float> dout("dout", batch * seq, c), by_channel("by_channel", vocab, c), by_token("by_token", vocab, c);
+  random::fill_normal(dout, 60, 0, 1.0);
+  random::fill_normal(by_channel, 60, 1, 1.0);  // gradients accumulate onto what is there
+  Kokkos::deep_copy(by_token, by_channel);
+  model::ops::embedding_backward_by_channel<float>(ExecSpace(), tokens, dout, by_channel);
+  model::ops::embedding_backward_by_token<float>(ExecSpace(), tokens, dout, by_token);
+  auto a = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), by_channel);
+  auto b = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), by_token);
+  int differing = 0;
+  for (int v = 0; v < vocab; ++v)
+    for (int j = 0; j < c; ++j) differing += a(v, j) != b(v, j);
+  CHECK(differing == 0);
+
+  // And against a plain host loop in double, so the two cannot agree on a wrong answer.
+  auto hd = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), dout);
+  Matrix<float> start("start", vocab, c);
+  random::fill_normal(start, 60, 1, 1.0);
+  auto hs = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), start);
+  for (int v = 0; v < vocab; ++v) {
+    for (int j = 0; j < c; ++j) {
+      double expected = hs(v, j);
+      for (int i = 0; i < batch * seq; ++i) expected += rows[i / seq][i % seq] == v ? double(hd(i, j)) : 0.0;
+      CHECK(b(v, j) == Approx(expected).epsilon(1e-5).margin(1e-5));
+    }
+  }
 }
 
 TEST_CASE("position embedding adds rows by position and sums gradients over the batch", "[model][embedding]") {

@@ -17,30 +17,39 @@ void head_gain_forward(const ExecSpace& exec, const ConstTensor4<T>& x, const Co
       });
 }
 
+// One team per (batch, head) slice writes dx and the slice's sum of x * dy; a second pass adds the
+// B slice sums of each head in batch order. Fixed orders, so the result is reproducible; and B x H
+// teams keep a GPU busy where H teams over whole heads left all but H multiprocessors idle.
 template <class T>
 void head_gain_backward(const ExecSpace& exec, const ConstTensor4<T>& x, const ConstVector<T>& g,
                         const ConstTensor4<T>& dy, const Tensor4<T>& dx, const Vector<T>& dg) {
   const int b = static_cast<int>(x.extent(0)), h = static_cast<int>(x.extent(1));
   const int t = static_cast<int>(x.extent(2)), d = static_cast<int>(x.extent(3));
-  Kokkos::parallel_for(
-      "kgpt::head_gain::backward_input",
-      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<4>>(exec, {0, 0, 0, 0}, {b, h, t, d}),
-      KOKKOS_LAMBDA(const int i, const int j, const int k, const int l) { dx(i, j, k, l) = g(j) * dy(i, j, k, l); });
-  // One team per head sums its b, t, d slice: a fixed order, so the result is reproducible.
+  Kokkos::View<T**, Layout, MemSpace> slice_sums(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kgpt::head_gain::sums"),
+                                                 static_cast<std::size_t>(h), static_cast<std::size_t>(b));
   using Team = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   Kokkos::parallel_for(
-      "kgpt::head_gain::backward_gain", Kokkos::TeamPolicy<ExecSpace>(exec, h, Kokkos::AUTO),
+      "kgpt::head_gain::backward", Kokkos::TeamPolicy<ExecSpace>(exec, b * h, Kokkos::AUTO),
       KOKKOS_LAMBDA(const Team& team) {
-        const int j = team.league_rank();
+        const int i = team.league_rank() / h, j = team.league_rank() % h;
+        const T gain = g(j);
         T sum = 0;
         Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, b * t * d),
+            Kokkos::TeamThreadRange(team, t * d),
             [&](const int n, T& acc) {
-              const int i = n / (t * d), k = (n / d) % t, l = n % d;
-              acc += x(i, j, k, l) * dy(i, j, k, l);
+              const int k = n / d, l = n % d;
+              const T grad = dy(i, j, k, l);
+              dx(i, j, k, l) = gain * grad;
+              acc += x(i, j, k, l) * grad;
             },
             sum);
-        Kokkos::single(Kokkos::PerTeam(team), [&]() { dg(j) += sum; });
+        Kokkos::single(Kokkos::PerTeam(team), [&]() { slice_sums(j, i) = sum; });
+      });
+  Kokkos::parallel_for(
+      "kgpt::head_gain::backward_gain", Kokkos::RangePolicy<ExecSpace>(exec, 0, h), KOKKOS_LAMBDA(const int j) {
+        T sum = 0;
+        for (int i = 0; i < b; ++i) sum += slice_sums(j, i);
+        dg(j) += sum;
       });
 }
 
