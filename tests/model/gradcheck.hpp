@@ -5,8 +5,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "core/random.hpp"
 #include "core/views.hpp"
@@ -93,6 +95,31 @@ inline TokenMatrix random_tokens(int b, int t, int vocab, std::uint64_t stream) 
   for (int i = 0; i < b * t; ++i) host.data()[i] = static_cast<int>(kgpt::random::bits(7, stream, i) % vocab);
   Kokkos::deep_copy(tokens, host);
   return tokens;
+}
+
+// One model with the GEMM and with the fused attention (config.attention set to each), its
+// parameters set by `randomize`: the loss and every gradient agree to rounding.
+template <class Model, class Config, class Randomize>
+void check_attention_kinds_agree(Config config, int vocab, const Randomize& randomize) {
+  std::vector<std::vector<double>> grads;
+  std::vector<double> losses;
+  for (const char* kind : {"gemm", "fused"}) {
+    config.attention = kind;
+    Model model(config, 2, 9);
+    randomize(model);
+    const auto inputs = random_tokens(2, 9, vocab, 7), targets = random_tokens(2, 9, vocab, 8);
+    Kokkos::deep_copy(model.parameters().grads(), 0.0);
+    losses.push_back(model.forward(ExecSpace(), inputs, targets));
+    model.backward(ExecSpace(), 1.0);
+    auto g = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model.parameters().grads());
+    grads.emplace_back(g.data(), g.data() + g.span());
+  }
+  CHECK(losses[1] == Approx(losses[0]).epsilon(1e-13));
+  double worst = 0;
+  for (std::size_t i = 0; i < grads[0].size(); ++i) {
+    worst = std::max(worst, std::fabs(grads[1][i] - grads[0][i]) / std::max(1.0, std::fabs(grads[0][i])));
+  }
+  CHECK(worst < 1e-12);
 }
 
 }  // namespace kgpt::test

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/random.hpp"
@@ -13,33 +14,48 @@ using model::Op;
 
 namespace {
 
-// C = alpha * op(A) op(B) + beta * C0 by the definition, on host copies.
+// model::gemm on random operands (C = alpha op(A) op(B) + beta C0), each element with its exact
+// value and its scale |alpha| sum_p |op(A)_ip op(B)_pj| + |beta C0_ij|, in double on host copies.
+struct GemmOutcome {
+  std::vector<double> got, expected, scale;
+};
+
 template <class T>
-void check_gemm(Op op_a, Op op_b, int m, int n, int k, double tol) {
+GemmOutcome run_gemm(Op op_a, Op op_b, int m, int n, int k, T alpha, T beta, std::uint64_t seed) {
   Matrix<T> a("a", op_a == Op::none ? m : k, op_a == Op::none ? k : m);
   Matrix<T> b("b", op_b == Op::none ? k : n, op_b == Op::none ? n : k);
   Matrix<T> c("c", m, n);
-  random::fill_normal(a, 3, 0, 1.0);
-  random::fill_normal(b, 3, 1, 1.0);
-  random::fill_normal(c, 3, 2, 1.0);
+  random::fill_normal(a, seed, 0, 1.0);
+  random::fill_normal(b, seed, 1, 1.0);
+  random::fill_normal(c, seed, 2, 1.0);
   auto ha = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), a);
   auto hb = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), b);
-  auto hc0 = Kokkos::create_mirror(c);
+  auto hc0 = Kokkos::create_mirror(c);  // a copy even where c is host memory
   Kokkos::deep_copy(hc0, c);
-  const T alpha = T(0.5), beta = T(-2);
   model::gemm(ExecSpace(), op_a, op_b, alpha, ConstMatrix<T>(a), ConstMatrix<T>(b), beta, c);
   auto hc = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), c);
+  GemmOutcome outcome;
   for (int i = 0; i < m; ++i) {
     for (int j = 0; j < n; ++j) {
-      double sum = 0;
+      double sum = 0, magnitude = 0;
       for (int p = 0; p < k; ++p) {
-        const double av = op_a == Op::none ? ha(i, p) : ha(p, i);
-        const double bv = op_b == Op::none ? hb(p, j) : hb(j, p);
-        sum += av * bv;
+        const double term = double(op_a == Op::none ? ha(i, p) : ha(p, i)) * double(op_b == Op::none ? hb(p, j) : hb(j, p));
+        sum += term;
+        magnitude += std::abs(term);
       }
-      const double expected = alpha * sum + beta * hc0(i, j);
-      REQUIRE(std::abs(hc(i, j) - expected) <= tol * (1 + std::abs(expected)));
+      outcome.got.push_back(double(hc(i, j)));
+      outcome.expected.push_back(double(alpha) * sum + double(beta) * double(hc0(i, j)));
+      outcome.scale.push_back(std::abs(double(alpha)) * magnitude + std::abs(double(beta) * double(hc0(i, j))));
     }
+  }
+  return outcome;
+}
+
+template <class T>
+void check_gemm(Op op_a, Op op_b, int m, int n, int k, double tol) {
+  const GemmOutcome r = run_gemm<T>(op_a, op_b, m, n, k, T(0.5), T(-2), 3);
+  for (std::size_t e = 0; e < r.got.size(); ++e) {
+    REQUIRE(std::abs(r.got[e] - r.expected[e]) <= tol * (1 + std::abs(r.expected[e])));
   }
 }
 
@@ -79,36 +95,11 @@ TEST_CASE("gemm works on row-block subviews and refuses mismatched shapes", "[mo
 
 namespace {
 
-// Largest |C - exact| / (|alpha| sum_p |op(A)_ip op(B)_pj| + |beta C0_ij|) over C, with C from
-// model::gemm on float operands and the exact value in double on host copies.
+// Largest |C - exact| / scale over C, on float operands.
 double worst_scaled_error_float(Op op_a, Op op_b, int m, int n, int k) {
-  Matrix<float> a("a", op_a == Op::none ? m : k, op_a == Op::none ? k : m);
-  Matrix<float> b("b", op_b == Op::none ? k : n, op_b == Op::none ? n : k);
-  Matrix<float> c("c", m, n);
-  random::fill_normal(a, 8, 0, 1.0);
-  random::fill_normal(b, 8, 1, 1.0);
-  random::fill_normal(c, 8, 2, 1.0);
-  auto ha = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), a);
-  auto hb = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), b);
-  auto hc0 = Kokkos::create_mirror(c);  // a copy even where c is host memory
-  Kokkos::deep_copy(hc0, c);
-  const float alpha = 0.75f, beta = 0.5f;
-  model::gemm(ExecSpace(), op_a, op_b, alpha, ConstMatrix<float>(a), ConstMatrix<float>(b), beta, c);
-  auto hc = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), c);
+  const GemmOutcome r = run_gemm<float>(op_a, op_b, m, n, k, 0.75f, 0.5f, 8);
   double worst = 0;
-  for (int i = 0; i < m; ++i) {
-    for (int j = 0; j < n; ++j) {
-      double sum = 0, magnitude = 0;
-      for (int p = 0; p < k; ++p) {
-        const double term = double(op_a == Op::none ? ha(i, p) : ha(p, i)) * double(op_b == Op::none ? hb(p, j) : hb(j, p));
-        sum += term;
-        magnitude += std::abs(term);
-      }
-      const double expected = alpha * sum + beta * double(hc0(i, j));
-      const double scale = alpha * magnitude + std::abs(beta * double(hc0(i, j)));
-      worst = std::max(worst, std::abs(double(hc(i, j)) - expected) / scale);
-    }
-  }
+  for (std::size_t e = 0; e < r.got.size(); ++e) worst = std::max(worst, std::abs(r.got[e] - r.expected[e]) / r.scale[e]);
   return worst;
 }
 

@@ -123,25 +123,7 @@ TEST_CASE("golf: 8 micro-batches of M sequences at scale 1/8 equal one batch of 
 TEST_CASE("golf: fused and GEMM attention give the same loss and gradients", "[model][golf][flash]") {
   config::ModelConfig m = tiny_golf();
   m.d_model = 32;  // head dimension 8, which the fused kernels take
-  std::vector<std::vector<double>> grads;
-  std::vector<double> losses;
-  for (const char* kind : {"gemm", "fused"}) {
-    m.attention = kind;
-    model::GolfModel<double> model(m, 2, 9);
-    randomize(model);
-    const auto inputs = test::random_tokens(2, 9, 19, 7), targets = test::random_tokens(2, 9, 19, 8);
-    Kokkos::deep_copy(model.parameters().grads(), 0.0);
-    losses.push_back(model.forward(ExecSpace(), inputs, targets));
-    model.backward(ExecSpace(), 1.0);
-    auto g = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model.parameters().grads());
-    grads.emplace_back(g.data(), g.data() + g.span());
-  }
-  CHECK(losses[1] == Approx(losses[0]).epsilon(1e-13));
-  double worst = 0;
-  for (std::size_t i = 0; i < grads[0].size(); ++i) {
-    worst = std::max(worst, std::fabs(grads[1][i] - grads[0][i]) / std::max(1.0, std::fabs(grads[0][i])));
-  }
-  CHECK(worst < 1e-12);
+  test::check_attention_kinds_agree<model::GolfModel<double>>(m, 19, [](auto& model) { randomize(model); });
   m.attention = "fused";
   model::GolfModel<double> fused(m, 2, 7);
   randomize(fused);
