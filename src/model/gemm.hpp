@@ -45,6 +45,11 @@ constexpr bool uses_cublas() {
 // Sets the precision of every later GEMM of this process (the trainer and bench set it from the deck).
 inline void set_gemm_precision(GemmPrecision precision) { detail::requested_gemm_precision() = precision; }
 
+// The same from the deck's train.gemm_precision ("fp32" or "bf16"; the schema admits no other).
+inline void set_gemm_precision(const std::string& name) {
+  set_gemm_precision(name == "bf16" ? GemmPrecision::bf16 : GemmPrecision::fp32);
+}
+
 // The precision float GEMMs actually run in: bf16 only when asked for and the device is CUDA.
 inline GemmPrecision gemm_precision() {
   return detail::uses_cublas<float>() ? detail::requested_gemm_precision() : GemmPrecision::fp32;

@@ -40,7 +40,7 @@ BenchResult bench_model(const config::ResolvedDeck& deck, const BenchOptions& op
   const config::Config& c = deck.config;
   const config::BatchPlan& plan = deck.plan;
   const ExecSpace exec;
-  model::set_gemm_precision(c.train.gemm_precision == "bf16" ? model::GemmPrecision::bf16 : model::GemmPrecision::fp32);
+  model::set_gemm_precision(c.train.gemm_precision);
   const int batch = static_cast<int>(plan.local_sequences), seq = c.train.seq_len;
   Model model(c.model, batch, seq);
   model::initialize(model.parameters(), static_cast<std::uint64_t>(c.run.seed));

@@ -83,7 +83,7 @@ TrainSummary train_model(const config::ResolvedDeck& deck, io::RunLog& log, cons
   const config::BatchPlan& plan = deck.plan;
   const parallel::WorldInfo& world = parallel::world();
   const ExecSpace exec;
-  model::set_gemm_precision(c.train.gemm_precision == "bf16" ? model::GemmPrecision::bf16 : model::GemmPrecision::fp32);
+  model::set_gemm_precision(c.train.gemm_precision);
   const int batch = static_cast<int>(plan.local_sequences), seq = c.train.seq_len;
   std::unique_ptr<Model> model_holder;
   std::unique_ptr<optim::Optimizer<Real>> optimizer_holder;
