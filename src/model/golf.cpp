@@ -120,6 +120,7 @@ GolfModel<T>::GolfModel(const config::ModelConfig& config, int max_batch, int ma
   for (Buffer<T>* b : {&d_k_, &d_k2_, &d_v_, &d_k_lin_, &d_v_lin_}) *b = buffer("backward_kv", n * kvd);
   d_act_ = buffer("d_act", n * f);
   d_fc_ = buffer("d_fc", n * f);
+  d_gain_slices_ = buffer("d_gain_slices", static_cast<std::size_t>(heads_) * max_batch);
   attention_ = CausalAttention<T>(attention_kind(config), config.n_layer, max_batch, heads_, max_seq, "kgpt::golf::");
   for (int s = 0; s < skips_; ++s) d_skips_.push_back(buffer("d_skip", n * c));
   initialize(params_, 0);
@@ -246,7 +247,7 @@ void GolfModel<T>::block_backward(const ExecSpace& exec, int l, const Matrix<T>&
                       L.o.t4(b, h, t, d), d_o_.t4(b, h, t, d), d_q_.t4(b, h, t, d), d_k_.t4(b, kv, t, d),
                       d_v_.t4(b, kv, t, d));
   ops::head_gain_backward<T>(exec, L.q_rope.t4(b, h, t, d), L.q_gain, d_q_.t4(b, h, t, d), d_q2_.t4(b, h, t, d),
-                             L.g_q_gain);
+                             L.g_q_gain, d_gain_slices_.mat(h, b));
   ops::rope_backward<T>(exec, rope_cos_, rope_sin_, d_q2_.t4(b, h, t, d), d_q2_.t4(b, h, t, d));
   ops::rope_backward<T>(exec, rope_cos_, rope_sin_, d_k_.t4(b, kv, t, d), d_k_.t4(b, kv, t, d));
   ops::rmsnorm_backward<T>(exec, L.q_raw.mat(b * h * t, d), L.q_rstd.vec(b * h * t), d_q2_.mat(b * h * t, d),

@@ -52,7 +52,7 @@ class GolfModel {
   Buffer<T> embedded_, x0_, rstd0_, final_, rstd_final_, logits_, lse_, losses_;
   // Backward scratch, shared by all layers.
   Buffer<T> dx_, dx_next_, dx0_, tmp_, d_mlp_out_, d_act_, d_fc_, d_attn_out_, d_o_flat_, d_o_, d_q_, d_q2_, d_k_,
-      d_k2_, d_v_, d_q_lin_, d_k_lin_, d_v_lin_, d_h_;
+      d_k2_, d_v_, d_q_lin_, d_k_lin_, d_v_lin_, d_h_, d_gain_slices_;
   CausalAttention<T> attention_;
   std::vector<Buffer<T>> d_skips_;
 };

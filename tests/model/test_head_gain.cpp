@@ -8,6 +8,7 @@ using namespace kgpt;
 TEST_CASE("head gain scales each head and its backward matches finite differences", "[model][head_gain]") {
   Tensor4<double> x("x", 2, 3, 4, 5), y("y", 2, 3, 4, 5), dx("dx", 2, 3, 4, 5);
   Vector<double> g("g", 3), dg("dg", 3);
+  Matrix<double> slice_sums("slice_sums", 3, 2);
   random::fill_normal(x, 9, 0, 1.0);
   random::fill_normal(g, 9, 1, 1.0);
   model::ops::head_gain_forward<double>(ExecSpace(), x, g, y);
@@ -24,13 +25,13 @@ TEST_CASE("head gain scales each head and its backward matches finite difference
     model::ops::head_gain_forward<double>(ExecSpace(), x, g, y);
     return test::dot(w, y);
   };
-  model::ops::head_gain_backward<double>(ExecSpace(), x, g, w, dx, dg);
+  model::ops::head_gain_backward<double>(ExecSpace(), x, g, w, dx, dg, slice_sums);
   test::check_gradient("head_gain dx", x, dx, loss);
   test::check_gradient("head_gain dg", g, dg, loss);
   // The gain gradient accumulates.
   auto first = Kokkos::create_mirror(dg);  // a real copy: a host mirror view would alias dg
   Kokkos::deep_copy(first, dg);
-  model::ops::head_gain_backward<double>(ExecSpace(), x, g, w, dx, dg);
+  model::ops::head_gain_backward<double>(ExecSpace(), x, g, w, dx, dg, slice_sums);
   auto second = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), dg);
   for (int j = 0; j < 3; ++j) CHECK(second(j) == Approx(2 * first(j)));
 }

@@ -1,7 +1,7 @@
 #pragma once
 // Per-head gain on queries (golf's q_gain): y(b,h,t,d) = g(h) * x(b,h,t,d).
 //   dx = g(h) * dy (overwritten);  dg(h) += sum over b, t, d of x * dy (accumulated).
-// x, y, dx, dy: (B, H, T, D); g, dg: (H).
+// x, y, dx, dy: (B, H, T, D); g, dg: (H); slice_sums: (H, B) scratch of the backward.
 
 #include "core/views.hpp"
 
@@ -22,11 +22,10 @@ void head_gain_forward(const ExecSpace& exec, const ConstTensor4<T>& x, const Co
 // teams keep a GPU busy where H teams over whole heads left all but H multiprocessors idle.
 template <class T>
 void head_gain_backward(const ExecSpace& exec, const ConstTensor4<T>& x, const ConstVector<T>& g,
-                        const ConstTensor4<T>& dy, const Tensor4<T>& dx, const Vector<T>& dg) {
+                        const ConstTensor4<T>& dy, const Tensor4<T>& dx, const Vector<T>& dg,
+                        const Matrix<T>& slice_sums) {
   const int b = static_cast<int>(x.extent(0)), h = static_cast<int>(x.extent(1));
   const int t = static_cast<int>(x.extent(2)), d = static_cast<int>(x.extent(3));
-  Kokkos::View<T**, Layout, MemSpace> slice_sums(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kgpt::head_gain::sums"),
-                                                 static_cast<std::size_t>(h), static_cast<std::size_t>(b));
   using Team = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   Kokkos::parallel_for(
       "kgpt::head_gain::backward", Kokkos::TeamPolicy<ExecSpace>(exec, b * h, Kokkos::AUTO),
