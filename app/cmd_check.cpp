@@ -53,6 +53,7 @@ int run_check(const ParsedArgs& args) {
                 text::with_thousands(files.val.tokens) + " tokens)";
   }
   std::cout << config::render_resolved(deck);
+  for (const auto& note : deck.notes) std::cerr << "kgpt check: note: " << note << "\n";
   std::cerr << "kgpt check: " << deck.path << " is valid for world size " << world_size << "; " << data_note << "\n";
   return 0;
 }

@@ -103,7 +103,8 @@ int run_sweep(const ParsedArgs& args) {
     std::vector<std::string> problems;
     for (const auto& point : sweep.points) {
       const config::DataConfig& d = point.deck.config.data;
-      const std::string key = d.train_files + "\n" + d.val_files + "\n" + d.tokenizer + "\n" + d.vocab_file + "\n" +
+      const std::string key = d.train_files + "\n" + d.val_files + "\n" + config::name_of(d.tokenizer) + "\n" +
+                              d.vocab_file + "\n" +
                               std::to_string(point.deck.config.model.vocab_size);
       if (!checked.count(key)) {
         try {

@@ -26,7 +26,7 @@ const CommandSpec& train_spec() {
       "(--run-dir, or <run.out_dir>/<run.name>, where run.name defaults to the deck's file name)\n"
       "holding deck.yaml (the resolved deck), deck.source.yaml (the deck as given) and log.txt (the\n"
       "log, the same lines as stdout). An existing run directory is never overwritten.\n"
-      "Then it trains (golf or gpt2 family, fp32) and evaluates on the val split at step 0, every\n"
+      "Then it trains (golf or gpt2 family, train.precision) and evaluates on the val split at step 0, every\n"
       "train.eval_every steps and at the end. Under mpiexec or srun every rank takes its own slice\n"
       "of each micro-batch and gradients are averaged after the last micro-step (NCCL in CUDA\n"
       "builds, MPI otherwise); rank 0 alone writes. Log lines:\n"
@@ -94,14 +94,15 @@ int run_train(const ParsedArgs& args) {
   const config::BatchPlan& p = deck.plan;
   log.line(std::string("kgpt ") + build_info::version() + " (git " + build_info::git_sha() + ")");
   log.line("run_dir:" + dir + " deck:" + deck.path);
-  log.line("model:" + m.family + " layers:" + std::to_string(m.n_layer) + " d_model:" + std::to_string(m.d_model) +
+  log.line(std::string("model:") + config::name_of(m.family) + " layers:" + std::to_string(m.n_layer) + " d_model:" + std::to_string(m.d_model) +
            " heads:" + std::to_string(m.n_head) + " kv_heads:" + std::to_string(m.n_kv_head) +
            " vocab:" + std::to_string(m.vocab_size) +
-           " attention:" + model::attention_name(model::attention_kind(m)));
+           " attention:" + model::attention_name(m.attention, m.d_model / m.n_head));
   log.line("tokens_per_step:" + std::to_string(deck.config.train.global_batch_tokens) +
            " world_size:" + std::to_string(p.world_size) + " grad_accum_steps:" + std::to_string(p.grad_accum_steps) +
            " micro_batch:" + std::to_string(p.local_sequences) + "x" + std::to_string(p.seq_len) +
            " ranks_per_node:" + std::to_string(w.local_size));
+  for (const auto& note : deck.notes) log.line("note: " + note);
   log.line("train_shards:" + std::to_string(files.train.files.size()) + " train_tokens:" +
            std::to_string(files.train.tokens) + " val_shards:" + std::to_string(files.val.files.size()) +
            " val_tokens:" + std::to_string(files.val.tokens));

@@ -19,7 +19,7 @@ const std::vector<Command>& commands() {
       {train_spec(), run_train, true},
       {check_spec(), run_check},
       {prepare_spec(), run_prepare},
-      {bench_spec(), run_bench},
+      {bench_spec(), run_bench, true},
       {eval_spec(), run_eval, true},
       {sample_spec(), run_sample},
       {inspect_spec(), run_inspect},
@@ -72,7 +72,7 @@ void report(const std::string& who, const std::string& message) {
   }
 }
 
-// Each rank drives GPU local_rank (semantic contract, point 1).
+// Each rank drives GPU local_rank (docs/design.md, section 1).
 int device_for_this_rank() {
   const auto& w = kgpt::parallel::world();
   const int devices = kgpt::compat::device_count();

@@ -71,7 +71,7 @@ if wants train; then
   timeout 300 "$kgpt" train inputs/tiny_cpu.yaml "${common[@]}" "${gpt2[@]}" --run-dir /tmp/kgpt_runs/gpt2 >> "$out/train.log" 2>&1
   say "train gpt2: exit $?"
   # The same decks with bf16 GEMM inputs: compared with the fp32 CPU runs for scale, not for equality.
-  bf16=(--set train.gemm_precision=bf16)
+  bf16=(--set train.precision=bf16)
   timeout 300 "$kgpt" train inputs/tiny_cpu.yaml "${common[@]}" "${bf16[@]}" --run-dir /tmp/kgpt_runs/golf_bf16 >> "$out/train.log" 2>&1
   say "train golf bf16: exit $?"
   timeout 300 "$kgpt" train inputs/tiny_cpu.yaml "${common[@]}" "${gpt2[@]}" "${bf16[@]}" --run-dir /tmp/kgpt_runs/gpt2_bf16 >> "$out/train.log" 2>&1
@@ -86,7 +86,7 @@ if wants bench; then
   cd "$KGPT_TREE"
   for precision in bf16 fp32; do
     for attention in fused gemm; do
-      options=(--set train.gemm_precision=$precision --set model.attention=$attention)
+      options=(--set train.precision=$precision --set model.attention=$attention)
       timeout 150 "$kgpt" bench inputs/golf_8xh100.yaml "${options[@]}" --steps 3 --warmup 1 \
         2>&1 | tee -a "$out/bench.log" | tee -a "$summary"
       timeout 120 "$kgpt" bench inputs/gpt2_124m_bench.yaml --set train.seq_len=1024 --set train.global_batch_tokens=16384 \

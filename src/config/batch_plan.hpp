@@ -1,5 +1,5 @@
 #pragma once
-// How a global batch is split over ranks and micro-steps (the semantic contract, points 2 and 3).
+// How a global batch is split over ranks and micro-steps (docs/design.md, sections 2 and 3).
 
 #include <string>
 

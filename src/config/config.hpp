@@ -1,10 +1,70 @@
 #pragma once
 // Typed configuration. Every field's initialiser is its documented default; the deck reader
-// (deck.cpp) and the reference (docs/deck-reference.md) take the defaults from here.
+// (deck.cpp) and the reference (docs/deck-reference.md) take the defaults from here. A few
+// defaults depend on other keys (the schema's contextual defaults, schema.cpp): the values below
+// are those of the golf family with a tied embedding, and resolve_contextual_defaults() sets the
+// others for a deck.
+//
+// Keys with a fixed set of values are enums from the moment the deck is read; ChoiceNames<E>
+// holds the deck spelling of each value, in the enum's order.
 
 #include <string>
 
 namespace kgpt::config {
+
+enum class Family { golf, gpt2 };
+enum class Attention { automatic, gemm, fused };
+enum class Tokenizer { byte, sentencepiece };
+enum class Schedule { constant, cosine };
+enum class Precision { fp32, bf16 };
+enum class MatrixOptimizer { muon, adamw };
+
+template <class E>
+struct ChoiceNames;
+template <>
+struct ChoiceNames<Family> {
+  static constexpr const char* names[] = {"golf", "gpt2"};
+};
+template <>
+struct ChoiceNames<Attention> {
+  static constexpr const char* names[] = {"auto", "gemm", "fused"};
+};
+template <>
+struct ChoiceNames<Tokenizer> {
+  static constexpr const char* names[] = {"byte", "sentencepiece"};
+};
+template <>
+struct ChoiceNames<Schedule> {
+  static constexpr const char* names[] = {"constant", "cosine"};
+};
+template <>
+struct ChoiceNames<Precision> {
+  static constexpr const char* names[] = {"fp32", "bf16"};
+};
+template <>
+struct ChoiceNames<MatrixOptimizer> {
+  static constexpr const char* names[] = {"muon", "adamw"};
+};
+
+// "golf", "auto", ... : the deck spelling of a value.
+template <class E>
+const char* name_of(E value) {
+  return ChoiceNames<E>::names[static_cast<int>(value)];
+}
+
+// Sets `value` from its deck spelling; false when `text` names none.
+template <class E>
+bool parse_choice(const std::string& text, E& value) {
+  int index = 0;
+  for (const char* name : ChoiceNames<E>::names) {
+    if (text == name) {
+      value = static_cast<E>(index);
+      return true;
+    }
+    ++index;
+  }
+  return false;
+}
 
 struct RunConfig {
   std::string name = "";         // "" means the deck file's name without extension
@@ -16,25 +76,29 @@ struct RunConfig {
 };
 
 struct ModelConfig {
-  std::string family = "golf";  // golf | gpt2
+  Family family = Family::golf;
   int vocab_size = 1024;
   int n_layer = 9;
   int d_model = 512;
   int n_head = 8;
   int n_kv_head = 4;  // golf: grouped-query attention; gpt2: must equal n_head
-  int mlp_mult = 2;
+  int mlp_mult = 2;   // contextual: 2 for golf, 4 for gpt2
   double rope_base = 10000.0;
   double logit_softcap = 30.0;  // 0 turns the softcap off
   double qk_gain_init = 1.5;
-  double tied_embed_init_std = 0.005;
-  std::string attention = "auto";  // auto | gemm | fused
+  bool tie_embeddings = true;          // false: a separate output head (lm_head.weight)
+  double tied_embed_init_std = 0.005;  // contextual: 0.005 for golf, 0.02 for gpt2
+  Attention attention = Attention::automatic;
+  // The deck key is train.precision; it lives here because the model is built for it, so that
+  // eval, sample and resume run a checkpoint in the precision it was trained in.
+  Precision precision = Precision::fp32;
 };
 
 struct DataConfig {
   // parameter-golf's layout for its SentencePiece-1024 FineWeb shards.
   std::string train_files = "data/datasets/fineweb10B_sp1024/fineweb_train_*.bin";
   std::string val_files = "data/datasets/fineweb10B_sp1024/fineweb_val_*.bin";
-  std::string tokenizer = "sentencepiece";  // byte | sentencepiece
+  Tokenizer tokenizer = Tokenizer::sentencepiece;
   std::string vocab_file = "data/tokenizers/fineweb_1024_bpe.vocab";  // for val_bpb
 };
 
@@ -44,21 +108,21 @@ struct TrainConfig {
   int accum_total = 8;                     // micro-steps per optimizer step, all ranks together
   int iterations = 20000;
   int warmup_steps = 0;
-  std::string schedule = "constant";  // constant | cosine
-  double min_lr_fraction = 0.0;       // cosine floor, as a fraction of each group's lr
+  Schedule schedule = Schedule::constant;
+  double min_lr_fraction = 0.0;  // cosine floor, as a fraction of each group's lr
   int warmdown_iters = 1200;
   double max_wallclock_seconds = 0.0;  // 0: no wall-clock cap
   double grad_clip_norm = 0.0;         // 0: no clipping
   int eval_every = 1000;               // 0: evaluate only at the end
   long long val_tokens = 0;            // 0: the whole val split
   int log_every = 200;
-  std::string gemm_precision = "fp32";  // fp32 | bf16 (CUDA builds; host builds run fp32)
 };
 
 struct OptimConfig {
+  MatrixOptimizer matrix_optimizer = MatrixOptimizer::muon;  // contextual: muon for golf, adamw for gpt2
   double matrix_lr = 0.04;
   double scalar_lr = 0.04;
-  double embed_lr = 0.05;
+  double embed_lr = 0.05;  // contextual: 0.05 with a tied embedding, 0.6 with an untied one
   double head_lr = 0.008;
   double beta1 = 0.9;
   double beta2 = 0.95;
@@ -84,5 +148,9 @@ struct Config {
   OptimConfig optim;
   ParallelConfig parallel;
 };
+
+// Sets the keys whose defaults depend on other keys (family, tie_embeddings) to those defaults,
+// as the deck reader does for keys a deck leaves out; for code that builds a Config by hand.
+void resolve_contextual_defaults(Config& config);
 
 }  // namespace kgpt::config

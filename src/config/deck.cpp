@@ -38,11 +38,13 @@ std::string ResolvedDeck::where(const std::string& key) const {
 
 namespace {
 
+// The key `section.name` sets: itself, or the key an old name now stands for (key_aliases()).
 const KeySpec* find_key(const std::string& section, const std::string& name) {
-  for (const auto& spec : deck_schema()) {
-    if (spec.section == section && spec.name == name) return &spec;
+  const std::string dotted = section + "." + name;
+  for (const auto& alias : key_aliases()) {
+    if (alias.old_name == dotted) return config::find_key(alias.new_name);
   }
-  return nullptr;
+  return config::find_key(dotted);
 }
 
 // " (did you mean 'train.seq_len'?)" for a key that does not exist, or "".
@@ -192,8 +194,9 @@ class DeckReader {
         problems_.push_back(at(key_mark) + ": unknown key '" + dotted + "'" + suggest_key(section, name));
         continue;
       }
-      if (!seen.insert(name).second) {
-        problems_.push_back(at(key_mark) + ": " + dotted + ": key appears twice in section '" + section + "'");
+      if (!seen.insert(spec->name).second) {
+        problems_.push_back(at(key_mark) + ": " + dotted + ": key appears twice in section '" + section + "'" +
+                            (spec->dotted() == dotted ? "" : " (as " + spec->dotted() + ", its new name)"));
         continue;
       }
       const YAML::Node node = it->second;
@@ -211,7 +214,7 @@ class DeckReader {
         continue;
       }
       spec->set(deck_.config, value);
-      deck_.origins[dotted] = deck_origin(deck_.path, value_mark);
+      deck_.origins[spec->dotted()] = deck_origin(deck_.path, value_mark);
     }
   }
 
@@ -271,6 +274,41 @@ void apply_override(ResolvedDeck& deck, std::size_t index, std::vector<std::stri
   deck.origins[spec->dotted()] = o;
 }
 
+// Keys left at their default whose default depends on other keys take the default for this deck.
+void resolve_defaults(ResolvedDeck& deck) {
+  for (const auto& spec : deck_schema()) {
+    if (spec.contextual_default && deck.origin(spec.dotted()).kind == Origin::Kind::default_value) {
+      spec.set(deck.config, spec.contextual_default(deck.config));
+    }
+  }
+}
+
+// The value a key has when a deck leaves it out, in this deck's configuration.
+Value default_value(const KeySpec& spec, const Config& config) {
+  return spec.contextual_default ? spec.contextual_default(config) : spec.get(Config{});
+}
+
+// "" when the key acts in this configuration or keeps its default, else why a value set for it
+// changes nothing. (Resolved decks write every key; their values there are the defaults.)
+std::string without_effect(const KeySpec& spec, const ResolvedDeck& deck) {
+  if (!spec.no_effect || deck.origin(spec.dotted()).kind == Origin::Kind::default_value) return "";
+  const std::string reason = spec.no_effect(deck.config);
+  if (reason.empty() || value_text(spec.get(deck.config)) == value_text(default_value(spec, deck.config))) return "";
+  return reason;
+}
+
+// A key set where it acts on nothing is most likely a mistake, but also what a sweep over a mode
+// (tie_embeddings, schedule, matrix_optimizer) does to the points of the other mode: a note, not
+// an error.
+void note_keys_without_effect(ResolvedDeck& deck) {
+  for (const auto& spec : deck_schema()) {
+    const std::string reason = without_effect(spec, deck);
+    if (reason.empty()) continue;
+    deck.notes.push_back(deck.where(spec.dotted()) + ": " + spec.dotted() + " = " + value_text(spec.get(deck.config)) +
+                         " has no effect: it acts with " + spec.applies_doc + " only, and " + reason);
+  }
+}
+
 // Rules that tie several keys together. Each message names every key involved and its origin.
 void check_cross_field(ResolvedDeck& deck, std::vector<std::string>& problems) {
   const Config& c = deck.config;
@@ -281,13 +319,13 @@ void check_cross_field(ResolvedDeck& deck, std::vector<std::string>& problems) {
   if (m.d_model % m.n_head != 0) {
     problems.push_back(deck.where("model.d_model") + ": d_model = " + std::to_string(m.d_model) +
                        " is not divisible by " + value_of("model.n_head", m.n_head));
-  } else if (m.family == "golf" && (m.d_model / m.n_head) % 2 != 0) {
+  } else if (m.family == Family::golf && (m.d_model / m.n_head) % 2 != 0) {
     problems.push_back(deck.where("model.d_model") + ": the head dimension d_model / n_head = " +
                        std::to_string(m.d_model / m.n_head) + " must be even for RoPE (" +
                        value_of("model.n_head", m.n_head) + ")");
   }
   const int head_dim = m.d_model % m.n_head == 0 ? m.d_model / m.n_head : 0;
-  if (m.attention == "fused" && head_dim > 0 && head_dim != 8 && head_dim != 16 && head_dim != 32 && head_dim != 64 &&
+  if (m.attention == Attention::fused && head_dim > 0 && head_dim != 8 && head_dim != 16 && head_dim != 32 && head_dim != 64 &&
       head_dim != 128) {
     problems.push_back(deck.where("model.attention") + ": fused attention needs a head dimension of 8, 16, 32, 64 or "
                        "128; d_model / n_head = " + std::to_string(head_dim) + " (" +
@@ -298,17 +336,17 @@ void check_cross_field(ResolvedDeck& deck, std::vector<std::string>& problems) {
     problems.push_back(deck.where("model.n_head") + ": n_head = " + std::to_string(m.n_head) +
                        " is not divisible by " + value_of("model.n_kv_head", m.n_kv_head));
   }
-  if (m.family == "gpt2" && m.n_kv_head != m.n_head) {
+  if (m.family == Family::gpt2 && m.n_kv_head != m.n_head) {
     problems.push_back(deck.where("model.n_kv_head") + ": n_kv_head = " + std::to_string(m.n_kv_head) +
                        " must equal " + value_of("model.n_head", m.n_head) +
                        " for family gpt2, which uses multi-head attention");
   }
-  if (c.data.tokenizer == "byte" && m.vocab_size < 257) {
+  if (c.data.tokenizer == Tokenizer::byte && m.vocab_size < 257) {
     problems.push_back(deck.where("model.vocab_size") + ": vocab_size = " + std::to_string(m.vocab_size) +
                        " is too small for data.tokenizer = byte (" + deck.origin("data.tokenizer").describe() +
                        "), which needs 257 ids: 256 bytes and the document boundary");
   }
-  if (c.data.tokenizer == "sentencepiece" && c.data.vocab_file.empty()) {
+  if (c.data.tokenizer == Tokenizer::sentencepiece && c.data.vocab_file.empty()) {
     problems.push_back(deck.where("data.vocab_file") + ": data.tokenizer = sentencepiece (" +
                        deck.origin("data.tokenizer").describe() +
                        ") needs data.vocab_file, the SentencePiece .vocab file, to count bytes for val_bpb");
@@ -319,7 +357,8 @@ void check_cross_field(ResolvedDeck& deck, std::vector<std::string>& problems) {
   if (c.data.val_files.empty()) {
     problems.push_back(deck.where("data.val_files") + ": must name shard files (a path or a glob)");
   }
-  if (c.optim.muon_momentum_warmup_start > c.optim.muon_momentum) {
+  if (c.optim.matrix_optimizer == MatrixOptimizer::muon &&
+      c.optim.muon_momentum_warmup_start > c.optim.muon_momentum) {
     problems.push_back(deck.where("optim.muon_momentum_warmup_start") + ": warmup start " +
                        text::format_double(c.optim.muon_momentum_warmup_start) + " is above " +
                        "optim.muon_momentum = " + text::format_double(c.optim.muon_momentum) + " (" +
@@ -345,7 +384,11 @@ ResolvedDeck parse_deck(const std::string& text, const std::string& display_name
   std::vector<std::string> problems;
   DeckReader(deck, problems).read(text);
   for (std::size_t i = 0; i < options.overrides.size(); ++i) apply_override(deck, i, problems);
-  if (problems.empty()) check_cross_field(deck, problems);
+  if (problems.empty()) {
+    resolve_defaults(deck);
+    note_keys_without_effect(deck);
+    check_cross_field(deck, problems);
+  }
   if (!problems.empty()) throw InputError(problems);
   return deck;
 }
@@ -415,7 +458,9 @@ std::string render_resolved(const ResolvedDeck& deck) {
     }
     std::string line = "  " + spec.name + ": " + yaml_scalar(spec, spec.get(deck.config));
     if (line.size() < 48) line.append(48 - line.size(), ' ');
-    out << line << "  # " << deck.origin(spec.dotted()).describe() << "\n";
+    const std::string idle = without_effect(spec, deck);
+    out << line << "  # " << deck.origin(spec.dotted()).describe() << (idle.empty() ? "" : "; no effect: " + idle)
+        << "\n";
   }
   return out.str();
 }
@@ -437,7 +482,13 @@ std::string render_reference() {
       << "- `train.accum_total` divisible by the world size; grad_accum_steps = accum_total / world_size.\n"
       << "- `train.global_batch_tokens` divisible by world_size x grad_accum_steps x `train.seq_len`.\n"
       << "- `data.tokenizer: byte` needs `model.vocab_size >= 257`; `sentencepiece` needs `data.vocab_file`.\n"
-      << "- `optim.muon_momentum_warmup_start <= optim.muon_momentum`.\n"
+      << "- `optim.muon_momentum_warmup_start <= optim.muon_momentum` (with Muon).\n"
+      << "- A key that acts only in some configurations (the \"acts with\" notes below), set to another value\n"
+      << "  than its default elsewhere (`rope_base: 500` in a gpt2 deck, `head_lr` with a tied embedding),\n"
+      << "  changes nothing: `kgpt check` and `kgpt train` print a note, and the resolved deck marks it.\n"
+      << "- Defaults that depend on other keys: `model.mlp_mult`, `model.tied_embed_init_std`,\n"
+      << "  `optim.matrix_optimizer` (by family) and `optim.embed_lr` (by `model.tie_embeddings`).\n"
+      << "- `train.gemm_precision` is read as `train.precision`, its new name.\n"
       << "- `kgpt check` and `kgpt train` also check that `data.train_files` and `data.val_files` match\n"
       << "  shard files with valid headers (`kgpt check --no-data` skips this).\n";
   const Config defaults;
@@ -455,8 +506,10 @@ std::string render_reference() {
     if (spec.kind == ValueKind::boolean) allowed = "true, false";
     const std::string type = spec.kind == ValueKind::choice ? "choice" : spec.type_name();
     const std::string def = value_text(spec.get(defaults));
-    out << "| `" << spec.name << "` | " << type << " | " << (def.empty() ? "\"\"" : "`" + def + "`") << " | "
-        << allowed << " | " << spec.doc << " |\n";
+    const std::string shown = !spec.default_doc.empty() ? spec.default_doc : def.empty() ? "\"\"" : "`" + def + "`";
+    const std::string acts = spec.applies_doc.empty() ? "" : " Acts with " + spec.applies_doc + " only.";
+    out << "| `" << spec.name << "` | " << type << " | " << shown << " | " << allowed << " | " << spec.doc << acts
+        << " |\n";
   }
   return out.str();
 }

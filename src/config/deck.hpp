@@ -37,6 +37,9 @@ struct ResolvedDeck {
   std::string text;       // the deck file's text, kept for run directories and checkpoints
   DeckOptions options;
   std::map<std::string, Origin> origins;  // every key, by "section.key"
+  // Keys set to a value that changes nothing in this configuration ("file:line:col: key ... has no
+  // effect here: ..."), for the check and the run log.
+  std::vector<std::string> notes;
 
   const Origin& origin(const std::string& key) const;
   // "inputs/a.yaml:9:16: data.train_files" (or "--set ...: key", or "data.train_files (default)"):

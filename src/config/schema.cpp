@@ -1,6 +1,7 @@
 #include "config/schema.hpp"
 
 #include <limits>
+#include <type_traits>
 
 #include "core/text.hpp"
 
@@ -57,20 +58,24 @@ Bounds half_open(double low, double high) { return Bounds{low, high, true, true,
 constexpr double kMaxInt = static_cast<double>(std::numeric_limits<int>::max());
 
 // Builds the entry for one field. Integer fields of type int are range-checked against int by their
-// bounds, which never exceed kMaxInt.
+// bounds, which never exceed kMaxInt. Enum fields are choices: their values are the enum's deck
+// spellings (ChoiceNames), in the enum's order.
 template <class Section, class Field>
 KeySpec key(const char* section, const char* name, Section Config::*part, Field Section::*field, ValueKind kind,
-            Bounds bounds, std::string doc, std::vector<std::string> choices = {}) {
+            Bounds bounds, std::string doc) {
   KeySpec spec;
   spec.section = section;
   spec.name = name;
   spec.kind = kind;
   spec.bounds = bounds;
-  spec.choices = std::move(choices);
+  if constexpr (std::is_enum_v<Field>) {
+    for (const char* choice : ChoiceNames<Field>::names) spec.choices.push_back(choice);
+  }
   spec.doc = std::move(doc);
   spec.get = [part, field](const Config& c) -> Value {
     const Field& v = c.*part.*field;
     if constexpr (std::is_same_v<Field, bool>) return v;
+    else if constexpr (std::is_enum_v<Field>) return std::string(name_of(v));
     else if constexpr (std::is_integral_v<Field>) return static_cast<long long>(v);
     else if constexpr (std::is_floating_point_v<Field>) return static_cast<double>(v);
     else return std::string(v);
@@ -78,11 +83,34 @@ KeySpec key(const char* section, const char* name, Section Config::*part, Field 
   spec.set = [part, field](Config& c, const Value& v) {
     Field& target = c.*part.*field;
     if constexpr (std::is_same_v<Field, bool>) target = std::get<bool>(v);
+    else if constexpr (std::is_enum_v<Field>) parse_choice(std::get<std::string>(v), target);
     else if constexpr (std::is_integral_v<Field>) target = static_cast<Field>(std::get<long long>(v));
     else if constexpr (std::is_floating_point_v<Field>) target = static_cast<Field>(std::get<double>(v));
     else target = std::get<std::string>(v);
   };
   return spec;
+}
+
+// A default that depends on other keys (resolved after the deck and the overrides are read).
+KeySpec with_default(KeySpec spec, std::function<Value(const Config&)> value, std::string doc) {
+  spec.contextual_default = std::move(value);
+  spec.default_doc = std::move(doc);
+  return spec;
+}
+
+// A key that has an effect only where `why_not` returns "".
+KeySpec acting(KeySpec spec, std::function<std::string(const Config&)> why_not, std::string doc) {
+  spec.no_effect = std::move(why_not);
+  spec.applies_doc = std::move(doc);
+  return spec;
+}
+
+std::string golf_only(const Config& c) {
+  return c.model.family == Family::golf ? "" : "model.family is gpt2";
+}
+
+std::string muon_only(const Config& c) {
+  return c.optim.matrix_optimizer == MatrixOptimizer::muon ? "" : "optim.matrix_optimizer is adamw";
 }
 
 std::vector<KeySpec> build_schema() {
@@ -112,7 +140,7 @@ std::vector<KeySpec> build_schema() {
           "Also keep every checkpoint whose step is a multiple of N; 0 means none beyond keep_last."),
       // model
       key("model", "family", &Config::model, &MC::family, VK::choice, none,
-          "Model family: golf (parameter-golf baseline) or gpt2 (nanoGPT / GPT-2).", {"golf", "gpt2"}),
+          "Model family: golf (parameter-golf baseline) or gpt2 (nanoGPT / GPT-2)."),
       key("model", "vocab_size", &Config::model, &MC::vocab_size, VK::integer, between(2, 65536),
           "Vocabulary size; every token id in the shards must be below it (shards hold uint16 ids)."),
       key("model", "n_layer", &Config::model, &MC::n_layer, VK::integer, between(1, 1024), "Transformer blocks."),
@@ -122,30 +150,47 @@ std::vector<KeySpec> build_schema() {
           "Query heads; divisible by n_kv_head. Head dimension is d_model / n_head."),
       key("model", "n_kv_head", &Config::model, &MC::n_kv_head, VK::integer, between(1, 1024),
           "Key/value heads (grouped-query attention in golf); gpt2 needs n_kv_head = n_head."),
-      key("model", "mlp_mult", &Config::model, &MC::mlp_mult, VK::integer, between(1, 64),
-          "MLP hidden width as a multiple of d_model (golf relu^2 MLP; gpt2 uses 4)."),
-      key("model", "rope_base", &Config::model, &MC::rope_base, VK::real, above(0), "RoPE frequency base (golf)."),
+      with_default(key("model", "mlp_mult", &Config::model, &MC::mlp_mult, VK::integer, between(1, 64),
+                       "MLP hidden width as a multiple of d_model (golf: relu^2 MLP; gpt2: GELU MLP)."),
+                   [](const Config& c) -> Value { return c.model.family == Family::golf ? 2LL : 4LL; },
+                   "2 for golf, 4 for gpt2"),
+      acting(key("model", "rope_base", &Config::model, &MC::rope_base, VK::real, above(0), "RoPE frequency base."),
+             golf_only, "the golf family"),
       key("model", "logit_softcap", &Config::model, &MC::logit_softcap, VK::real, at_least(0),
           "Logits become c*tanh(z/c); 0 turns the cap off."),
-      key("model", "qk_gain_init", &Config::model, &MC::qk_gain_init, VK::real, above(0),
-          "Initial per-head query gain (golf)."),
-      key("model", "tied_embed_init_std", &Config::model, &MC::tied_embed_init_std, VK::real, above(0),
-          "Standard deviation of the tied embedding's normal initialisation."),
+      acting(key("model", "qk_gain_init", &Config::model, &MC::qk_gain_init, VK::real, above(0),
+                 "Initial per-head query gain."),
+             golf_only, "the golf family"),
+      key("model", "tie_embeddings", &Config::model, &MC::tie_embeddings, VK::boolean, none,
+          "true: the logits use the token embedding (tied); false: a separate output head lm_head.weight "
+          "(vocab_size x d_model, zero-initialised, trained with optim.head_lr), as parameter-golf's untied "
+          "option."),
+      acting(with_default(key("model", "tied_embed_init_std", &Config::model, &MC::tied_embed_init_std, VK::real,
+                              above(0), "Standard deviation of the tied embedding's normal initialisation."),
+                          [](const Config& c) -> Value { return c.model.family == Family::golf ? 0.005 : 0.02; },
+                          "0.005 for golf, 0.02 for gpt2"),
+             [](const Config& c) -> std::string {
+               return c.model.tie_embeddings ? "" : "model.tie_embeddings is false";
+             },
+             "a tied embedding"),
       key("model", "attention", &Config::model, &MC::attention, VK::choice, none,
           "Attention kernels: gemm keeps the (B, H, T, T) probabilities for the backward; fused "
           "(flash-style, head dimension 8, 16, 32, 64 or 128) keeps only a log-sum-exp per row; auto is "
-          "fused on GPUs and gemm on CPUs. Both compute the same function.",
-          {"auto", "gemm", "fused"}),
+          "fused on GPUs and gemm on CPUs. Both compute the same function."),
       // data
       key("data", "train_files", &Config::data, &DC::train_files, VK::string, none,
           "Glob of training shards, read in sorted order and wrapped around."),
       key("data", "val_files", &Config::data, &DC::val_files, VK::string, none, "Glob of validation shards."),
       key("data", "tokenizer", &Config::data, &DC::tokenizer, VK::choice, none,
           "How tokens map to bytes for val_bpb: byte (kgpt prepare; 256 is the document boundary) or "
-          "sentencepiece (needs vocab_file).",
-          {"byte", "sentencepiece"}),
-      key("data", "vocab_file", &Config::data, &DC::vocab_file, VK::string, none,
-          "SentencePiece .vocab file (one piece and score per line); required when tokenizer is sentencepiece."),
+          "sentencepiece (needs vocab_file)."),
+      acting(key("data", "vocab_file", &Config::data, &DC::vocab_file, VK::string, none,
+                 "SentencePiece .vocab file (one piece and score per line); required when tokenizer is "
+                 "sentencepiece."),
+             [](const Config& c) -> std::string {
+               return c.data.tokenizer == Tokenizer::sentencepiece ? "" : "data.tokenizer is byte";
+             },
+             "data.tokenizer: sentencepiece"),
       // train
       key("train", "seq_len", &Config::train, &TC::seq_len, VK::integer, between(1, 1048576),
           "Tokens per training sequence."),
@@ -158,10 +203,13 @@ std::vector<KeySpec> build_schema() {
       key("train", "warmup_steps", &Config::train, &TC::warmup_steps, VK::integer, count,
           "Steps of linear learning-rate warmup."),
       key("train", "schedule", &Config::train, &TC::schedule, VK::choice, none,
-          "Learning rate after warmup: constant (then warmdown) or cosine (to min_lr_fraction).",
-          {"constant", "cosine"}),
-      key("train", "min_lr_fraction", &Config::train, &TC::min_lr_fraction, VK::real, between(0, 1),
-          "Floor of the cosine schedule as a fraction of each group's learning rate."),
+          "Learning rate after warmup: constant (then warmdown) or cosine (to min_lr_fraction)."),
+      acting(key("train", "min_lr_fraction", &Config::train, &TC::min_lr_fraction, VK::real, between(0, 1),
+                 "Floor of the cosine schedule as a fraction of each group's learning rate."),
+             [](const Config& c) -> std::string {
+               return c.train.schedule == Schedule::cosine ? "" : "train.schedule is constant";
+             },
+             "train.schedule: cosine"),
       key("train", "warmdown_iters", &Config::train, &TC::warmdown_iters, VK::integer, count,
           "Linear decay to zero over the last warmdown_iters steps (or the same share of the wall-clock cap)."),
       key("train", "max_wallclock_seconds", &Config::train, &TC::max_wallclock_seconds, VK::real, at_least(0),
@@ -174,36 +222,59 @@ std::vector<KeySpec> build_schema() {
           "Tokens of the val split to evaluate; 0 means all of it."),
       key("train", "log_every", &Config::train, &TC::log_every, VK::integer, positive_int,
           "Print a train line every N steps (and the first and last steps)."),
-      key("train", "gemm_precision", &Config::train, &TC::gemm_precision, VK::choice, none,
+      key("train", "precision", &Config::model, &MC::precision, VK::choice, none,
           "Inputs of the GEMMs on GPUs: fp32, or bf16 on the tensor cores with fp32 accumulation and output "
-          "(weights, gradients, norms, softmax and the loss stay fp32). CPU builds always run fp32.",
-          {"fp32", "bf16"}),
+          "(weights, gradients, norms, softmax and the loss stay fp32). CPU builds run fp32. Part of the "
+          "model: eval, sample and resume use the precision of the checkpoint's deck. Read also under its "
+          "old name train.gemm_precision."),
       // optim
+      with_default(key("optim", "matrix_optimizer", &Config::optim, &OC::matrix_optimizer, VK::choice, none,
+                       "Optimizer of the 2-D block matrices: muon (Newton-Schulz orthogonalised momentum) or "
+                       "adamw. Embeddings, the head, vectors and scalars always use Adam(W)."),
+                   [](const Config& c) -> Value {
+                     return std::string(c.model.family == Family::golf ? "muon" : "adamw");
+                   },
+                   "muon for golf, adamw for gpt2"),
       key("optim", "matrix_lr", &Config::optim, &OC::matrix_lr, VK::real, at_least(0),
-          "Learning rate of the 2-D block matrices (Muon in golf, AdamW in gpt2)."),
+          "Learning rate of the 2-D block matrices (optim.matrix_optimizer)."),
       key("optim", "scalar_lr", &Config::optim, &OC::scalar_lr, VK::real, at_least(0),
           "Learning rate of vectors and scalars (gains, scales, mixes, skip weights, norms)."),
-      key("optim", "embed_lr", &Config::optim, &OC::embed_lr, VK::real, at_least(0),
-          "Learning rate of the tied embedding."),
-      key("optim", "head_lr", &Config::optim, &OC::head_lr, VK::real, at_least(0),
-          "Learning rate of an untied output head."),
+      with_default(key("optim", "embed_lr", &Config::optim, &OC::embed_lr, VK::real, at_least(0),
+                       "Learning rate of the token embedding (and of gpt2's position embedding)."),
+                   [](const Config& c) -> Value { return c.model.tie_embeddings ? 0.05 : 0.6; },
+                   "0.05 tied, 0.6 untied (parameter-golf's tied_embed_lr and embed_lr)"),
+      acting(key("optim", "head_lr", &Config::optim, &OC::head_lr, VK::real, at_least(0),
+                 "Learning rate of the untied output head (Adam)."),
+             [](const Config& c) -> std::string {
+               return c.model.tie_embeddings ? "model.tie_embeddings is true: there is no head" : "";
+             },
+             "an untied embedding"),
       key("optim", "beta1", &Config::optim, &OC::beta1, VK::real, half_open(0, 1), "Adam first-moment decay."),
       key("optim", "beta2", &Config::optim, &OC::beta2, VK::real, half_open(0, 1), "Adam second-moment decay."),
       key("optim", "adam_eps", &Config::optim, &OC::adam_eps, VK::real, above(0), "Adam epsilon."),
       key("optim", "weight_decay", &Config::optim, &OC::weight_decay, VK::real, at_least(0),
-          "Decoupled weight decay on 2-D tensors (AdamW)."),
-      key("optim", "muon_momentum", &Config::optim, &OC::muon_momentum, VK::real, half_open(0, 1),
-          "Muon momentum after warmup (Nesterov)."),
-      key("optim", "muon_momentum_warmup_start", &Config::optim, &OC::muon_momentum_warmup_start, VK::real,
-          half_open(0, 1), "Muon momentum at step 0, raised linearly to muon_momentum."),
-      key("optim", "muon_momentum_warmup_steps", &Config::optim, &OC::muon_momentum_warmup_steps, VK::integer, count,
-          "Steps over which Muon momentum warms up."),
-      key("optim", "muon_backend_steps", &Config::optim, &OC::muon_backend_steps, VK::integer, between(1, 20),
-          "Newton-Schulz iterations per Muon update."),
+          "Decoupled weight decay (p -= lr wd p) on the matrices, the embeddings and the head, whatever "
+          "their optimizer; never on vectors and scalars."),
+      acting(key("optim", "muon_momentum", &Config::optim, &OC::muon_momentum, VK::real, half_open(0, 1),
+                 "Muon momentum after warmup (Nesterov)."),
+             muon_only, "optim.matrix_optimizer: muon"),
+      acting(key("optim", "muon_momentum_warmup_start", &Config::optim, &OC::muon_momentum_warmup_start, VK::real,
+                 half_open(0, 1), "Muon momentum at step 0, raised linearly to muon_momentum."),
+             muon_only, "optim.matrix_optimizer: muon"),
+      acting(key("optim", "muon_momentum_warmup_steps", &Config::optim, &OC::muon_momentum_warmup_steps,
+                 VK::integer, count, "Steps over which Muon momentum warms up."),
+             muon_only, "optim.matrix_optimizer: muon"),
+      acting(key("optim", "muon_backend_steps", &Config::optim, &OC::muon_backend_steps, VK::integer,
+                 between(1, 20), "Newton-Schulz iterations per Muon update."),
+             muon_only, "optim.matrix_optimizer: muon"),
       // parallel
-      key("parallel", "bucket_mb", &Config::parallel, &PC::bucket_mb, VK::real, above(0),
-          "Size in MB (10^6 bytes) from which a bucket of final gradients starts averaging during the last "
-          "micro-step's backward."),
+      acting(key("parallel", "bucket_mb", &Config::parallel, &PC::bucket_mb, VK::real, above(0),
+                 "Size in MB (10^6 bytes) from which a bucket of final gradients starts averaging during the "
+                 "last micro-step's backward."),
+             [](const Config& c) -> std::string {
+               return c.parallel.overlap ? "" : "parallel.overlap is false";
+             },
+             "parallel.overlap: true"),
       key("parallel", "overlap", &Config::parallel, &PC::overlap, VK::boolean, none,
           "Average gradients in buckets while the last micro-step's backward runs; false: one all-reduce "
           "over the whole gradient buffer after it."),
@@ -218,6 +289,24 @@ std::vector<KeySpec> build_schema() {
 const std::vector<KeySpec>& deck_schema() {
   static const std::vector<KeySpec> schema = build_schema();
   return schema;
+}
+
+void resolve_contextual_defaults(Config& config) {
+  for (const auto& spec : deck_schema()) {
+    if (spec.contextual_default) spec.set(config, spec.contextual_default(config));
+  }
+}
+
+const KeySpec* find_key(const std::string& dotted) {
+  for (const auto& spec : deck_schema()) {
+    if (spec.dotted() == dotted) return &spec;
+  }
+  return nullptr;
+}
+
+const std::vector<KeyAlias>& key_aliases() {
+  static const std::vector<KeyAlias> aliases = {{"train.gemm_precision", "train.precision"}};
+  return aliases;
 }
 
 const std::vector<std::string>& deck_sections() {

@@ -32,12 +32,28 @@ struct KeySpec {
   std::string doc;
   std::function<Value(const Config&)> get;
   std::function<void(Config&, const Value&)> set;
+  // Keys whose default depends on other keys: the default for a configuration, and how the
+  // reference describes it ("muon for golf, adamw for gpt2"). Empty for a fixed default.
+  std::function<Value(const Config&)> contextual_default;
+  std::string default_doc;
+  // Keys that act only in some configurations: "" where the key has an effect, else why it has
+  // none ("family gpt2 has no rotary embedding"). A deck that sets such a key to anything but its
+  // default there is refused, so that no key is silently without effect.
+  std::function<std::string(const Config&)> no_effect;
+  std::string applies_doc;  // where it acts, for the reference ("golf only")
 
   std::string dotted() const { return section + "." + name; }
   std::string type_name() const;  // "integer", "number", "boolean", "string", "one of golf|gpt2"
 };
 
 const std::vector<KeySpec>& deck_schema();
+const KeySpec* find_key(const std::string& dotted);
+
+// Keys read under an old name, with the key they now set ("train.gemm_precision" -> "train.precision").
+struct KeyAlias {
+  std::string old_name, new_name;
+};
+const std::vector<KeyAlias>& key_aliases();
 const std::vector<std::string>& deck_sections();
 
 // Value as deck text ("0.04", "true", "golf").

@@ -37,7 +37,7 @@ DatasetFiles check_dataset(const config::ResolvedDeck& deck) {
   DatasetFiles result;
   result.train = check_split(deck, "data.train_files", data.train_files);
   result.val = check_split(deck, "data.val_files", data.val_files);
-  if (data.tokenizer == "sentencepiece" && !std::ifstream(data.vocab_file)) {
+  if (data.tokenizer == config::Tokenizer::sentencepiece && !std::ifstream(data.vocab_file)) {
     throw InputError(deck.where("data.vocab_file") + ": cannot open '" + data.vocab_file + "'");
   }
   return result;

@@ -1,5 +1,5 @@
 #pragma once
-// The distributed loader of the semantic contract (point 4): every micro-step takes
+// The distributed loader (docs/design.md, section 4): every micro-step takes
 // (local + 1) * world_size consecutive tokens from the stream; rank r keeps
 // [r * (local + 1), (r + 1) * (local + 1)); inputs are that span without its last token and
 // targets without its first, shaped (local / seq_len, seq_len).

@@ -1,7 +1,5 @@
 #include "io/history.hpp"
 
-#include <mpi.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -9,13 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/build_info.hpp"
 #include "core/error.hpp"
-#include "core/kokkos_compat.hpp"
-
-#ifdef KGPT_HAVE_NCCL
-#include <nccl.h>
-#endif
+#include "core/versions.hpp"
 
 namespace kgpt::io {
 
@@ -63,36 +56,18 @@ std::string environment(const char* name) {
   return value ? value : "";
 }
 
-std::string mpi_version() {
-  char text[MPI_MAX_LIBRARY_VERSION_STRING];
-  int length = 0;
-  MPI_Get_library_version(text, &length);
-  std::string version(text, static_cast<std::size_t>(length));
-  const std::size_t end = version.find_first_of(",\n");
-  return end == std::string::npos ? version : version.substr(0, end);
-}
-
-std::string hdf5_version() {
-  unsigned major = 0, minor = 0, release = 0;
-  H5get_libversion(&major, &minor, &release);
-  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release);
-}
-
 }  // namespace
 
 void write_metadata(Hdf5File& file, const RunMetadata& metadata) {
   file.write_string("/metadata/deck", metadata.deck_text);
+  const Versions& v = versions();
   const std::pair<const char*, std::string> texts[] = {
-      {"kgpt_version", build_info::version()},
-      {"git_sha", build_info::git_sha()},
-      {"kokkos_version", compat::version_string() + " (" + compat::enabled_backends() + ")"},
-      {"mpi_version", mpi_version()},
-      {"hdf5_version", hdf5_version()},
-#ifdef KGPT_HAVE_NCCL
-      {"nccl_version", std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." + std::to_string(NCCL_PATCH)},
-#else
-      {"nccl_version", "none (CPU build)"},
-#endif
+      {"kgpt_version", v.kgpt},
+      {"git_sha", v.git_sha},
+      {"kokkos_version", v.kokkos + " (" + v.kokkos_backends + ")"},
+      {"mpi_version", v.mpi},
+      {"hdf5_version", v.hdf5},
+      {"nccl_version", v.nccl},
       {"slurm_job_id", environment("SLURM_JOB_ID")},
       {"slurm_array_job_id", environment("SLURM_ARRAY_JOB_ID")},
       {"slurm_array_task_id", environment("SLURM_ARRAY_TASK_ID")},

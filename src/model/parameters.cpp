@@ -78,6 +78,28 @@ Matrix<T> Parameters<T>::view2(const Vector<T>& buffer, const std::string& name)
 }
 
 template <class T>
+const TensorEntry& ViewBinder<T>::next(const TensorSpec& spec, std::size_t rank) {
+  if (index_ >= layout_.entries().size() || layout_.entries()[index_].spec.name != spec.name ||
+      spec.shape.size() != rank) {
+    throw Error(ExitCode::failure, "parameter declaration: tensor '" + spec.name + "' (rank " +
+                                       std::to_string(spec.shape.size()) + ") does not match the layout");
+  }
+  return layout_.entries()[index_++];
+}
+
+template <class T>
+void ViewBinder<T>::operator()(Vector<T>& view, const TensorSpec& spec) {
+  const TensorEntry& e = next(spec, 1);
+  view = Vector<T>(buffer_.data() + e.offset, e.size);
+}
+
+template <class T>
+void ViewBinder<T>::operator()(Matrix<T>& view, const TensorSpec& spec) {
+  const TensorEntry& e = next(spec, 2);
+  view = Matrix<T>(buffer_.data() + e.offset, e.spec.shape[0], e.spec.shape[1]);
+}
+
+template <class T>
 void initialize(const Parameters<T>& params, std::uint64_t seed) {
   Kokkos::deep_copy(params.values(), T(0));  // alignment padding included
   const auto& entries = params.layout().entries();
@@ -105,6 +127,8 @@ void zero_gradients(const ExecSpace& exec, const Parameters<T>& params) {
   Kokkos::deep_copy(exec, params.grads(), T(0));
 }
 
+template class ViewBinder<float>;
+template class ViewBinder<double>;
 template class Parameters<float>;
 template class Parameters<double>;
 template void initialize(const Parameters<float>&, std::uint64_t);

@@ -3,6 +3,13 @@
 // second buffer of the same layout, so the gradient average is one call over contiguous memory
 // and checkpoints walk named tensors. A ParameterLayout lists the tensors; Parameters<T> owns
 // the two buffers.
+//
+// Each model family declares its tensors once, in a function template over a visitor
+// (declare_golf in golf.hpp, declare_gpt2 in gpt2.hpp): each call names a member View of the
+// family's typed struct and gives the tensor's spec (name, shape, optimizer group, initialisation).
+// LayoutBuilder turns a declaration into the layout; ViewBinder points the members of one struct at
+// the values and of another at the gradients, so both share the declaration and forward and
+// backward use members, never names.
 
 #include <cstdint>
 #include <functional>
@@ -14,7 +21,9 @@
 
 namespace kgpt::model {
 
-// Optimizer groups (DESIGN.md): Muon for 2-D block matrices, Adam for the rest, each with its lr.
+// Optimizer groups (docs/design.md, "Optimizers"): the block matrices (Muon or AdamW by
+// optim.matrix_optimizer), the embeddings, an untied head, and vectors and scalars (Adam), each
+// with its learning rate.
 enum class ParamGroup { matrix, scalar, embedding, head };
 const char* group_name(ParamGroup group);
 
@@ -92,10 +101,42 @@ class Parameters {
   Vector<T> grads_;
 };
 
-// Tells `ready` that the gradients of the tensors named prefix* are final.
-inline void report_ready(const GradientsReady& ready, const ParameterLayout& layout, const std::string& prefix) {
-  const auto [begin, end] = layout.span(prefix);
-  ready(begin, end);
+// [begin, end) of a buffer: the span of a group of tensors, as GradientsReady reports it.
+using BufferSpan = std::pair<std::size_t, std::size_t>;
+
+// Builds the layout of a declaration: declare(scratch, LayoutBuilder&) adds every tensor in order.
+class LayoutBuilder {
+ public:
+  template <class View>
+  void operator()(View&, TensorSpec spec) {
+    layout.add(std::move(spec));
+  }
+  ParameterLayout layout;
+};
+
+// Points each declared View at its tensor in `buffer` (values or gradients), in declaration order,
+// checking that the declaration matches the layout it was built with.
+template <class T>
+class ViewBinder {
+ public:
+  ViewBinder(const ParameterLayout& layout, const Vector<T>& buffer) : layout_(layout), buffer_(buffer) {}
+  void operator()(Vector<T>& view, const TensorSpec& spec);
+  void operator()(Matrix<T>& view, const TensorSpec& spec);
+
+ private:
+  const TensorEntry& next(const TensorSpec& spec, std::size_t rank);
+  const ParameterLayout& layout_;
+  Vector<T> buffer_;
+  std::size_t index_ = 0;
+};
+
+// The layout of a family's declaration `declare(tensors, visitor)` for one configuration.
+template <template <class> class Tensors, class Declare>
+ParameterLayout layout_of(const Declare& declare) {
+  Tensors<float> scratch;
+  LayoutBuilder builder;
+  declare(scratch, builder);
+  return builder.layout;
 }
 
 // Fills every tensor by its Init rule from counter-based random numbers keyed by (seed, tensor

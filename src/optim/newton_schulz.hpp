@@ -26,7 +26,7 @@ struct NewtonSchulzWorkspace {
 // out (rows, cols) = NewtonSchulz(g (rows, cols)). out may be g: g is read before out is written.
 template <class T>
 void newton_schulz(const ExecSpace& exec, const ConstMatrix<T>& g, const Matrix<T>& out, int steps,
-                   NewtonSchulzWorkspace<T>& work) {
+                   NewtonSchulzWorkspace<T>& work, model::GemmPrecision precision = model::GemmPrecision::fp32) {
   const std::size_t rows = g.extent(0), cols = g.extent(1);
   const bool transposed = rows > cols;
   const std::size_t m = transposed ? cols : rows, n = transposed ? rows : cols;
@@ -46,11 +46,11 @@ void newton_schulz(const ExecSpace& exec, const ConstMatrix<T>& g, const Matrix<
       });
   const T ca = T(3.4445), cb = T(-4.7750), cc = T(2.0315);
   for (int s = 0; s < steps; ++s) {
-    model::gemm(exec, model::Op::none, model::Op::transpose, T(1), x, x, T(0), a);       // A = X X^T
+    model::gemm(exec, model::Op::none, model::Op::transpose, T(1), x, x, T(0), a, precision);  // A = X X^T
     Kokkos::deep_copy(exec, b, a);
-    model::gemm(exec, model::Op::none, model::Op::none, cc, a, a, cb, b);                 // B = b A + c A A
+    model::gemm(exec, model::Op::none, model::Op::none, cc, a, a, cb, b, precision);      // B = b A + c A A
     Kokkos::deep_copy(exec, x_next, x);
-    model::gemm(exec, model::Op::none, model::Op::none, T(1), b, x, ca, x_next);          // X' = a X + B X
+    model::gemm(exec, model::Op::none, model::Op::none, T(1), b, x, ca, x_next, precision);  // X' = a X + B X
     std::swap(x, x_next);
   }
   const Matrix<T> result = x;

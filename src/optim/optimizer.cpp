@@ -24,7 +24,8 @@ template <class T>
 Optimizer<T>::Optimizer(const model::Parameters<T>& params, const config::Config& config)
     : params_(params),
       optim_(config.optim),
-      muon_(config.model.family == "golf"),
+      muon_(config.optim.matrix_optimizer == config::MatrixOptimizer::muon),
+      precision_(model::gemm_precision(config.model.precision)),
       m_("kgpt::optim::adam_m", params.layout().buffer_size()),
       v_("kgpt::optim::adam_v", params.layout().buffer_size()),
       momentum_("kgpt::optim::muon_momentum", muon_ ? params.layout().buffer_size() : 0),
@@ -61,7 +62,7 @@ void Optimizer<T>::step(const ExecSpace& exec, int step, double lr_multiplier) {
       const std::size_t rows = e.spec.shape[0], cols = e.spec.shape[1];
       muon_update<T>(exec, Matrix<T>(p, rows, cols), ConstMatrix<T>(g, rows, cols),
                      Matrix<T>(momentum_.data() + e.offset, rows, cols), Matrix<T>(update_.data(), rows, cols), lr, mu,
-                     optim_.muon_backend_steps, work_);
+                     optim_.weight_decay, optim_.muon_backend_steps, work_, precision_);
       continue;
     }
     AdamSettings settings;
@@ -69,7 +70,7 @@ void Optimizer<T>::step(const ExecSpace& exec, int step, double lr_multiplier) {
     settings.beta1 = optim_.beta1;
     settings.beta2 = optim_.beta2;
     settings.eps = optim_.adam_eps;
-    const bool decays = !muon_ && e.spec.group != model::ParamGroup::scalar;
+    const bool decays = e.spec.group != model::ParamGroup::scalar;
     settings.weight_decay = decays ? optim_.weight_decay : 0.0;
     adam_update<T>(exec, Vector<T>(p, e.size), ConstVector<T>(g, e.size), Vector<T>(m_.data() + e.offset, e.size),
                    Vector<T>(v_.data() + e.offset, e.size), settings, step + 1);

@@ -1,10 +1,12 @@
 #pragma once
-// One optimizer step over every parameter tensor, by group (DESIGN.md):
-//   golf: Muon for the block matrices (optim.matrix_lr), Adam for the tied embedding (embed_lr),
-//         an untied head (head_lr) and the vectors and scalars (scalar_lr)
-//   gpt2: AdamW everywhere, with weight decay on matrices and embeddings only
-// Every learning rate is multiplied by the schedule's multiplier for the step. State (Adam moments,
-// Muon momentum) lives in buffers with the parameter buffer's layout.
+// One optimizer step over every parameter tensor, by the group its declaration gives it
+// (docs/design.md, "Optimizers"):
+//   matrix:    Muon or AdamW (optim.matrix_optimizer; muon for golf, adamw for gpt2), matrix_lr
+//   embedding: Adam(W), embed_lr;  head (untied): Adam(W), head_lr;  scalar: Adam, scalar_lr
+// Decoupled weight decay (optim.weight_decay) acts on the matrices, embeddings and head, whatever
+// their optimizer, never on vectors and scalars. Every learning rate is multiplied by the
+// schedule's multiplier for the step. State (Adam moments, Muon momentum) lives in buffers with the
+// parameter buffer's layout.
 
 #include <string>
 #include <utility>
@@ -25,13 +27,14 @@ class Optimizer {
   void step(const ExecSpace& exec, int step, double lr_multiplier);
   double group_lr(model::ParamGroup group) const;
   // The state a checkpoint must hold, by name, each a buffer with the parameter buffer's layout:
-  // adam_m, adam_v, and for golf muon_momentum.
+  // adam_m, adam_v, and with Muon muon_momentum.
   std::vector<std::pair<std::string, Vector<T>>> state_buffers() const;
 
  private:
   const model::Parameters<T>& params_;
   config::OptimConfig optim_;
-  bool muon_;  // golf: Muon for matrices; gpt2: AdamW for all
+  bool muon_;  // Muon for the matrices (else AdamW)
+  model::GemmPrecision precision_;  // of Newton-Schulz's GEMMs: the model's
   Vector<T> m_, v_, momentum_, update_;
   NewtonSchulzWorkspace<T> work_;
 };

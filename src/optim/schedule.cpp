@@ -28,7 +28,7 @@ double lr_multiplier(const config::TrainConfig& train, int step, double elapsed_
   double base = 1.0;
   if (step < train.warmup_steps) {
     base = static_cast<double>(step + 1) / (train.warmup_steps + 1);
-  } else if (train.schedule == "cosine") {
+  } else if (train.schedule == config::Schedule::cosine) {
     const int span = std::max(train.iterations - train.warmup_steps, 1);
     const double progress = std::min(static_cast<double>(step - train.warmup_steps) / span, 1.0);
     base = train.min_lr_fraction + (1.0 - train.min_lr_fraction) * 0.5 * (1.0 + std::cos(kPi * progress));

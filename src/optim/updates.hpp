@@ -5,7 +5,7 @@
 //     p *= 1 - lr wd;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
 //     p -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
 //   Muon (parameter-golf): buf = mu buf + g;  u = g + mu buf (Nesterov);
-//     p -= lr max(1, rows/cols)^0.5 NewtonSchulz(u)
+//     p *= 1 - lr wd;  p -= lr max(1, rows/cols)^0.5 NewtonSchulz(u)
 //   momentum warmup: mu(step) = (1 - f) start + f end, f = min(step / warmup_steps, 1)
 
 #include <cmath>
@@ -49,7 +49,8 @@ inline double muon_momentum_at(int step, double start, double end, int warmup_st
 // `update` is a workspace of the parameter's shape.
 template <class T>
 void muon_update(const ExecSpace& exec, const Matrix<T>& p, const ConstMatrix<T>& g, const Matrix<T>& momentum,
-                 const Matrix<T>& update, double lr, double mu, int backend_steps, NewtonSchulzWorkspace<T>& work) {
+                 const Matrix<T>& update, double lr, double mu, double weight_decay, int backend_steps,
+                 NewtonSchulzWorkspace<T>& work, model::GemmPrecision precision = model::GemmPrecision::fp32) {
   const std::size_t rows = p.extent(0), cols = p.extent(1);
   const T beta = T(mu);
   Kokkos::parallel_for(
@@ -58,8 +59,15 @@ void muon_update(const ExecSpace& exec, const Matrix<T>& p, const ConstMatrix<T>
         momentum(i, j) = beta * momentum(i, j) + g(i, j);
         update(i, j) = g(i, j) + beta * momentum(i, j);
       });
-  newton_schulz<T>(exec, ConstMatrix<T>(update), update, backend_steps, work);
+  newton_schulz<T>(exec, ConstMatrix<T>(update), update, backend_steps, work, precision);
   const T step = T(lr * std::sqrt(std::max(1.0, static_cast<double>(rows) / static_cast<double>(cols))));
+  if (weight_decay > 0) {
+    const T decay = T(1.0 - lr * weight_decay);
+    Kokkos::parallel_for(
+        "kgpt::muon::apply", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {rows, cols}),
+        KOKKOS_LAMBDA(const std::size_t i, const std::size_t j) { p(i, j) = p(i, j) * decay - step * update(i, j); });
+    return;
+  }
   Kokkos::parallel_for(
       "kgpt::muon::apply", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {rows, cols}),
       KOKKOS_LAMBDA(const std::size_t i, const std::size_t j) { p(i, j) -= step * update(i, j); });

@@ -1,16 +1,14 @@
 #include "parallel/grad_averager.hpp"
 
-#include <mpi.h>
-
 #include <algorithm>
 #include <chrono>
-#include <climits>
 #include <string>
 #include <type_traits>
 
+#include "core/backend.hpp"
 #include "core/error.hpp"
-#include "core/kokkos_compat.hpp"
-#ifdef KGPT_HAVE_NCCL
+#include "parallel/mpi_averager.hpp"
+#if KGPT_BACKEND_CUDA && defined(KGPT_HAVE_NCCL)
 #include "parallel/nccl_averager.hpp"
 #endif
 
@@ -52,7 +50,7 @@ void GradientAverager<T>::begin_micro_step(bool last) {
 
 template <class T>
 void GradientAverager<T>::ready(const ExecSpace& exec, std::size_t begin, std::size_t end) {
-  if (world_size_ == 1 || !settings_.overlap || !last_micro_step_ || begin >= end) return;
+  if (!settings_.overlap || !last_micro_step_ || begin >= end) return;
   auto& [pb, pe] = pending_;
   if (pb == pe) {
     pending_ = {begin, end};
@@ -74,7 +72,6 @@ void GradientAverager<T>::ready(const ExecSpace& exec, std::size_t begin, std::s
 
 template <class T>
 void GradientAverager<T>::finish(const ExecSpace& exec) {
-  if (world_size_ == 1) return;
   const std::size_t size = grads_.extent(0);
   if (!settings_.overlap) {
     send(exec, 0, size);
@@ -110,70 +107,35 @@ template class GradientAverager<double>;
 
 namespace {
 
+// A world of one rank: the gradients are already the average; nothing is sent or counted.
 template <class T>
-class MpiAverager final : public GradientAverager<T> {
+class SingleRankAverager final : public GradientAverager<T> {
  public:
-  MpiAverager(const Vector<T>& grads, int world_size, AveragingSettings settings)
-      : GradientAverager<T>(grads, world_size, settings) {}
-
-  double backward_scale_factor() const override { return 1.0 / this->world_size(); }
-  const char* transport() const override { return "mpi"; }
+  SingleRankAverager(const Vector<T>& grads, AveragingSettings settings) : GradientAverager<T>(grads, 1, settings) {}
+  double backward_scale_factor() const override { return 1.0; }
+  const char* transport() const override { return "none"; }
+  void ready(const ExecSpace&, std::size_t, std::size_t) override {}
+  void finish(const ExecSpace&) override {}
 
  protected:
-  void start(const ExecSpace& exec, T* data, std::size_t count) override {
-    // MPI does not know Kokkos' queue: the gradients must be written before MPI reads them.
-    exec.fence();
-    const MPI_Datatype type = std::is_same<T, float>::value ? MPI_FLOAT : MPI_DOUBLE;
-    while (count > 0) {
-      const int chunk = static_cast<int>(std::min<std::size_t>(count, INT_MAX));
-      MPI_Request request;
-      const int code = MPI_Iallreduce(MPI_IN_PLACE, data, chunk, type, MPI_SUM, MPI_COMM_WORLD, &request);
-      if (code != MPI_SUCCESS) throw Error(ExitCode::failure, "gradient averaging: MPI_Iallreduce failed");
-      requests_.push_back(request);
-      data += chunk;
-      count -= static_cast<std::size_t>(chunk);
-    }
-  }
-
-  void progress() override {
-    if (requests_.empty()) return;
-    int done = 0;
-    MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE);
-  }
-
-  void wait(const ExecSpace&) override {
-    const int code = MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
-    requests_.clear();
-    if (code != MPI_SUCCESS) throw Error(ExitCode::failure, "gradient averaging: MPI_Waitall failed");
-  }
-
- private:
-  std::vector<MPI_Request> requests_;
+  void start(const ExecSpace&, T*, std::size_t) override {}
+  void wait(const ExecSpace&) override {}
 };
 
 }  // namespace
 
 template <class T>
-std::unique_ptr<GradientAverager<T>> make_mpi_averager(const Vector<T>& grads, int world_size,
-                                                       AveragingSettings settings) {
-  return std::make_unique<MpiAverager<T>>(grads, world_size, settings);
-}
-
-template <class T>
 std::unique_ptr<GradientAverager<T>> make_gradient_averager(const ExecSpace& exec, const Vector<T>& grads,
                                                             int world_size, AveragingSettings settings) {
-#if defined(KGPT_HAVE_NCCL) && defined(KOKKOS_ENABLE_CUDA)
-  // One rank communicates nothing: no NCCL communicator for it.
-  if (world_size > 1 && std::is_same<typename Vector<T>::memory_space, Kokkos::CudaSpace>::value) {
-    return make_nccl_averager<T>(grads, world_size, settings, exec.cuda_stream());
-  }
-#endif
+  if (world_size == 1) return std::make_unique<SingleRankAverager<T>>(grads, settings);
+#if KGPT_BACKEND_CUDA && defined(KGPT_HAVE_NCCL)
+  return make_nccl_averager<T>(grads, world_size, settings, exec.cuda_stream());
+#else
   (void)exec;
   return make_mpi_averager<T>(grads, world_size, settings);
+#endif
 }
 
-template std::unique_ptr<GradientAverager<float>> make_mpi_averager(const Vector<float>&, int, AveragingSettings);
-template std::unique_ptr<GradientAverager<double>> make_mpi_averager(const Vector<double>&, int, AveragingSettings);
 template std::unique_ptr<GradientAverager<float>> make_gradient_averager(const ExecSpace&, const Vector<float>&, int,
                                                                          AveragingSettings);
 template std::unique_ptr<GradientAverager<double>> make_gradient_averager(const ExecSpace&, const Vector<double>&,

@@ -1,6 +1,8 @@
 #pragma once
-// Gradient averaging across ranks (semantic contract, point 5). One interface, two transports:
-// MPI (CPU builds: in-place all-reduce of host memory) and NCCL (CUDA builds, nccl_averager.hpp).
+// Gradient averaging across ranks (docs/design.md, section 5). One interface; the transports are
+// implementations of their own: MPI (mpi_averager.hpp: CPU builds, in-place all-reduce of host
+// memory), NCCL (nccl_averager.hpp: CUDA builds), and for a world of one rank the identity, which
+// communicates nothing. make_gradient_averager is the one place that picks one.
 //
 // Per optimizer step the trainer calls begin_step(), begin_micro_step(last) before each micro-step,
 // passes ready() to the last micro-step's backward, and calls finish() before clipping and the
@@ -9,7 +11,7 @@
 // sent as one bucket once it holds bucket_elements or more, while the backward goes on. finish()
 // sends what is left (the pending bucket and every range nobody reported, such as the tied
 // embedding, which is final only at the end) and waits. With overlap off, finish() sends the whole
-// buffer in one call. A world of one rank communicates nothing.
+// buffer in one call.
 
 #include <cstddef>
 #include <memory>
@@ -48,8 +50,8 @@ class GradientAverager {
 
   void begin_step();
   void begin_micro_step(bool last);
-  void ready(const ExecSpace& exec, std::size_t begin, std::size_t end);
-  void finish(const ExecSpace& exec);
+  virtual void ready(const ExecSpace& exec, std::size_t begin, std::size_t end);
+  virtual void finish(const ExecSpace& exec);
 
   const AveragingCounters& step_counters() const { return counters_; }
   int world_size() const { return world_size_; }
@@ -74,13 +76,8 @@ class GradientAverager {
   std::vector<std::pair<std::size_t, std::size_t>> sent_;
 };
 
-// The MPI transport: MPI_Iallreduce(MPI_IN_PLACE, MPI_SUM) per bucket on host memory.
-template <class T>
-std::unique_ptr<GradientAverager<T>> make_mpi_averager(const Vector<T>& grads, int world_size,
-                                                       AveragingSettings settings);
-
-// The transport for this build: NCCL when gradients live in CUDA memory and NCCL is compiled in,
-// MPI otherwise.
+// The transport for this world and build: the identity for one rank; with more, NCCL in CUDA
+// builds (backend::Cuda) and MPI otherwise.
 template <class T>
 std::unique_ptr<GradientAverager<T>> make_gradient_averager(const ExecSpace& exec, const Vector<T>& grads,
                                                             int world_size, AveragingSettings settings);

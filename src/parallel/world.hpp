@@ -1,5 +1,5 @@
 #pragma once
-// The MPI world of a run (semantic contract, points 1, 7 and 9): who this rank is, and the few
+// The MPI world of a run (docs/design.md, sections 1, 7 and 9): who this rank is, and the few
 // host collectives the trainer needs besides gradient averaging (agreement on stop decisions and
 // errors, sums for the logged loss and for evaluation, the start-up broadcast and checksums).
 // Every function here is a collective over MPI_COMM_WORLD unless it says otherwise.

@@ -1,5 +1,6 @@
 #pragma once
-// `kgpt bench`: the speed of a deck's training step on this machine, next to the speed of a plain
+// `kgpt bench`: the speed of a deck's training step on this machine (the step `kgpt train` runs,
+// train/step.hpp, on synthetic tokens, on every rank of the job), next to the speed of a plain
 // sgemm measured in the same run, so the ratio says how much of the machine's GEMM rate the model
 // reaches. Figures, never pass/fail.
 
@@ -24,9 +25,11 @@ struct BenchResult {
   double flops_per_token = 0;
   double peak_rss_bytes = 0;
   double device_used_bytes = -1;  // GPU memory in use after the timed steps (-1: no GPU backend)
+  const char* attention = "";     // the attention implementation that ran
 };
 
-// Runs the deck's model on synthetic tokens (no data files are read) and returns the figures.
+// Runs the deck's training step on synthetic tokens (no data files are read) and returns this
+// rank's figures. Collective over MPI_COMM_WORLD: the deck's batch plan must be for its size.
 BenchResult run_bench(const config::ResolvedDeck& deck, const BenchOptions& options);
 
 // Training FLOPs per token: 6 N (N without the learned positions) + 12 L H D T for attention.

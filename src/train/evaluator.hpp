@@ -47,7 +47,7 @@ class Evaluator {
       : seq_(deck.config.train.seq_len),
         batch_(batch),
         tokens_(load_val_tokens(deck)),
-        table_(deck.config.data.tokenizer == "byte"
+        table_(deck.config.data.tokenizer == config::Tokenizer::byte
                    ? data::byte_tokenizer_table(deck.config.model.vocab_size)
                    : data::load_sentencepiece_vocab(deck.config.data.vocab_file, deck.config.model.vocab_size)),
         inputs_("kgpt::eval::inputs", batch, seq_),
@@ -83,7 +83,7 @@ class Evaluator {
       loss_sum += mean * rows * seq_;
       token_count += static_cast<double>(rows) * seq_;
     }
-    if (world_size > 1) parallel::sum_in_place(sums, 3);
+    parallel::sum_in_place(sums, 3);
     Evaluation result;
     result.loss = loss_sum / token_count;
     result.bpb = data::bits_per_byte(result.loss, token_count, byte_count);

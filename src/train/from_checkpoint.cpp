@@ -9,8 +9,7 @@
 #include "core/random.hpp"
 #include "data/byte_tokenizer.hpp"
 #include "io/hdf5_file.hpp"
-#include "model/golf.hpp"
-#include "model/gpt2.hpp"
+#include "model/language_model.hpp"
 #include "optim/optimizer.hpp"
 #include "train/checkpoint.hpp"
 #include "train/evaluator.hpp"
@@ -21,24 +20,15 @@ namespace {
 
 using Real = float;
 
-// Calls body(model) with the deck's model family built for `batch` sequences of `seq` tokens and
-// loaded from the checkpoint; returns the checkpoint's step through `step`.
-template <class Body>
-void with_loaded_model(const config::ResolvedDeck& deck, const std::string& path, int batch, int seq,
-                       std::int64_t& step, Body&& body) {
-  auto run = [&](auto& model) {
-    // The optimizer state is read too: the checksum covers it.
-    optim::Optimizer<Real> optimizer(model.parameters(), deck.config);
-    step = load_checkpoint(path, model.parameters(), optimizer).step;
-    body(model);
-  };
-  if (deck.config.model.family == "gpt2") {
-    model::Gpt2Model<Real> model(deck.config.model, batch, seq);
-    run(model);
-  } else {
-    model::GolfModel<Real> model(deck.config.model, batch, seq);
-    run(model);
-  }
+// The deck's model (in the precision of its deck) built for `batch` sequences of `seq` tokens and
+// loaded from the checkpoint; the checkpoint's step comes back through `step`.
+std::unique_ptr<model::LanguageModel<Real>> loaded_model(const config::ResolvedDeck& deck, const std::string& path,
+                                                          int batch, int seq, std::int64_t& step) {
+  auto model = model::make_model<Real>(deck.config.model, batch, seq);
+  // The optimizer state is read too: the checksum covers it.
+  optim::Optimizer<Real> optimizer(model->parameters(), deck.config);
+  step = load_checkpoint(path, model->parameters(), optimizer).step;
+  return model;
 }
 
 }  // namespace
@@ -61,28 +51,29 @@ CheckpointEvaluation evaluate_checkpoint(const config::ResolvedDeck& deck, const
   const auto& world = parallel::world();
   const int batch = static_cast<int>(deck.plan.local_sequences), seq = deck.config.train.seq_len;
   CheckpointEvaluation result;
-  with_loaded_model(deck, path, batch, seq, result.step, [&](auto& model) {
-    Evaluator evaluator(deck, batch);
-    const Evaluation e = evaluator.run(ExecSpace(), model, world.rank, world.size);
-    result.loss = e.loss;
-    result.bpb = e.bpb;
-    result.tokens = evaluator.tokens();
-  });
+  const auto model = loaded_model(deck, path, batch, seq, result.step);
+  Evaluator evaluator(deck, batch);
+  const Evaluation e = evaluator.run(ExecSpace(), *model, world.rank, world.size);
+  result.loss = e.loss;
+  result.bpb = e.bpb;
+  result.tokens = evaluator.tokens();
   return result;
 }
 
 std::string sample_checkpoint(const config::ResolvedDeck& deck, const std::string& path, const SampleOptions& options,
                               const std::function<void(const std::string&)>& emit) {
-  if (deck.config.data.tokenizer != "byte") {
+  if (deck.config.data.tokenizer != config::Tokenizer::byte) {
     throw InputError(path + ": kgpt sample reads and writes text with the byte tokenizer; this model was trained "
-                     "with data.tokenizer: " + deck.config.data.tokenizer);
+                     "with data.tokenizer: " + config::name_of(deck.config.data.tokenizer));
   }
   const int seq = deck.config.train.seq_len, vocab = deck.config.model.vocab_size;
   std::vector<int> tokens = {data::kByteDocumentBoundary};
   for (unsigned char byte : options.prompt) tokens.push_back(byte);
   std::string generated;
   std::int64_t step = 0;
-  with_loaded_model(deck, path, 1, seq, step, [&](auto& model) {
+  const auto loaded = loaded_model(deck, path, 1, seq, step);
+  model::LanguageModel<Real>& model = *loaded;
+  {
     const ExecSpace exec;
     TokenMatrix inputs("kgpt::sample::inputs", 1, seq), targets("kgpt::sample::targets", 1, seq);
     auto host_inputs = Kokkos::create_mirror_view(inputs);
@@ -127,7 +118,7 @@ std::string sample_checkpoint(const config::ResolvedDeck& deck, const std::strin
       generated += piece;
       emit(piece);
     }
-  });
+  }
   return generated;
 }
 

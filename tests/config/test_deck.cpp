@@ -36,7 +36,7 @@ TEST_CASE("keys left out keep their documented defaults", "[config]") {
   const auto deck = parse_deck("model:\n  n_layer: 9\n", "deck.yaml", {});
   CHECK(snapshot(deck.config) == snapshot(Config{}));
   const Config& c = deck.config;
-  CHECK(c.model.family == "golf");
+  CHECK(c.model.family == kgpt::config::Family::golf);
   CHECK(c.model.vocab_size == 1024);
   CHECK(c.model.d_model == 512);
   CHECK(c.model.n_head == 8);
@@ -77,10 +77,10 @@ TEST_CASE("deck values land in typed fields with their line:column", "[config]")
   const auto deck = parse_deck(text, "small.yaml", {});
   CHECK(deck.config.run.name == "small");
   CHECK(deck.config.run.seed == 7);
-  CHECK(deck.config.model.family == "gpt2");
+  CHECK(deck.config.model.family == kgpt::config::Family::gpt2);
   CHECK(deck.config.model.d_model == 128);
   CHECK(deck.config.model.logit_softcap == 0.0);
-  CHECK(deck.config.train.schedule == "cosine");
+  CHECK(deck.config.train.schedule == kgpt::config::Schedule::cosine);
   CHECK(deck.config.optim.adam_eps == 1e-10);
   const Origin& o = deck.origin("train.global_batch_tokens");
   CHECK(o.kind == Origin::Kind::deck);
@@ -182,4 +182,65 @@ TEST_CASE("deck files that cannot be read are named", "[config]") {
   CHECK(deck.config.model.n_layer == 3);
   CHECK(deck.text == "model:\n  n_layer: 3\n");
   CHECK(deck.where("model.n_layer") == dir.file("ok.yaml") + ":2:12: model.n_layer");
+}
+
+TEST_CASE("choice keys become enums; some defaults follow the family and the embedding's tying", "[config]") {
+  using namespace kgpt::config;
+  const auto golf = parse_deck("model:\n  family: golf\n", "golf.yaml", {});
+  CHECK(golf.config.model.mlp_mult == 2);
+  CHECK(golf.config.model.tied_embed_init_std == 0.005);
+  CHECK(golf.config.optim.matrix_optimizer == MatrixOptimizer::muon);
+  CHECK(golf.config.optim.embed_lr == 0.05);
+  const auto gpt2 = parse_deck("model:\n  family: gpt2\n  n_kv_head: 8\n", "gpt2.yaml", {});
+  CHECK(gpt2.config.model.mlp_mult == 4);
+  CHECK(gpt2.config.model.tied_embed_init_std == 0.02);
+  CHECK(gpt2.config.optim.matrix_optimizer == MatrixOptimizer::adamw);
+  CHECK(gpt2.origin("optim.matrix_optimizer").kind == Origin::Kind::default_value);
+  const auto untied = parse_deck("model:\n  tie_embeddings: false\n", "untied.yaml", {});
+  CHECK(untied.config.optim.embed_lr == 0.6);  // parameter-golf's embed_lr for an untied embedding
+  // A value given in the deck wins over the contextual default.
+  const auto chosen = parse_deck("model:\n  family: gpt2\n  n_kv_head: 8\n  mlp_mult: 3\noptim:\n  matrix_optimizer: muon\n",
+                                 "chosen.yaml", {});
+  CHECK(chosen.config.model.mlp_mult == 3);
+  CHECK(chosen.config.optim.matrix_optimizer == MatrixOptimizer::muon);
+  CHECK(error_of("optim:\n  matrix_optimizer: sgd\n") ==
+        "deck.yaml:2:21: optim.matrix_optimizer: expected one of muon|adamw, got 'sgd'");
+  // The resolved deck writes the values in force, and reads back to them.
+  const auto again = parse_deck(render_resolved(gpt2), "resolved.yaml", {});
+  CHECK(snapshot(again.config) == snapshot(gpt2.config));
+  // A hand-built configuration gets the same defaults.
+  Config by_hand;
+  by_hand.model.family = Family::gpt2;
+  resolve_contextual_defaults(by_hand);
+  CHECK(snapshot(by_hand) == snapshot(gpt2.config));
+}
+
+TEST_CASE("a key set where it acts on nothing is noted, not refused", "[config]") {
+  const auto deck = parse_deck("model:\n  family: gpt2\n  n_kv_head: 8\n  rope_base: 500\noptim:\n  head_lr: 0.01\n",
+                               "idle.yaml", {});
+  REQUIRE(deck.notes.size() == 2);
+  CHECK(deck.notes[0] ==
+        "idle.yaml:4:14: model.rope_base: model.rope_base = 500.0 has no effect: it acts with the golf family only, "
+        "and model.family is gpt2");
+  CHECK(deck.notes[1] ==
+        "idle.yaml:6:12: optim.head_lr: optim.head_lr = 0.01 has no effect: it acts with an untied embedding only, "
+        "and model.tie_embeddings is true: there is no head");
+  const std::string resolved = kgpt::config::render_resolved(deck);
+  CHECK(resolved.find("# idle.yaml:4:14; no effect: model.family is gpt2") != std::string::npos);
+  // Defaults, and values equal to them (as in a resolved deck), are not noted.
+  CHECK(parse_deck("model:\n  family: gpt2\n  n_kv_head: 8\n  rope_base: 10000\n", "same.yaml", {}).notes.empty());
+  // head_lr acts once the embedding is untied.
+  CHECK(parse_deck("model:\n  tie_embeddings: false\noptim:\n  head_lr: 0.01\n", "untied.yaml", {}).notes.empty());
+}
+
+TEST_CASE("train.gemm_precision is read as train.precision", "[config]") {
+  const auto deck = parse_deck("train:\n  gemm_precision: bf16\n", "old.yaml", {});
+  CHECK(deck.config.model.precision == kgpt::config::Precision::bf16);
+  CHECK(deck.where("train.precision") == "old.yaml:2:19: train.precision");
+  CHECK(error_of("train:\n  precision: bf16\n  gemm_precision: fp32\n") ==
+        "deck.yaml:3:3: train.gemm_precision: key appears twice in section 'train' (as train.precision, its new name)");
+  DeckOptions options;
+  options.overrides = {"train.gemm_precision=bf16"};
+  CHECK(parse_deck("train:\n  seq_len: 1024\n", "flag.yaml", options).config.model.precision ==
+        kgpt::config::Precision::bf16);
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config.hpp"
 #include "core/random.hpp"
 #include "core/views.hpp"
 
@@ -103,7 +104,7 @@ template <class Model, class Config, class Randomize>
 void check_attention_kinds_agree(Config config, int vocab, const Randomize& randomize) {
   std::vector<std::vector<double>> grads;
   std::vector<double> losses;
-  for (const char* kind : {"gemm", "fused"}) {
+  for (kgpt::config::Attention kind : {kgpt::config::Attention::gemm, kgpt::config::Attention::fused}) {
     config.attention = kind;
     Model model(config, 2, 9);
     randomize(model);

@@ -3,7 +3,10 @@
 #include <cmath>
 
 #include "model/gradcheck.hpp"
+#include "model/precision_check.hpp"
 #include "model/ops/cross_entropy.hpp"
+
+#include <tuple>
 
 using namespace kgpt;
 
@@ -64,5 +67,36 @@ TEST_CASE("cross-entropy backward matches finite differences through the tied he
                                                grad_scale, head.dx, head.dw);
     test::check_gradient("cross_entropy dx", head.x, head.dx, loss);
     test::check_gradient("cross_entropy dW", head.w, head.dw, loss);
+  }
+}
+
+TEST_CASE("cross-entropy in float agrees with double", "[model][cross_entropy][float]") {
+  const int b = 4, t = 16, n = b * t, c = 32, v = 97;
+  Matrix<double> x("x", n, c), w("w", v, c);
+  random::fill_normal(x, 61, 0, 1.0);
+  random::fill_normal(w, 61, 1, 0.5);
+  TokenMatrix targets("targets", b, t);
+  auto host = Kokkos::create_mirror_view(targets);
+  for (int i = 0; i < n; ++i) host.data()[i] = (i * 13 + 5) % v;
+  Kokkos::deep_copy(targets, host);
+  for (double cap : {0.0, 30.0}) {
+    INFO("softcap " << cap);
+    auto run = [&](auto zero) {
+      using T = decltype(zero);
+      const auto xt = test::converted<Matrix<T>>("x", x), wt = test::converted<Matrix<T>>("w", w);
+      Matrix<T> logits("logits", n, v), dx("dx", n, c), dw("dw", v, c);
+      Vector<T> lse("lse", n), losses("losses", n);
+      const double loss =
+          model::ops::cross_entropy_forward<T>(ExecSpace(), xt, wt, targets, T(cap), logits, lse, losses);
+      model::ops::cross_entropy_backward<T>(ExecSpace(), xt, wt, targets, T(cap), logits, lse, T(0.5), dx, dw);
+      return std::make_tuple(loss, lse, dx, dw);
+    };
+    const auto r64 = run(0.0);
+    const auto r32 = run(0.0f);
+    CHECK(std::get<0>(r32) == Approx(std::get<0>(r64)).epsilon(1e-6));
+    CHECK(test::max_difference(std::get<1>(r32), std::get<1>(r64)) < 1e-6);
+    // dx and dW are GEMMs over 97 logits and 64 rows of gradients of size about 1/n.
+    CHECK(test::max_difference(std::get<2>(r32), std::get<2>(r64)) < 1e-6);
+    CHECK(test::max_difference(std::get<3>(r32), std::get<3>(r64)) < 1e-6);
   }
 }

@@ -1,8 +1,11 @@
 #include <catch2/catch.hpp>
 
 #include "model/gradcheck.hpp"
+#include "model/precision_check.hpp"
 #include "model/ops/activations.hpp"
 #include "model/ops/elementwise.hpp"
+
+#include <tuple>
 
 using namespace kgpt;
 
@@ -81,4 +84,41 @@ TEST_CASE("relu^2 and tanh-GELU match their definitions and finite differences",
   };
   model::ops::gelu_tanh_backward<double>(ExecSpace(), x, w, dx);
   test::check_gradient("gelu dx", x, dx, gelu_loss);
+}
+
+TEST_CASE("residual mix, scaled add, add_into and bias in float agree with double", "[model][elementwise][float]") {
+  const int n = 256, c = 48;
+  Matrix<double> x("x", n, c), x0("x0", n, c), mix("mix", 2, c), dy("dy", n, c);
+  Vector<double> s("s", c);
+  random::fill_normal(x, 90, 0, 1.0);
+  random::fill_normal(x0, 90, 1, 1.0);
+  random::fill_normal(mix, 90, 2, 1.0);
+  random::fill_normal(dy, 90, 3, 1.0);
+  random::fill_normal(s, 90, 4, 1.0);
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    const auto xt = test::converted<Matrix<T>>("x", x), x0t = test::converted<Matrix<T>>("x0", x0);
+    const auto mixt = test::converted<Matrix<T>>("mix", mix), dyt = test::converted<Matrix<T>>("dy", dy);
+    const auto st = test::converted<Vector<T>>("s", s);
+    Matrix<T> y("y", n, c), dx("dx", n, c), dx0("dx0", n, c), dmix("dmix", 2, c), dys("dys", n, c);
+    Vector<T> ds("ds", c), dbias("dbias", c);
+    model::ops::residual_mix_forward<T>(ExecSpace(), xt, x0t, mixt, y);
+    model::ops::residual_mix_backward<T>(ExecSpace(), xt, x0t, mixt, dyt, dx, dx0, dmix);
+    model::ops::scaled_add_forward<T>(ExecSpace(), x0t, st, y);  // y = mix + s * x0
+    model::ops::scaled_add_backward<T>(ExecSpace(), x0t, st, dyt, dys, ds);
+    model::ops::add_into<T>(ExecSpace(), xt, dx0);
+    model::ops::bias_forward<T>(ExecSpace(), st, y);
+    model::ops::bias_backward<T>(ExecSpace(), dyt, dbias);
+    return std::make_tuple(y, dx, dx0, dmix, dys, ds, dbias);
+  };
+  const auto r64 = run(0.0);
+  const auto r32 = run(0.0f);
+  CHECK(test::max_difference(std::get<0>(r32), std::get<0>(r64)) < 1e-6);
+  CHECK(test::max_difference(std::get<1>(r32), std::get<1>(r64)) < 1e-6);
+  CHECK(test::max_difference(std::get<2>(r32), std::get<2>(r64)) < 1e-6);
+  CHECK(test::max_difference(std::get<4>(r32), std::get<4>(r64)) < 1e-6);
+  // Column sums over 256 rows in float: rounding grows with the number of terms.
+  CHECK(test::max_difference(std::get<3>(r32), std::get<3>(r64)) < 1e-5);
+  CHECK(test::max_difference(std::get<5>(r32), std::get<5>(r64)) < 1e-5);
+  CHECK(test::max_difference(std::get<6>(r32), std::get<6>(r64)) < 1e-5);
 }

@@ -21,7 +21,8 @@ struct GemmOutcome {
 };
 
 template <class T>
-GemmOutcome run_gemm(Op op_a, Op op_b, int m, int n, int k, T alpha, T beta, std::uint64_t seed) {
+GemmOutcome run_gemm(Op op_a, Op op_b, int m, int n, int k, T alpha, T beta, std::uint64_t seed,
+                     model::GemmPrecision precision = model::GemmPrecision::fp32) {
   Matrix<T> a("a", op_a == Op::none ? m : k, op_a == Op::none ? k : m);
   Matrix<T> b("b", op_b == Op::none ? k : n, op_b == Op::none ? n : k);
   Matrix<T> c("c", m, n);
@@ -32,7 +33,7 @@ GemmOutcome run_gemm(Op op_a, Op op_b, int m, int n, int k, T alpha, T beta, std
   auto hb = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), b);
   auto hc0 = Kokkos::create_mirror(c);  // a copy even where c is host memory
   Kokkos::deep_copy(hc0, c);
-  model::gemm(ExecSpace(), op_a, op_b, alpha, ConstMatrix<T>(a), ConstMatrix<T>(b), beta, c);
+  model::gemm(ExecSpace(), op_a, op_b, alpha, ConstMatrix<T>(a), ConstMatrix<T>(b), beta, c, precision);
   auto hc = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), c);
   GemmOutcome outcome;
   for (int i = 0; i < m; ++i) {
@@ -96,29 +97,24 @@ TEST_CASE("gemm works on row-block subviews and refuses mismatched shapes", "[mo
 namespace {
 
 // Largest |C - exact| / scale over C, on float operands.
-double worst_scaled_error_float(Op op_a, Op op_b, int m, int n, int k) {
-  const GemmOutcome r = run_gemm<float>(op_a, op_b, m, n, k, 0.75f, 0.5f, 8);
+double worst_scaled_error_float(Op op_a, Op op_b, int m, int n, int k, model::GemmPrecision precision) {
+  const GemmOutcome r = run_gemm<float>(op_a, op_b, m, n, k, 0.75f, 0.5f, 8, precision);
   double worst = 0;
   for (std::size_t e = 0; e < r.got.size(); ++e) worst = std::max(worst, std::abs(r.got[e] - r.expected[e]) / r.scale[e]);
   return worst;
 }
 
-struct PrecisionGuard {
-  explicit PrecisionGuard(model::GemmPrecision p) { model::set_gemm_precision(p); }
-  ~PrecisionGuard() { model::set_gemm_precision(model::GemmPrecision::fp32); }
-};
-
 }  // namespace
 
 TEST_CASE("bf16 GEMM precision: bf16 rounding bounds on CUDA, exact fp32 on the host", "[model][gemm][precision]") {
-  PrecisionGuard guard(model::GemmPrecision::bf16);
-  const bool on_cuda = model::detail::uses_cublas<float>();
-  CHECK(model::gemm_precision() == (on_cuda ? model::GemmPrecision::bf16 : model::GemmPrecision::fp32));
-  CHECK(std::string(model::gemm_precision_name()) == (on_cuda ? "bf16" : "fp32"));
+  const model::GemmPrecision precision = model::gemm_precision(config::Precision::bf16);
+  const bool on_cuda = backend::on_gpu;
+  CHECK(precision == (on_cuda ? model::GemmPrecision::bf16 : model::GemmPrecision::fp32));
+  CHECK(std::string(model::gemm_precision_name(precision)) == (on_cuda ? "bf16" : "fp32"));
   for (Op op_a : {Op::none, Op::transpose}) {
     for (Op op_b : {Op::none, Op::transpose}) {
       INFO("op_a " << int(op_a) << " op_b " << int(op_b));
-      const double worst = worst_scaled_error_float(op_a, op_b, 48, 40, 256);
+      const double worst = worst_scaled_error_float(op_a, op_b, 48, 40, 256, precision);
       if (on_cuda) {
         // Each operand rounded to bf16 (unit roundoff 2^-9) makes each product off by at most about
         // 2^-8 relative; fp32 accumulation adds far less. Above fp32 level: the rounding really ran.
@@ -133,9 +129,9 @@ TEST_CASE("bf16 GEMM precision: bf16 rounding bounds on CUDA, exact fp32 on the 
 
 TEST_CASE("gemm_batched equals the definition for every item and leaves the gaps between items alone",
           "[model][gemm]") {
-  for (model::GemmPrecision precision : {model::GemmPrecision::fp32, model::GemmPrecision::bf16}) {
-    PrecisionGuard guard(precision);
-    const bool rounded = model::gemm_precision() == model::GemmPrecision::bf16;
+  for (config::Precision requested : {config::Precision::fp32, config::Precision::bf16}) {
+    const model::GemmPrecision precision = model::gemm_precision(requested);
+    const bool rounded = precision == model::GemmPrecision::bf16;
     for (Op op_a : {Op::none, Op::transpose}) {
       for (Op op_b : {Op::none, Op::transpose}) {
         const int count = 3, m = 6, n = 5, k = 7, gap = 4;
@@ -153,7 +149,7 @@ TEST_CASE("gemm_batched equals the definition for every item and leaves the gaps
         const float alpha = 2.0f, beta = -1.0f;
         model::gemm_batched<float>(ExecSpace(), op_a, op_b, alpha, {a.data(), ar, ac, a_stride},
                                    {b.data(), br, bc, b_stride}, beta, {c.data(), std::size_t(m), std::size_t(n), c_stride},
-                                   count);
+                                   count, precision);
         auto hc = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), c);
         const double tol = rounded ? std::ldexp(1.0, -7) : 1e-5;
         for (int item = 0; item < count; ++item) {

@@ -124,7 +124,7 @@ TEST_CASE("golf: fused and GEMM attention give the same loss and gradients", "[m
   config::ModelConfig m = tiny_golf();
   m.d_model = 32;  // head dimension 8, which the fused kernels take
   test::check_attention_kinds_agree<model::GolfModel<double>>(m, 19, [](auto& model) { randomize(model); });
-  m.attention = "fused";
+  m.attention = config::Attention::fused;
   model::GolfModel<double> fused(m, 2, 7);
   randomize(fused);
   test::check_model_gradient(fused, test::random_tokens(2, 7, 19, 9), test::random_tokens(2, 7, 19, 10));

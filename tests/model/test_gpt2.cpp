@@ -11,7 +11,9 @@ namespace {
 
 config::ModelConfig tiny_gpt2() {
   config::ModelConfig m;
-  m.family = "gpt2";
+  m.family = config::Family::gpt2;
+  m.mlp_mult = 4;
+  m.tied_embed_init_std = 0.02;
   m.vocab_size = 23;
   m.n_layer = 2;
   m.d_model = 12;
@@ -70,7 +72,7 @@ TEST_CASE("gpt2: fused and GEMM attention give the same loss and gradients", "[m
   config::ModelConfig m = tiny_gpt2();
   m.d_model = 24;  // head dimension 8, which the fused kernels take
   test::check_attention_kinds_agree<model::Gpt2Model<double>>(m, 23, [](auto& model) { random::fill_normal(model.parameters().values(), 5, 0, 0.5); });
-  m.attention = "fused";
+  m.attention = config::Attention::fused;
   model::Gpt2Model<double> fused(m, 2, 7);
   random::fill_normal(fused.parameters().values(), 6, 0, 0.5);
   test::check_model_gradient(fused, test::random_tokens(2, 7, 23, 9), test::random_tokens(2, 7, 23, 10));

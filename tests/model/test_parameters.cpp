@@ -30,7 +30,8 @@ TEST_CASE("the golf baseline has parameter-golf's 17,059,912 parameters", "[mode
 
 TEST_CASE("gpt2 at 124M size has GPT-2's 124,439,808 parameters", "[model][parameters]") {
   config::ModelConfig gpt2;
-  gpt2.family = "gpt2";
+  gpt2.family = config::Family::gpt2;
+  gpt2.mlp_mult = 4;
   gpt2.vocab_size = 50257;
   gpt2.n_layer = 12;
   gpt2.d_model = 768;
@@ -85,4 +86,29 @@ TEST_CASE("initialisation follows each tensor's rule and is the same for the sam
   CHECK(q.data() == params.values().data() + params.layout().find("blocks.0.attn.c_q.weight").offset);
   CHECK(params.grad_matrix("blocks.0.attn.c_q.weight").extent(0) == 32);
   CHECK_THROWS_AS(params.vector("blocks.0.attn.c_q.weight"), Error);
+}
+
+TEST_CASE("an untied golf head is zero and the untied embedding N(0, 1), as parameter-golf starts them",
+          "[model][parameters]") {
+  config::ModelConfig m;
+  m.vocab_size = 64;
+  m.n_layer = 2;
+  m.d_model = 32;
+  m.n_head = 4;
+  m.n_kv_head = 2;
+  m.tie_embeddings = false;
+  model::Parameters<double> params(model::golf_layout(m));
+  const auto& head = params.layout().find("lm_head.weight");
+  CHECK(head.spec.shape == std::vector<std::size_t>{64, 32});
+  CHECK(head.spec.group == ParamGroup::head);
+  CHECK(&params.layout().entries().back() == &head);  // after every tensor of the tied layout
+  model::initialize(params, 7);
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), params.values());
+  for (std::size_t i = 0; i < head.size; ++i) REQUIRE(host(head.offset + i) == 0.0);
+  const auto& emb = params.layout().find("tok_emb.weight");
+  double sum_sq = 0;
+  for (std::size_t i = 0; i < emb.size; ++i) sum_sq += host(emb.offset + i) * host(emb.offset + i);
+  CHECK(std::sqrt(sum_sq / emb.size) == Approx(1.0).epsilon(0.1));
+  m.tie_embeddings = true;
+  CHECK_FALSE(model::golf_layout(m).contains("lm_head.weight"));
 }

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "model/gradcheck.hpp"
+#include "model/precision_check.hpp"
 #include "model/ops/rope.hpp"
 
 using namespace kgpt;
@@ -53,4 +54,27 @@ TEST_CASE("rope backward matches finite differences", "[model][rope][gradcheck]"
   };
   model::ops::rope_backward<double>(ExecSpace(), cos_table, sin_table, w, dx);
   test::check_gradient("rope dx", x, dx, loss);
+}
+
+TEST_CASE("rope in float agrees with double", "[model][rope][float]") {
+  const int b = 2, h = 3, t = 64, d = 16;
+  Tensor4<double> x("x", b, h, t, d), dy("dy", b, h, t, d);
+  random::fill_normal(x, 5, 0, 2.0);
+  random::fill_normal(dy, 5, 1, 1.0);
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    Matrix<T> cos_table("cos", t, d / 2), sin_table("sin", t, d / 2);
+    model::ops::rope_tables(cos_table, sin_table, 10000.0);
+    const auto xt = test::converted<Tensor4<T>>("x", x);
+    const auto dyt = test::converted<Tensor4<T>>("dy", dy);
+    Tensor4<T> y("y", b, h, t, d), dx("dx", b, h, t, d);
+    model::ops::rope_forward<T>(ExecSpace(), cos_table, sin_table, xt, y);
+    model::ops::rope_backward<T>(ExecSpace(), cos_table, sin_table, dyt, dx);
+    return std::make_pair(y, dx);
+  };
+  const auto [y64, dx64] = run(0.0);
+  const auto [y32, dx32] = run(0.0f);
+  // A rotation: each output is two products of rounded inputs and rounded table entries.
+  CHECK(test::max_difference(y32, y64) < 1e-6);
+  CHECK(test::max_difference(dx32, dx64) < 1e-6);
 }

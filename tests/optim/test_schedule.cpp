@@ -38,7 +38,7 @@ TEST_CASE("linear warmup then cosine to the floor", "[optim][schedule]") {
   t.iterations = 110;
   t.warmup_steps = 10;
   t.warmdown_iters = 0;
-  t.schedule = "cosine";
+  t.schedule = kgpt::config::Schedule::cosine;
   t.min_lr_fraction = 0.1;
   CHECK(lr_multiplier(t, 0, 0) == Approx(1.0 / 11));
   CHECK(lr_multiplier(t, 9, 0) == Approx(10.0 / 11));

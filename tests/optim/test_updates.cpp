@@ -106,7 +106,7 @@ TEST_CASE("one Muon step: momentum, Nesterov, orthogonalisation and the shape sc
   Kokkos::deep_copy(momentum, hm);
   optim::NewtonSchulzWorkspace<double> work(6, 2);
   const double lr = 0.04, mu = 0.9;
-  optim::muon_update<double>(ExecSpace(), p, g, momentum, update, lr, mu, 5, work);
+  optim::muon_update<double>(ExecSpace(), p, g, momentum, update, lr, mu, 0.0, 5, work);
 
   // By hand: buf = 0.9 m0 + g0; u = g0 + 0.9 buf; then the reference iteration and the update.
   HostMatrix u(3, std::vector<double>(2)), buf(3, std::vector<double>(2));

@@ -1,4 +1,4 @@
-"""Checks the data-parallel runs written by train_ranks (semantic contract, points 5 to 8).
+"""Checks the data-parallel runs written by train_ranks (docs/design.md, sections 5 to 8).
 
 usage: compare_ranks.py REFERENCE_PREFIX:W[:overlap] PREFIX:W[:overlap]...
 

@@ -1,9 +1,10 @@
 // Runs the NCCL transport of gradient averaging where it was compiled: in a CPU build, against the
-// CUDA toolkit's NCCL (KGPT_NCCL_TRANSPORT). Without a CUDA device make_nccl_averager must refuse
-// with an Error naming the rank; with one (one rank per GPU), the probe averages a buffer in device
-// memory through the GradientAverager interface and checks the result. It prints "probe: OK" and
-// exits 0 only when what it saw is right; otherwise it says why and exits 3 (ctest matches the
-// output, not the exit status).
+// CUDA toolkit's NCCL (KGPT_NCCL_TRANSPORT). Started on two ranks or more. Without a CUDA device
+// make_nccl_averager must refuse with an Error naming the rank; with one GPU per rank, the probe
+// averages a buffer that differs by rank in device memory through the GradientAverager interface and
+// checks the mean. A node with fewer GPUs than ranks cannot run that check (NCCL refuses two ranks on
+// one GPU): the probe says "probe: SKIP" and ctest reports the test as skipped. Each rank prints
+// "probe: OK" and exits 0 when what it saw is right; otherwise "probe: FAIL: why" and exit code 3.
 
 #include <cuda_runtime_api.h>
 
@@ -27,7 +28,7 @@ constexpr std::size_t kElements = 1000;
 constexpr int kWrong = 3;
 
 int wrong(const std::string& why) {
-  std::cerr << "probe: " << why << std::endl;
+  std::cerr << "probe: FAIL: " << why << std::endl;
   return kWrong;
 }
 
@@ -54,7 +55,7 @@ int expect_missing_device() {
 
 bool cuda_ok(cudaError_t result, const char* call) {
   if (result == cudaSuccess) return true;
-  std::cerr << "probe: " << call << " failed: " << cudaGetErrorString(result) << std::endl;
+  std::cerr << "probe: FAIL: " << call << " failed: " << cudaGetErrorString(result) << std::endl;
   return false;
 }
 
@@ -82,7 +83,7 @@ int average_on_device(int devices) {
     settings.overlap = true;
     const auto averager = kgpt::parallel::make_nccl_averager<float>(grads, world.size, settings, stream);
     if (std::string(averager->transport()) != "nccl" || averager->backward_scale_factor() != 1.0) {
-      std::cerr << "probe: transport() or backward_scale_factor() is not NCCL's" << std::endl;
+      std::cerr << "probe: FAIL: transport() or backward_scale_factor() is not NCCL's" << std::endl;
       ok = false;
     }
     const kgpt::ExecSpace exec;
@@ -105,9 +106,7 @@ int average_on_device(int devices) {
                    std::to_string(expected));
     }
   }
-  if (world.size > 1 && calls == 0) return wrong("finish() sent nothing");
-  // A world of one rank sends nothing (GradientAverager skips it): one rank checks that the
-  // communicator starts and ends on a GPU; one rank per GPU checks the all-reduce itself.
+  if (calls == 0) return wrong("finish() sent nothing");
   std::cout << "probe: OK: NCCL on a CUDA device, " << world.size << " rank(s), " << calls << " all-reduce call(s)"
             << std::endl;
   return 0;
@@ -121,13 +120,20 @@ int main(int argc, char** argv) {
     const kgpt::compat::Runtime kokkos;
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) return expect_missing_device();
+    const auto& world = kgpt::parallel::world();
+    if (world.size < 2) return wrong("start the probe on two ranks or more: one rank averages nothing");
+    if (devices < world.local_size) {
+      std::cout << "probe: SKIP: " << world.local_size << " ranks on this node need as many GPUs; it has " << devices
+                << std::endl;
+      return 0;
+    }
     return average_on_device(devices);
   } catch (const kgpt::Error& e) {
     std::cerr << e.what() << std::endl;
     const int code = static_cast<int>(e.code());
     return code != 0 ? code : kWrong;
   } catch (const std::exception& e) {
-    std::cerr << "probe: internal error: " << e.what() << std::endl;
+    std::cerr << "probe: FAIL: internal error: " << e.what() << std::endl;
     return kWrong;
   }
 }

@@ -1,4 +1,4 @@
-"""Failure behaviour of `kgpt train` on several MPI ranks (semantic contract, point 9): bad input
+"""Failure behaviour of `kgpt train` on several MPI ranks (docs/design.md, section 9): bad input
 gives one message and exit code 2 from every rank; a failure on one rank ends every rank within
 seconds with the failing rank named; nothing hangs. Also the wall-clock cap, a stop decision all
 ranks must take at the same step.

@@ -1,11 +1,13 @@
 #!/usr/bin/python3
 """Checks kgpt's golf or gpt2 model against the independent PyTorch model in reference_models.py.
 
-usage: compare.py DUMP.h5   (written by reference_dump golf|gpt2)
+usage: compare.py DUMP.h5   (written by reference_dump golf|gpt2|golf-untied|gpt2-muon)
 
 Compares, in float64: logits (1e-4 relative), the loss (1e-5), every parameter gradient (1e-4),
-and the losses of 10 optimizer steps (1e-4): golf with Muon for block matrices and Adam for the
-rest, gpt2 with AdamW (weight decay on matrices and embeddings).
+and the losses of 10 optimizer steps (1e-4). The block matrices take Muon or AdamW as the dump
+says (golf: Muon, gpt2: AdamW, gpt2-muon: Muon); the embeddings (embed_lr), an untied head
+(head_lr) and the vectors and scalars (scalar_lr) take Adam; decoupled weight decay acts on every
+tensor of two dimensions, whatever its optimizer.
 """
 import os
 import sys
@@ -54,6 +56,8 @@ with h5py.File(sys.argv[1], "r") as f:
     kgpt_losses = np.array(f["train/losses"])
     family = f["family"][()]
     family = family.decode() if isinstance(family, bytes) else family
+    matrix_optimizer = f["matrix_optimizer"][()]
+    matrix_optimizer = matrix_optimizer.decode() if isinstance(matrix_optimizer, bytes) else matrix_optimizer
 
 
 def build(weights):
@@ -64,7 +68,7 @@ def build(weights):
     return Gpt2(weights, int(s["n_layer"]), int(s["n_head"]), s["logit_softcap"])
 
 
-print(f"family {family}")
+print(f"family {family}, matrices {matrix_optimizer}, tied {bool(s['tie_embeddings'])}")
 model = build(params)
 loss, logits = model(*batches[0])
 loss.backward()
@@ -75,41 +79,39 @@ for name, grad in kgpt_grads.items():
 
 model = build(params)
 losses = []
-if family == "golf":
-    # Muon (Nesterov, momentum warmup, shape scale) on block matrices, Adam elsewhere.
-    matrices = [p for n, p in model.p.items() if n.startswith("blocks") and p.ndim == 2 and "resid_mix" not in n]
-    matrix_ids = {id(p) for p in matrices}
-    embedding = [model.w("tok_emb.weight")]
-    scalars = [p for p in model.p.values() if id(p) not in matrix_ids and p is not embedding[0]]
-    adam = torch.optim.Adam([{"params": embedding, "lr": s["embed_lr"]}, {"params": scalars, "lr": s["scalar_lr"]}],
-                            betas=(s["beta1"], s["beta2"]), eps=s["adam_eps"])
-    momentum_buffers = [torch.zeros_like(p) for p in matrices]
-    for step in range(10):
-        model.zero_grad()
-        loss, _ = model(*batches[step % 2])
-        losses.append(loss.item())
-        loss.backward()
+# The groups of the model's declaration: block matrices, embeddings, an untied head, the rest.
+block_prefix = "blocks." if family == "golf" else "transformer.h."
+named = {n.replace("__", "."): p for n, p in model.p.items()}
+matrices = [p for n, p in named.items() if n.startswith(block_prefix) and p.ndim == 2 and "resid_mix" not in n]
+embeddings = [named[n] for n in ("tok_emb.weight", "transformer.wte.weight", "transformer.wpe.weight") if n in named]
+heads = [named["lm_head.weight"]] if "lm_head.weight" in named else []
+grouped = {id(p) for p in matrices + embeddings + heads}
+scalars = [p for p in named.values() if id(p) not in grouped]
+wd = s["weight_decay"]
+adam_groups = [{"params": embeddings, "lr": s["embed_lr"], "weight_decay": wd},
+               {"params": scalars, "lr": s["scalar_lr"], "weight_decay": 0.0}]
+if heads:
+    adam_groups.append({"params": heads, "lr": s["head_lr"], "weight_decay": wd})
+if matrix_optimizer == "adamw":
+    adam_groups.append({"params": matrices, "lr": s["matrix_lr"], "weight_decay": wd})
+adam = torch.optim.AdamW(adam_groups, betas=(s["beta1"], s["beta2"]), eps=s["adam_eps"])
+momentum_buffers = [torch.zeros_like(p) for p in matrices]
+for step in range(10):
+    model.zero_grad()
+    loss, _ = model(*batches[step % 2])
+    losses.append(loss.item())
+    loss.backward()
+    if matrix_optimizer == "muon":
+        # Nesterov momentum with warmup, Newton-Schulz, the shape scale, decoupled weight decay.
         warm = min(step / s["muon_momentum_warmup_steps"], 1.0) if s["muon_momentum_warmup_steps"] > 0 else 1.0
         mu = (1 - warm) * s["muon_momentum_warmup_start"] + warm * s["muon_momentum"]
         with torch.no_grad():
             for p, buf in zip(matrices, momentum_buffers):
                 buf.mul_(mu).add_(p.grad)
                 update = newton_schulz(p.grad + mu * buf, int(s["muon_backend_steps"]))
+                p.mul_(1 - s["matrix_lr"] * wd)
                 p.add_(update, alpha=-s["matrix_lr"] * max(1.0, p.size(0) / p.size(1)) ** 0.5)
-        adam.step()
-else:
-    # nanoGPT's AdamW groups: decay on tensors of two or more dimensions, none on biases and norms.
-    decay = [p for p in model.p.values() if p.ndim >= 2]
-    no_decay = [p for p in model.p.values() if p.ndim < 2]
-    adamw = torch.optim.AdamW([{"params": decay, "weight_decay": s["weight_decay"]},
-                               {"params": no_decay, "weight_decay": 0.0}],
-                              lr=s["matrix_lr"], betas=(s["beta1"], s["beta2"]), eps=s["adam_eps"])
-    for step in range(10):
-        model.zero_grad()
-        loss, _ = model(*batches[step % 2])
-        losses.append(loss.item())
-        loss.backward()
-        adamw.step()
+    adam.step()
 close("10-step losses", kgpt_losses, losses, 1e-4)
 print("kgpt losses     ", np.array2string(kgpt_losses, precision=6))
 print("reference losses", np.array2string(np.array(losses), precision=6))

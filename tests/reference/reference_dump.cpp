@@ -1,6 +1,10 @@
 // Writes a tiny model's weights, a batch, and kgpt's logits, loss, gradients and the losses of 10
 // optimizer steps to an HDF5 file, for tests/reference/compare.py to check against the independent
-// PyTorch model. usage: reference_dump golf|gpt2 OUT.h5
+// PyTorch model. usage: reference_dump VARIANT OUT.h5, VARIANT one of
+//   golf         the golf family: tied embedding, Muon for the block matrices
+//   gpt2         the gpt2 family: tied embedding, AdamW
+//   golf-untied  golf with model.tie_embeddings false: an output head trained with optim.head_lr
+//   gpt2-muon    gpt2 with optim.matrix_optimizer muon
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -81,10 +85,12 @@ int dump(config::Config config, const char* path) {
     optimizer.step(ExecSpace(), step, 1.0);
   }
   out.write("train/losses", {losses.size()}, losses.data());
-  out.write_string("family", m.family);
+  out.write_string("family", config::name_of(m.family));
+  out.write_string("matrix_optimizer", config::name_of(config.optim.matrix_optimizer));
   const std::vector<std::pair<const char*, double>> settings = {
       {"n_layer", m.n_layer}, {"n_head", m.n_head}, {"n_kv_head", m.n_kv_head}, {"rope_base", m.rope_base},
       {"logit_softcap", m.logit_softcap}, {"rms_eps", 1.1920928955078125e-07},
+      {"tie_embeddings", m.tie_embeddings ? 1.0 : 0.0}, {"head_lr", config.optim.head_lr},
       {"matrix_lr", config.optim.matrix_lr}, {"scalar_lr", config.optim.scalar_lr}, {"embed_lr", config.optim.embed_lr},
       {"beta1", config.optim.beta1}, {"beta2", config.optim.beta2}, {"adam_eps", config.optim.adam_eps},
       {"weight_decay", config.optim.weight_decay},
@@ -92,7 +98,7 @@ int dump(config::Config config, const char* path) {
       {"muon_momentum_warmup_steps", config.optim.muon_momentum_warmup_steps},
       {"muon_backend_steps", config.optim.muon_backend_steps}};
   for (const auto& [key, value] : settings) out.set_attribute("loss", key, value);
-  std::printf("wrote %s: %s loss %.6f, 10-step losses %.6f .. %.6f\n", path, m.family.c_str(), loss, losses.front(),
+  std::printf("wrote %s: %s loss %.6f, 10-step losses %.6f .. %.6f\n", path, config::name_of(m.family), loss, losses.front(),
               losses.back());
   return 0;
 }
@@ -100,15 +106,17 @@ int dump(config::Config config, const char* path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string family = argc == 3 ? argv[1] : "";
-  if (family != "golf" && family != "gpt2") {
-    std::fprintf(stderr, "usage: %s golf|gpt2 OUT.h5\n", argv[0]);
+  const std::string variant = argc == 3 ? argv[1] : "";
+  if (variant != "golf" && variant != "gpt2" && variant != "golf-untied" && variant != "gpt2-muon") {
+    std::fprintf(stderr, "usage: %s golf|gpt2|golf-untied|gpt2-muon OUT.h5\n", argv[0]);
     return 2;
   }
+  const std::string family = variant.substr(0, 4);
   compat::Runtime kokkos;
   config::Config config;
   config::ModelConfig& m = config.model;
-  m.family = family;
+  m.family = family == "gpt2" ? config::Family::gpt2 : config::Family::golf;
+  config::resolve_contextual_defaults(config);  // gpt2: MLP 4C, AdamW for the matrices
   m.vocab_size = 37;
   m.n_layer = 3;
   m.d_model = 32;
@@ -119,8 +127,17 @@ int main(int argc, char** argv) {
   m.logit_softcap = 5.0;
   config.optim.matrix_lr = 0.02;
   config.optim.muon_momentum_warmup_steps = 5;
+  if (variant == "golf-untied") {
+    m.tie_embeddings = false;
+    config.optim.embed_lr = 0.05;
+    config.optim.head_lr = 0.01;
+  }
   if (family == "golf") return dump<model::GolfModel<double>>(config, argv[2]);
   config.optim.matrix_lr = config.optim.embed_lr = config.optim.scalar_lr = 3e-3;
   config.optim.weight_decay = 0.1;
+  if (variant == "gpt2-muon") {
+    config.optim.matrix_optimizer = config::MatrixOptimizer::muon;
+    config.optim.matrix_lr = 0.02;
+  }
   return dump<model::Gpt2Model<double>>(config, argv[2]);
 }

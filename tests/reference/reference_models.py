@@ -1,5 +1,5 @@
 """Independent PyTorch versions of kgpt's two model families, written from the model description in
-DESIGN.md, for checking kgpt's forward and hand-written backward tensor by tensor.
+docs/design.md, for checking kgpt's forward and hand-written backward tensor by tensor.
 
 Runs on Debian's python3-torch 1.13 (CPU): no F.rms_norm and no F.scaled_dot_product_attention, so
 both are spelled out here. Tensor names match kgpt's parameter layout (src/model/layouts.cpp).
@@ -79,8 +79,12 @@ class Golf(torch.nn.Module):
             if skips:
                 x = x + self.w("skip_weights")[i] * skips.pop()
             x = self.block(encoders + i, x, x0)
-        z = rms_norm(x, self.eps) @ self.w("tok_emb.weight").t()
+        z = rms_norm(x, self.eps) @ self.head().t()
         return self.softcap * torch.tanh(z / self.softcap) if self.softcap > 0 else z
+
+    def head(self):
+        """The untied output head when there is one, else the tied embedding."""
+        return self.w("lm_head.weight") if "lm_head__weight" in self.p else self.w("tok_emb.weight")
 
     def forward(self, tokens, targets):
         z = self.logits(tokens)
@@ -118,7 +122,8 @@ class Gpt2(torch.nn.Module):
             x = x + self.dense(b + "attn.c_proj", y)
             h = F.gelu(self.dense(b + "mlp.c_fc", self.norm(b + "ln_2", x)), approximate="tanh")
             x = x + self.dense(b + "mlp.c_proj", h)
-        z = self.norm("transformer.ln_f", x) @ self.w("transformer.wte.weight").t()
+        head = self.w("lm_head.weight") if "lm_head__weight" in self.p else self.w("transformer.wte.weight")
+        z = self.norm("transformer.ln_f", x) @ head.t()
         return self.softcap * torch.tanh(z / self.softcap) if self.softcap > 0 else z
 
     def forward(self, tokens, targets):

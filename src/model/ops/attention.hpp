@@ -90,7 +90,8 @@ Strided<T> kv_slices(const View& x) {
 
 template <class T>
 void attention_forward(const ExecSpace& exec, const ConstTensor4<T>& q, const ConstTensor4<T>& k,
-                       const ConstTensor4<T>& v, const Tensor4<T>& p, const Tensor4<T>& o) {
+                       const ConstTensor4<T>& v, const Tensor4<T>& p, const Tensor4<T>& o,
+                       GemmPrecision precision = GemmPrecision::fp32) {
   const int kv = static_cast<int>(k.extent(1)), group = static_cast<int>(q.extent(1)) / kv;
   const std::size_t count = q.extent(0) * static_cast<std::size_t>(kv);
   const T scale = T(1) / compat::sqrt(static_cast<T>(q.extent(3)));
@@ -98,19 +99,20 @@ void attention_forward(const ExecSpace& exec, const ConstTensor4<T>& q, const Co
   using detail::kv_slices;
   for (int g = 0; g < group; ++g) {
     gemm_batched<T>(exec, Op::none, Op::transpose, scale, group_slices<const T>(q, group, g), kv_slices<const T>(k), T(0),
-                    group_slices<T>(p, group, g), count);
+                    group_slices<T>(p, group, g), count, precision);
   }
   detail::causal_softmax<T>(exec, p);
   for (int g = 0; g < group; ++g) {
     gemm_batched<T>(exec, Op::none, Op::none, T(1), group_slices<const T>(p, group, g), kv_slices<const T>(v), T(0),
-                    group_slices<T>(o, group, g), count);
+                    group_slices<T>(o, group, g), count, precision);
   }
 }
 
 template <class T>
 void attention_backward(const ExecSpace& exec, const ConstTensor4<T>& q, const ConstTensor4<T>& k,
                         const ConstTensor4<T>& v, const ConstTensor4<T>& p, const ConstTensor4<T>& d_o,
-                        const Tensor4<T>& dq, const Tensor4<T>& dk, const Tensor4<T>& dv, const Tensor4<T>& scratch) {
+                        const Tensor4<T>& dq, const Tensor4<T>& dk, const Tensor4<T>& dv, const Tensor4<T>& scratch,
+                        GemmPrecision precision = GemmPrecision::fp32) {
   const int kv = static_cast<int>(k.extent(1)), group = static_cast<int>(q.extent(1)) / kv;
   const std::size_t count = q.extent(0) * static_cast<std::size_t>(kv);
   const T scale = T(1) / compat::sqrt(static_cast<T>(q.extent(3)));
@@ -121,17 +123,17 @@ void attention_backward(const ExecSpace& exec, const ConstTensor4<T>& q, const C
   for (int g = 0; g < group; ++g) {
     // dV += P^T dO and dP = dO V^T
     gemm_batched<T>(exec, Op::transpose, Op::none, T(1), group_slices<const T>(p, group, g),
-                    group_slices<const T>(d_o, group, g), T(1), kv_slices<T>(dv), count);
+                    group_slices<const T>(d_o, group, g), T(1), kv_slices<T>(dv), count, precision);
     gemm_batched<T>(exec, Op::none, Op::transpose, T(1), group_slices<const T>(d_o, group, g), kv_slices<const T>(v),
-                    T(0), group_slices<T>(scratch, group, g), count);
+                    T(0), group_slices<T>(scratch, group, g), count, precision);
   }
   detail::softmax_backward<T>(exec, p, scratch);
   for (int g = 0; g < group; ++g) {
     // dQ = s dS K and dK += s dS^T Q
     gemm_batched<T>(exec, Op::none, Op::none, scale, group_slices<const T>(scratch, group, g), kv_slices<const T>(k),
-                    T(0), group_slices<T>(dq, group, g), count);
+                    T(0), group_slices<T>(dq, group, g), count, precision);
     gemm_batched<T>(exec, Op::transpose, Op::none, scale, group_slices<const T>(scratch, group, g),
-                    group_slices<const T>(q, group, g), T(1), kv_slices<T>(dk), count);
+                    group_slices<const T>(q, group, g), T(1), kv_slices<T>(dk), count, precision);
   }
 }
 

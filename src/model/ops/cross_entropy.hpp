@@ -4,8 +4,8 @@
 //   mean loss = sum(loss) / N, accumulated in double.
 // Backward with upstream scale g (the caller's grad_scale; the 1/N of the mean is applied here):
 //   dz'(n, v) = g / N * (softmax(z'(n))(v) - [v = y(n)]);  dz = dz' * (1 - (z'/cap)^2)
-//   dx = dz W (overwritten);  dW += dz^T x (accumulated: W is the tied embedding).
-// x (N, C); W (V, C); targets (B, T) with N = B*T; logits (N, V) is a workspace that holds z' after
+//   dx = dz W (overwritten);  dW += dz^T x (accumulated: a tied W also gets the embedding's gradient).
+// x (N, C); W (V, C) (the tied embedding or the head); targets (B, T) with N = B*T; logits (N, V) is a workspace that holds z' after
 // the forward and dz after the backward; lse (N) and losses (N) are kept by the forward.
 
 #include "core/kokkos_compat.hpp"
@@ -17,8 +17,8 @@ namespace kgpt::model::ops {
 template <class T>
 double cross_entropy_forward(const ExecSpace& exec, const ConstMatrix<T>& x, const ConstMatrix<T>& w,
                              const ConstTokenMatrix& targets, T softcap, const Matrix<T>& logits, const Vector<T>& lse,
-                             const Vector<T>& losses) {
-  gemm(exec, Op::none, Op::transpose, T(1), x, w, T(0), logits);
+                             const Vector<T>& losses, GemmPrecision precision = GemmPrecision::fp32) {
+  gemm(exec, Op::none, Op::transpose, T(1), x, w, T(0), logits, precision);
   const int n = static_cast<int>(logits.extent(0)), v = static_cast<int>(logits.extent(1));
   const int seq = static_cast<int>(targets.extent(1));
   using Team = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
@@ -55,7 +55,8 @@ double cross_entropy_forward(const ExecSpace& exec, const ConstMatrix<T>& x, con
 template <class T>
 void cross_entropy_backward(const ExecSpace& exec, const ConstMatrix<T>& x, const ConstMatrix<T>& w,
                             const ConstTokenMatrix& targets, T softcap, const Matrix<T>& logits,
-                            const ConstVector<T>& lse, T grad_scale, const Matrix<T>& dx, const Matrix<T>& dw) {
+                            const ConstVector<T>& lse, T grad_scale, const Matrix<T>& dx, const Matrix<T>& dw,
+                            GemmPrecision precision = GemmPrecision::fp32) {
   const int n = static_cast<int>(logits.extent(0)), v = static_cast<int>(logits.extent(1));
   const int seq = static_cast<int>(targets.extent(1));
   const T scale = grad_scale / static_cast<T>(n);
@@ -70,8 +71,8 @@ void cross_entropy_backward(const ExecSpace& exec, const ConstMatrix<T>& x, cons
         }
         logits(row, j) = grad;
       });
-  gemm(exec, Op::none, Op::none, T(1), ConstMatrix<T>(logits), w, T(0), dx);
-  gemm(exec, Op::transpose, Op::none, T(1), ConstMatrix<T>(logits), x, T(1), dw);
+  gemm(exec, Op::none, Op::none, T(1), ConstMatrix<T>(logits), w, T(0), dx, precision);
+  gemm(exec, Op::transpose, Op::none, T(1), ConstMatrix<T>(logits), x, T(1), dw, precision);
 }
 
 }  // namespace kgpt::model::ops

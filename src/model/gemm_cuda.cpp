@@ -1,4 +1,4 @@
-#include "model/cublas_gemm.hpp"
+#include "model/gemm_cuda.hpp"
 
 #include <cublas_v2.h>
 #include <cuda_bf16.h>

@@ -1,0 +1,40 @@
+#pragma once
+// What training, evaluation and sampling need of a model, whatever its family: its parameters, the
+// mean loss of a micro-batch, the backward of that loss, and the logits. make_model builds the
+// deck's family; it is the one place that chooses between them.
+
+#include <memory>
+
+#include "config/config.hpp"
+#include "core/views.hpp"
+#include "model/parameters.hpp"
+
+namespace kgpt::model {
+
+template <class T>
+class LanguageModel {
+ public:
+  virtual ~LanguageModel() = default;
+
+  virtual Parameters<T>& parameters() = 0;
+  virtual const Parameters<T>& parameters() const = 0;
+
+  // Mean cross-entropy of the micro-batch; inputs and targets are (B, T) token ids, B and T at most
+  // the capacity the model was built for.
+  virtual double forward(const ExecSpace& exec, const ConstTokenMatrix& inputs, const ConstTokenMatrix& targets) = 0;
+  // Adds grad_scale * d(mean loss)/d(parameters) of the last forward to the gradient buffer.
+  // `ready`, when given, hears each span of the gradient buffer as soon as its gradients are final.
+  virtual void backward(const ExecSpace& exec, T grad_scale, const GradientsReady& ready) = 0;
+  void backward(const ExecSpace& exec, T grad_scale) { backward(exec, grad_scale, GradientsReady{}); }
+  // Logits (B*T, V) of the last forward (softcapped where the model caps them); overwritten by backward.
+  virtual Matrix<T> logits() const = 0;
+  // The attention implementation in use ("gemm", "fused"), for logs and benchmarks.
+  virtual const char* attention_name() const = 0;
+};
+
+// The deck's model family, with activations for micro-batches of up to max_batch sequences of up
+// to max_seq tokens (gpt2 also learns max_seq positions).
+template <class T>
+std::unique_ptr<LanguageModel<T>> make_model(const config::ModelConfig& config, int max_batch, int max_seq);
+
+}  // namespace kgpt::model

@@ -1,0 +1,65 @@
+#include "train/progress.hpp"
+
+#include <cstdio>
+
+namespace kgpt::train {
+
+namespace {
+
+std::string fixed(double value, int digits) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.*f", digits, value);
+  return buffer;
+}
+
+std::string significant(double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.6g", value);
+  return buffer;
+}
+
+}  // namespace
+
+ProgressReport::ProgressReport(io::RunLog& log, io::History* history, const config::TrainConfig& train,
+                               const optim::Optimizer<float>& optimizer)
+    : log_(log), history_(history), train_(train), optimizer_(optimizer) {}
+
+void ProgressReport::step(int step, const StepMetrics& m, std::int64_t tokens, double wall_seconds, bool force_line) {
+  const double tokens_per_s = static_cast<double>(train_.global_batch_tokens) / m.seconds;
+  auto lr = [&](model::ParamGroup group) { return optimizer_.group_lr(group) * m.lr_multiplier; };
+  if (history_) {
+    io::TrainRow row;
+    row.step = step;
+    row.tokens = tokens;
+    row.loss = m.loss;
+    row.lr_matrix = lr(model::ParamGroup::matrix);
+    row.lr_scalar = lr(model::ParamGroup::scalar);
+    row.lr_embedding = lr(model::ParamGroup::embedding);
+    row.lr_head = lr(model::ParamGroup::head);
+    row.grad_norm = m.grad_norm;
+    row.step_ms = m.seconds * 1e3;
+    row.tokens_per_s = tokens_per_s;
+    row.allreduce_calls = m.averaging.calls;
+    row.allreduce_bytes = m.averaging.bytes;
+    row.wall_time_s = wall_seconds;
+    history_->append(row);
+  }
+  if (!force_line && step != 1 && step % train_.log_every != 0) return;
+  const parallel::AveragingCounters& a = m.averaging;
+  log_.line("step:" + std::to_string(step) + "/" + std::to_string(train_.iterations) + " train_loss:" +
+            fixed(m.loss, 4) + " lr:" + significant(lr(model::ParamGroup::matrix)) + " step_ms:" +
+            fixed(m.seconds * 1e3, 1) + " tok/s:" + fixed(tokens_per_s, 0) + " allreduce_calls:" +
+            std::to_string(a.calls) + " allreduce_bytes:" + std::to_string(a.bytes) + " allreduce_ms:" +
+            fixed(a.seconds * 1e3, 1) +
+            (a.calls_before_last_micro_step > 0
+                 ? " allreduce_calls_before_last_micro_step:" + std::to_string(a.calls_before_last_micro_step)
+                 : ""));
+}
+
+void ProgressReport::evaluation(int step, const Evaluation& e) {
+  log_.line("step:" + std::to_string(step) + "/" + std::to_string(train_.iterations) + " val_loss:" + fixed(e.loss, 4) +
+            " val_bpb:" + fixed(e.bpb, 4));
+  if (history_) history_->append(io::ValRow{step, e.loss, e.bpb});
+}
+
+}  // namespace kgpt::train

@@ -1,0 +1,65 @@
+#pragma once
+// One optimizer step of data-parallel training with gradient accumulation, the step `kgpt train`
+// runs and `kgpt bench` times (docs/design.md, sections 2 to 7):
+//   zero the gradients; for each of grad_accum_steps micro-batches: forward, backward with the loss
+//   scaled by grad_scale (times 1/world_size where the transport sums), the last micro-step's
+//   backward handing finished gradient spans to the averager; wait for the averaging; the mean loss
+//   over ranks and micro-steps; the gradient norm and clipping; the schedule; the optimizer.
+// It returns the step's metrics; the log line and the history row are both made from them.
+
+#include <memory>
+
+#include "config/deck.hpp"
+#include "core/views.hpp"
+#include "model/language_model.hpp"
+#include "optim/optimizer.hpp"
+#include "parallel/grad_averager.hpp"
+
+namespace kgpt::train {
+
+// Where a step's micro-batches come from: the distributed loader (training) or fixed synthetic
+// tokens (the benchmark).
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  // Fills inputs and targets, (B, T) token ids on the device, with this rank's next micro-batch.
+  virtual void next(const ExecSpace& exec, const TokenMatrix& inputs, const TokenMatrix& targets) = 0;
+};
+
+struct StepMetrics {
+  double loss = 0.0;           // mean over ranks and micro-steps
+  double grad_norm = 0.0;      // global L2 norm of the averaged gradient, before clipping
+  double lr_multiplier = 1.0;  // the schedule's factor for this step
+  double seconds = 0.0;        // wall time of the step on the slowest rank
+  parallel::AveragingCounters averaging;
+  // With fenced phases only (the benchmark): forward; backward with zeroing and the averaging's
+  // wait; optimizer with the norm, clipping and the schedule. On this rank.
+  double forward_seconds = 0.0, backward_seconds = 0.0, optimizer_seconds = 0.0;
+};
+
+template <class T>
+class TrainStep {
+ public:
+  // Builds the gradient averager of this world (parallel.bucket_mb, parallel.overlap) over the
+  // model's gradients. Collective over MPI_COMM_WORLD.
+  TrainStep(model::LanguageModel<T>& model, optim::Optimizer<T>& optimizer, const config::ResolvedDeck& deck,
+            int world_size);
+
+  // Optimizer step `step` (counted from 0) after `training_seconds` of training (the wall-clock
+  // schedule uses it). Collective. With `fenced`, each phase is fenced and timed. Throws
+  // parallel::AgreedFailure on every rank when the loss is not finite.
+  StepMetrics run(const ExecSpace& exec, int step, double training_seconds, BatchSource& batches, bool fenced = false);
+
+  const parallel::GradientAverager<T>& averager() const { return *averager_; }
+
+ private:
+  model::LanguageModel<T>& model_;
+  optim::Optimizer<T>& optimizer_;
+  config::TrainConfig train_;
+  config::BatchPlan plan_;
+  std::unique_ptr<parallel::GradientAverager<T>> averager_;
+  T backward_scale_;
+  TokenMatrix inputs_, targets_;
+};
+
+}  // namespace kgpt::train
