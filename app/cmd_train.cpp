@@ -97,7 +97,7 @@ int run_train(const ParsedArgs& args) {
   log.line(std::string("model:") + config::name_of(m.family) + " layers:" + std::to_string(m.n_layer) + " d_model:" + std::to_string(m.d_model) +
            " heads:" + std::to_string(m.n_head) + " kv_heads:" + std::to_string(m.n_kv_head) +
            " vocab:" + std::to_string(m.vocab_size) +
-           " attention:" + model::attention_name(m.attention, m.d_model / m.n_head));
+           " attention:" + model::attention_name(m));
   log.line("tokens_per_step:" + std::to_string(deck.config.train.global_batch_tokens) +
            " world_size:" + std::to_string(p.world_size) + " grad_accum_steps:" + std::to_string(p.grad_accum_steps) +
            " micro_batch:" + std::to_string(p.local_sequences) + "x" + std::to_string(p.seq_len) +

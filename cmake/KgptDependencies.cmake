@@ -79,6 +79,44 @@ if(KGPT_ENABLE_CUDA)
   target_link_libraries(kgpt_nccl INTERFACE ${NCCL_LIBRARY} CUDA::cudart CUDA::cublas CUDA::cublasLt)
 endif()
 
+# cuDNN's fused attention (model.attention: cudnn) in CUDA builds: cuDNN from the CUDA toolkit (or
+# CUDNN_ROOT, e.g. the nvidia-cudnn wheel's folder) and NVIDIA's header-only cudnn-frontend (found on
+# CMAKE_PREFIX_PATH or CUDNN_FRONTEND_ROOT; never part of this repository). AUTO builds it when both
+# are found, ON insists, OFF leaves it out; builds without it keep the gemm and fused attentions.
+set(KGPT_ENABLE_CUDNN AUTO CACHE STRING "CUDA builds: cuDNN fused attention (AUTO, ON, OFF)")
+set_property(CACHE KGPT_ENABLE_CUDNN PROPERTY STRINGS AUTO ON OFF)
+string(TOUPPER "${KGPT_ENABLE_CUDNN}" _kgpt_cudnn)
+set(KGPT_HAVE_CUDNN OFF)
+if(KGPT_ENABLE_CUDA AND NOT _kgpt_cudnn STREQUAL "OFF")
+  find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ENV CUDNN_ROOT ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include)
+  find_library(CUDNN_LIBRARY cudnn HINTS ENV CUDNN_ROOT ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib lib64)
+  find_path(CUDNN_FRONTEND_INCLUDE_DIR cudnn_frontend.h HINTS ENV CUDNN_FRONTEND_ROOT PATH_SUFFIXES include)
+  if(CUDNN_INCLUDE_DIR AND CUDNN_LIBRARY AND CUDNN_FRONTEND_INCLUDE_DIR)
+    add_library(kgpt_cudnn INTERFACE)
+    add_library(kgpt::cudnn ALIAS kgpt_cudnn)
+    target_include_directories(kgpt_cudnn SYSTEM INTERFACE ${CUDNN_FRONTEND_INCLUDE_DIR} ${CUDNN_INCLUDE_DIR})
+    target_link_libraries(kgpt_cudnn INTERFACE ${CUDNN_LIBRARY})
+    # cudnn-frontend >= 1.16 compiles some of its own engines with NVRTC at run time; kgpt's
+    # attention uses none of them, but their code is in the headers it includes.
+    if(TARGET CUDA::nvrtc)
+      target_link_libraries(kgpt_cudnn INTERFACE CUDA::nvrtc)
+    endif()
+    # kgpt uses no graph serialisation: no JSON library needed.
+    target_compile_definitions(kgpt_cudnn INTERFACE CUDNN_FRONTEND_SKIP_JSON_LIB)
+    set(KGPT_HAVE_CUDNN ON)
+    message(STATUS "cuDNN attention: ${CUDNN_LIBRARY} with cudnn-frontend from ${CUDNN_FRONTEND_INCLUDE_DIR}")
+  elseif(_kgpt_cudnn STREQUAL "ON")
+    message(FATAL_ERROR "KGPT_ENABLE_CUDNN is ON but cuDNN (cudnn.h: ${CUDNN_INCLUDE_DIR}, libcudnn: ${CUDNN_LIBRARY}) "
+                        "or cudnn-frontend (cudnn_frontend.h: ${CUDNN_FRONTEND_INCLUDE_DIR}) was not found; set "
+                        "CUDNN_ROOT and CUDNN_FRONTEND_ROOT or CMAKE_PREFIX_PATH")
+  else()
+    message(STATUS "cuDNN attention: not built (cuDNN or cudnn-frontend not found; model.attention: gemm and fused "
+                   "remain)")
+  endif()
+elseif(NOT KGPT_ENABLE_CUDA AND _kgpt_cudnn STREQUAL "ON")
+  message(FATAL_ERROR "KGPT_ENABLE_CUDNN is ON but this is not a CUDA build")
+endif()
+
 # The NCCL transport of gradient averaging (src/parallel/nccl_averager.cpp). CUDA builds always compile
 # it into kgpt. CPU builds average with MPI and never use it, but may compile it against the CUDA
 # toolkit's NCCL into the separate library kgpt_nccl_transport, so that a machine without a GPU still

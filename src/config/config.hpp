@@ -13,7 +13,7 @@
 namespace kgpt::config {
 
 enum class Family { golf, gpt2 };
-enum class Attention { automatic, gemm, fused };
+enum class Attention { automatic, gemm, fused, cudnn };
 enum class Tokenizer { byte, sentencepiece };
 enum class Schedule { constant, cosine };
 enum class Precision { fp32, bf16 };
@@ -27,7 +27,7 @@ struct ChoiceNames<Family> {
 };
 template <>
 struct ChoiceNames<Attention> {
-  static constexpr const char* names[] = {"auto", "gemm", "fused"};
+  static constexpr const char* names[] = {"auto", "gemm", "fused", "cudnn"};
 };
 template <>
 struct ChoiceNames<Tokenizer> {

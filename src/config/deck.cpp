@@ -332,6 +332,21 @@ void check_cross_field(ResolvedDeck& deck, std::vector<std::string>& problems) {
                        value_of("model.d_model", m.d_model) + ", " + value_of("model.n_head", m.n_head) +
                        "); use gemm or auto");
   }
+  if (m.attention == Attention::cudnn) {
+#ifndef KGPT_HAVE_CUDNN
+    problems.push_back(deck.where("model.attention") + ": cudnn attention needs a CUDA build of kgpt with cuDNN and "
+                       "cudnn-frontend; this build has none (use gemm or auto)");
+#endif
+    if (m.precision != Precision::bf16) {
+      problems.push_back(deck.where("model.attention") + ": cudnn attention takes bf16 inputs; train.precision is " +
+                         std::string(name_of(m.precision)) + " (" + deck.origin("train.precision").describe() +
+                         "): set train.precision: bf16, or use gemm or auto");
+    }
+    if (head_dim > 0 && (head_dim % 8 != 0 || head_dim > 128)) {
+      problems.push_back(deck.where("model.attention") + ": cudnn attention needs a head dimension that is a multiple "
+                         "of 8 up to 128; d_model / n_head = " + std::to_string(head_dim) + " (use gemm or auto)");
+    }
+  }
   if (m.n_head % m.n_kv_head != 0) {
     problems.push_back(deck.where("model.n_head") + ": n_head = " + std::to_string(m.n_head) +
                        " is not divisible by " + value_of("model.n_kv_head", m.n_kv_head));
@@ -478,7 +493,9 @@ std::string render_reference() {
       << "Rules between keys:\n"
       << "- `model.d_model` divisible by `model.n_head`; in golf the head dimension is even (RoPE).\n"
       << "- `model.n_head` divisible by `model.n_kv_head`; gpt2 needs `n_kv_head = n_head`.\n"
-      << "- `model.attention: fused` needs a head dimension `d_model / n_head` of 8, 16, 32, 64 or 128.\n"
+      << "- `model.attention: fused` needs a head dimension `d_model / n_head` of 8, 16, 32, 64 or 128;\n"
+      << "  `cudnn` a CUDA build with cuDNN, `train.precision: bf16` and a head dimension that is a multiple\n"
+      << "  of 8 up to 128.\n"
       << "- `train.accum_total` divisible by the world size; grad_accum_steps = accum_total / world_size.\n"
       << "- `train.global_batch_tokens` divisible by world_size x grad_accum_steps x `train.seq_len`.\n"
       << "- `data.tokenizer: byte` needs `model.vocab_size >= 257`; `sentencepiece` needs `data.vocab_file`.\n"

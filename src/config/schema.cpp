@@ -174,9 +174,11 @@ std::vector<KeySpec> build_schema() {
              },
              "a tied embedding"),
       key("model", "attention", &Config::model, &MC::attention, VK::choice, none,
-          "Attention kernels: gemm keeps the (B, H, T, T) probabilities for the backward; fused "
-          "(flash-style, head dimension 8, 16, 32, 64 or 128) keeps only a log-sum-exp per row; auto is "
-          "fused on GPUs and gemm on CPUs. Both compute the same function."),
+          "Attention kernels, all computing the same function: cudnn (cuDNN's fused flash attention on the "
+          "tensor cores; CUDA builds with cuDNN, train.precision: bf16, head dimension a multiple of 8 up to "
+          "128); gemm (strided batched GEMMs, keeps the (B, H, T, T) probabilities for the backward); fused "
+          "(Kokkos kernels on CUDA cores, head dimension 8, 16, 32, 64 or 128, keeps only a log-sum-exp per "
+          "row); auto takes cudnn where this build and deck allow it, else gemm."),
       // data
       key("data", "train_files", &Config::data, &DC::train_files, VK::string, none,
           "Glob of training shards, read in sorted order and wrapped around."),
@@ -223,10 +225,11 @@ std::vector<KeySpec> build_schema() {
       key("train", "log_every", &Config::train, &TC::log_every, VK::integer, positive_int,
           "Print a train line every N steps (and the first and last steps)."),
       key("train", "precision", &Config::model, &MC::precision, VK::choice, none,
-          "Inputs of the GEMMs on GPUs: fp32, or bf16 on the tensor cores with fp32 accumulation and output "
-          "(weights, gradients, norms, softmax and the loss stay fp32). CPU builds run fp32. Part of the "
-          "model: eval, sample and resume use the precision of the checkpoint's deck. Read also under its "
-          "old name train.gemm_precision."),
+          "fp32, or bf16: activations stored in bf16 and the GEMMs fed bf16 with fp32 accumulation (on the "
+          "tensor cores on GPUs); master weights, gradients, optimizer state, norms' statistics, softmax and "
+          "the loss stay fp32. CPU builds run bf16 too (for tests, not speed). Part of the model: eval, sample "
+          "and resume use the precision of the checkpoint's deck. Read also under its old name "
+          "train.gemm_precision."),
       // optim
       with_default(key("optim", "matrix_optimizer", &Config::optim, &OC::matrix_optimizer, VK::choice, none,
                        "Optimizer of the 2-D block matrices: muon (Newton-Schulz orthogonalised momentum) or "

@@ -23,8 +23,11 @@ struct Cuda {
 
 #if KGPT_BACKEND_CUDA
 using Current = Cuda;
+// Host memory the device copies from without the host waiting: page-locked on CUDA.
+using StagingSpace = Kokkos::CudaHostPinnedSpace;
 #else
 using Current = Host;
+using StagingSpace = Kokkos::HostSpace;
 #endif
 
 constexpr bool on_gpu = std::is_same<Current, Cuda>::value;

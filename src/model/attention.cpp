@@ -1,32 +1,49 @@
+#include "core/error.hpp"
 #include "model/attention_fused.hpp"
 #include "model/attention_gemm.hpp"
 #include "model/causal_attention.hpp"
+#ifdef KGPT_HAVE_CUDNN
+#include "model/attention_cudnn.hpp"
+#endif
 
 namespace kgpt::model {
 
-config::Attention resolve_attention(config::Attention choice, int head_dim) {
-  if (choice != config::Attention::automatic) return choice;
-  return backend::on_gpu && ops::flash_attention_supports(head_dim) ? config::Attention::fused : config::Attention::gemm;
+bool cudnn_attention_built() {
+#ifdef KGPT_HAVE_CUDNN
+  return true;
+#else
+  return false;
+#endif
 }
 
-const char* attention_name(config::Attention choice, int head_dim) {
-  return config::name_of(resolve_attention(choice, head_dim));
+config::Attention resolve_attention(const config::ModelConfig& m) {
+  if (m.attention != config::Attention::automatic) return m.attention;
+  const bool cudnn = cudnn_attention_built() && m.precision == config::Precision::bf16 &&
+                     cudnn_attention_supports(m.d_model / m.n_head);
+  return cudnn ? config::Attention::cudnn : config::Attention::gemm;
 }
 
-template <class T>
-std::unique_ptr<Attention<T>> make_attention(config::Attention choice, const AttentionShape& shape,
-                                             GemmPrecision precision, const std::string& label_prefix) {
-  switch (resolve_attention(choice, shape.head_dim)) {
-    case config::Attention::fused: return std::make_unique<FusedAttention<T>>(shape, label_prefix);
+const char* attention_name(const config::ModelConfig& model) { return config::name_of(resolve_attention(model)); }
+
+template <class A>
+std::unique_ptr<Attention<A>> make_attention(config::Attention choice, const AttentionShape& shape,
+                                             const std::string& label_prefix) {
+  switch (choice) {
+    case config::Attention::fused: return std::make_unique<FusedAttention<A>>(shape, label_prefix);
+    case config::Attention::cudnn:
+#ifdef KGPT_HAVE_CUDNN
+      if constexpr (std::is_same<A, bf16>::value) return std::make_unique<CudnnAttention>(shape, label_prefix);
+#endif
+      throw Error(ExitCode::failure, "model.attention: cudnn needs a CUDA build with cuDNN and bf16 activations "
+                                     "(train.precision: bf16)");
     case config::Attention::gemm:
     case config::Attention::automatic: break;
   }
-  return std::make_unique<GemmAttention<T>>(shape, precision, label_prefix);
+  return std::make_unique<GemmAttention<A>>(shape, label_prefix);
 }
 
-template std::unique_ptr<Attention<float>> make_attention(config::Attention, const AttentionShape&, GemmPrecision,
-                                                          const std::string&);
-template std::unique_ptr<Attention<double>> make_attention(config::Attention, const AttentionShape&, GemmPrecision,
-                                                           const std::string&);
+template std::unique_ptr<Attention<float>> make_attention(config::Attention, const AttentionShape&, const std::string&);
+template std::unique_ptr<Attention<double>> make_attention(config::Attention, const AttentionShape&, const std::string&);
+template std::unique_ptr<Attention<bf16>> make_attention(config::Attention, const AttentionShape&, const std::string&);
 
 }  // namespace kgpt::model

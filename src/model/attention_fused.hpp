@@ -7,14 +7,17 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/profile.hpp"
 #include "model/causal_attention.hpp"
 #include "model/ops/flash_attention.hpp"
 #include "model/workspace.hpp"
 
 namespace kgpt::model {
 
-template <class T>
-class FusedAttention final : public Attention<T> {
+template <class A>
+class FusedAttention final : public Attention<A> {
+  using T = compute_t<A>;
+
  public:
   FusedAttention(const AttentionShape& s, const std::string& prefix) {
     if (!ops::flash_attention_supports(s.head_dim)) {
@@ -23,23 +26,25 @@ class FusedAttention final : public Attention<T> {
     }
     const std::size_t rows = static_cast<std::size_t>(s.max_batch) * s.heads * s.max_seq;
     for (int l = 0; l < s.layers; ++l) lse_.emplace_back(prefix + "lse", rows);
-    delta_ = Buffer<T>(prefix + "attention_scratch", rows);
+    delta_ = Buffer<T>(prefix + "attention_delta", rows);
   }
 
   const char* name() const override { return "fused"; }
 
-  void forward(const ExecSpace& exec, int layer, const ConstTensor4<T>& q, const ConstTensor4<T>& k,
-               const ConstTensor4<T>& v, const Tensor4<T>& o) override {
-    const std::size_t b = q.extent(0), h = q.extent(1), t = q.extent(2);
-    ops::flash_attention_forward<T>(exec, q, k, v, lse_.at(static_cast<std::size_t>(layer)).t3(b, h, t), o);
+  void forward(const ExecSpace& exec, int layer, const Heads<const A>& q, const Heads<const A>& k,
+               const Heads<const A>& v, const Heads<A>& o) override {
+    const profile::Region region(exec, "attention (fused) forward");
+    ops::flash_attention_forward<A>(exec, q, k, v, lse_.at(static_cast<std::size_t>(layer)).t3(q.batch, q.heads, q.seq),
+                                    o);
   }
 
-  void backward(const ExecSpace& exec, int layer, const ConstTensor4<T>& q, const ConstTensor4<T>& k,
-                const ConstTensor4<T>& v, const ConstTensor4<T>& o, const ConstTensor4<T>& d_o, const Tensor4<T>& dq,
-                const Tensor4<T>& dk, const Tensor4<T>& dv) override {
-    const std::size_t b = q.extent(0), h = q.extent(1), t = q.extent(2);
-    ops::flash_attention_backward<T>(exec, q, k, v, o, lse_.at(static_cast<std::size_t>(layer)).t3(b, h, t), d_o,
-                                     delta_.t3(b, h, t), dq, dk, dv);
+  void backward(const ExecSpace& exec, int layer, const Heads<const A>& q, const Heads<const A>& k,
+                const Heads<const A>& v, const Heads<const A>& o, const Heads<const A>& d_o, const Heads<A>& dq,
+                const Heads<A>& dk, const Heads<A>& dv) override {
+    const profile::Region region(exec, "attention (fused) backward");
+    ops::flash_attention_backward<A>(exec, q, k, v, o,
+                                     lse_.at(static_cast<std::size_t>(layer)).t3(q.batch, q.heads, q.seq), d_o,
+                                     delta_.t3(q.batch, q.heads, q.seq), dq, dk, dv);
   }
 
  private:

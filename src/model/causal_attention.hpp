@@ -1,34 +1,36 @@
 #pragma once
 // Causal self-attention of every layer of a model, with the storage its backward needs, behind one
-// interface. Implementations compute the same function (tested against each other, finite
-// differences and causality):
+// interface over token-major heads (model/heads.hpp). Implementations compute the same function
+// (tested against each other, finite differences and causality):
 //   gemm  (attention_gemm.hpp): strided batched GEMMs; keeps P (B, H, T, T) per layer
-//   fused (attention_fused.hpp): Kokkos kernels with an online softmax; keeps only the row
-//         log-sum-exp (B, H, T) per layer, so memory no longer grows with T^2
-// model.attention picks one; resolve_attention turns auto into the choice for this backend, and
-// make_attention is the one place that builds them.
+//   fused (attention_fused.hpp): Kokkos kernels with an online softmax on CUDA cores; keeps only the
+//         row log-sum-exp (B, H, T) per layer
+//   cudnn (attention_cudnn.hpp, CUDA builds with cuDNN): cuDNN's fused flash attention on the tensor
+//         cores, bf16 inputs, fp32 softmax statistics; keeps the row statistics per layer
+// model.attention picks one; resolve_attention turns auto into the fastest one this build and
+// precision have, and make_attention is the one place that builds them.
 
 #include <memory>
 #include <string>
 
 #include "config/config.hpp"
 #include "core/views.hpp"
-#include "model/gemm.hpp"
+#include "model/heads.hpp"
 
 namespace kgpt::model {
 
-template <class T>
+template <class A>
 class Attention {
  public:
   virtual ~Attention() = default;
   virtual const char* name() const = 0;
-  // q, o: (B, H, T, D); k, v: (B, KV, T, D).
-  virtual void forward(const ExecSpace& exec, int layer, const ConstTensor4<T>& q, const ConstTensor4<T>& k,
-                       const ConstTensor4<T>& v, const Tensor4<T>& o) = 0;
+  // q, o: (B, H, T, D) heads; k, v: (B, KV, T, D) heads.
+  virtual void forward(const ExecSpace& exec, int layer, const Heads<const A>& q, const Heads<const A>& k,
+                       const Heads<const A>& v, const Heads<A>& o) = 0;
   // Writes dq, dk and dv from d_o, with the inputs and output of the same layer's forward.
-  virtual void backward(const ExecSpace& exec, int layer, const ConstTensor4<T>& q, const ConstTensor4<T>& k,
-                        const ConstTensor4<T>& v, const ConstTensor4<T>& o, const ConstTensor4<T>& d_o,
-                        const Tensor4<T>& dq, const Tensor4<T>& dk, const Tensor4<T>& dv) = 0;
+  virtual void backward(const ExecSpace& exec, int layer, const Heads<const A>& q, const Heads<const A>& k,
+                        const Heads<const A>& v, const Heads<const A>& o, const Heads<const A>& d_o,
+                        const Heads<A>& dq, const Heads<A>& dk, const Heads<A>& dv) = 0;
 };
 
 struct AttentionShape {
@@ -41,14 +43,20 @@ inline AttentionShape attention_shape(const config::ModelConfig& m, int max_batc
   return AttentionShape{m.n_layer, max_batch, m.n_head, m.n_kv_head, max_seq, m.d_model / m.n_head};
 }
 
-// The implementation model.attention names; auto resolves by backend: the fused kernels on GPUs
-// (where P of a 1024-token golf layer alone is 2 GiB), the GEMM path on the host, where BLAS
-// measured faster (2.8x on the tiny deck). Head dimensions the fused kernels lack take gemm.
-config::Attention resolve_attention(config::Attention choice, int head_dim);
-const char* attention_name(config::Attention choice, int head_dim);
+// True when this build runs model.attention: cudnn (a CUDA build found cuDNN and cudnn-frontend).
+bool cudnn_attention_built();
+// True when cuDNN's fused attention takes this head dimension (a multiple of 8, at most 128).
+inline bool cudnn_attention_supports(int head_dim) { return head_dim % 8 == 0 && head_dim <= 128; }
 
-template <class T>
-std::unique_ptr<Attention<T>> make_attention(config::Attention choice, const AttentionShape& shape,
-                                             GemmPrecision precision, const std::string& label_prefix);
+// The implementation model.attention names. auto takes, in order: cudnn where this build has it,
+// the precision is bf16 and the head dimension suits it; else gemm. (The fused kernels run on CUDA
+// cores and are slower than gemm's tensor-core products on a GPU and BLAS on the host: they are
+// chosen only by name, for their memory.)
+config::Attention resolve_attention(const config::ModelConfig& model);
+const char* attention_name(const config::ModelConfig& model);
+
+template <class A>
+std::unique_ptr<Attention<A>> make_attention(config::Attention choice, const AttentionShape& shape,
+                                             const std::string& label_prefix);
 
 }  // namespace kgpt::model

@@ -1,51 +1,52 @@
 #pragma once
 // The vocabulary of kgpt's GEMM interface (model/gemm.hpp), shared with its backend
-// implementations (gemm_host.hpp, gemm_cuda.hpp): operand ops, the precision, strided batches,
-// and the declarations of gemm and gemm_batched.
+// implementations (gemm_host.hpp, gemm_cuda.hpp): operand ops, strided batches, the scalar type of
+// a product, and the declarations of the entry points.
+//
+// Operand types: A and B are both float, both double, or both bf16; C and D are A's type, or float
+// when A and B are bf16 (bf16 inputs, fp32 accumulation, fp32 output). Accumulation is in float
+// (double for double) on every backend.
 
 #include <cstddef>
 
-#include "config/config.hpp"
 #include "core/backend.hpp"
+#include "core/bf16.hpp"
 #include "core/views.hpp"
 
 namespace kgpt::model {
 
 enum class Op { none, transpose };
 
-// What float GEMMs are fed: fp32 (the reference) or bf16 inputs with fp32 accumulation and output.
-// The host runs every GEMM in fp32.
-enum class GemmPrecision { fp32, bf16 };
-
-// `count` contiguous row-major matrices of rows x cols; item i starts at data + i * stride (elements).
+// `count` row-major matrices of rows x cols with leading dimension ld (>= cols); item i starts at
+// data + i * stride (elements).
 template <class T>
 struct Strided {
   T* data;
-  std::size_t rows, cols, stride;
+  std::size_t rows, cols, ld, stride;
 };
+
+// alpha and beta: double for double products, float otherwise.
+template <class T>
+using GemmScalar = compute_t<std::remove_const_t<T>>;
 
 template <class Backend>
 struct GemmBackend;
 
-// The precision GEMMs run in for a model of this precision on this backend.
-inline GemmPrecision gemm_precision(config::Precision precision) {
-  return backend::on_gpu && precision == config::Precision::bf16 ? GemmPrecision::bf16 : GemmPrecision::fp32;
-}
+// D = alpha op(A) op(B) + beta C + bias, the bias (one value per column of D, or an empty View)
+// added to every row; C may be D. Shapes: op(A) (M, K), op(B) (K, N), C and D (M, N), bias (N).
+template <class AView, class BView, class CView, class DView, class BiasView>
+void gemm_ex(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<typename DView::value_type> alpha, const AView& a,
+             const BView& b, GemmScalar<typename DView::value_type> beta, const CView& c, const DView& d,
+             const BiasView& bias);
 
-inline const char* gemm_precision_name(GemmPrecision precision) {
-  return precision == GemmPrecision::bf16 ? "bf16" : "fp32";
-}
-
-// Shapes: op(A) is (M, K), op(B) is (K, N), C is (M, N). Mismatched shapes throw Error.
+// C = alpha op(A) op(B) + beta C.
 template <class AView, class BView, class CView>
-void gemm(const ExecSpace& exec, Op op_a, Op op_b, typename CView::const_value_type alpha, const AView& a,
-          const BView& b, typename CView::const_value_type beta, const CView& c,
-          GemmPrecision precision = GemmPrecision::fp32);
+void gemm(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<typename CView::value_type> alpha, const AView& a,
+          const BView& b, GemmScalar<typename CView::value_type> beta, const CView& c);
 
-// C_i = alpha op(A_i) op(B_i) + beta C_i for i < count. Shapes as in gemm; every item must fit its stride.
-template <class T>
-void gemm_batched(const ExecSpace& exec, Op op_a, Op op_b, T alpha, const Strided<const T>& a,
-                  const Strided<const T>& b, T beta, const Strided<T>& c, std::size_t count,
-                  GemmPrecision precision = GemmPrecision::fp32);
+// C_i = alpha op(A_i) op(B_i) + beta C_i for i < count.
+template <class TA, class TC>
+void gemm_batched(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<TC> alpha, const Strided<const TA>& a,
+                  const Strided<const TA>& b, GemmScalar<TC> beta, const Strided<TC>& c, std::size_t count);
 
 }  // namespace kgpt::model

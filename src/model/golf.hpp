@@ -4,7 +4,9 @@
 // with GQA attention (RMSNorm and RoPE on q and k, per-head q_gain) and a relu^2 MLP; U-Net skips
 // (the first L/2 block outputs are added back, scaled by skip_weights, before the last blocks, in
 // reverse order); final RMSNorm; logits through the tied embedding (or an untied head), softcapped;
-// cross-entropy. Forward keeps every activation the hand-written backward needs.
+// cross-entropy. Forward keeps every activation the hand-written backward needs, token-major and in
+// the activation type A (T, or bf16 for train.precision: bf16); parameters, their gradients, norm
+// statistics and the loss stay in T.
 
 #include <cmath>
 #include <memory>
@@ -12,9 +14,11 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "core/bf16.hpp"
 #include "core/views.hpp"
 #include "model/causal_attention.hpp"
 #include "model/language_model.hpp"
+#include "model/ops/embedding.hpp"
 #include "model/parameters.hpp"
 #include "model/workspace.hpp"
 
@@ -55,8 +59,7 @@ template <class Tensors, class Declare>
 void declare_golf(const config::ModelConfig& m, Tensors& t, Declare&& declare) {
   const std::size_t c = m.d_model, v = m.vocab_size, h = m.n_head;
   const std::size_t kv_dim = static_cast<std::size_t>(m.n_kv_head) * (c / h), hidden = c * m.mlp_mult;
-  const double linear_bound = 1.0 / std::sqrt(static_cast<double>(c));
-  const double mlp_bound = linear_bound;  // mlp.fc reads C features too
+  const double linear_bound = 1.0 / std::sqrt(static_cast<double>(c));  // every Linear here reads C features
   declare(t.tok_emb, TensorSpec{"tok_emb.weight", {v, c}, ParamGroup::embedding, Init::normal,
                                 m.tie_embeddings ? m.tied_embed_init_std : 1.0});
   t.blocks.resize(static_cast<std::size_t>(m.n_layer));
@@ -68,7 +71,7 @@ void declare_golf(const config::ModelConfig& m, Tensors& t, Declare&& declare) {
     declare(b.c_v, TensorSpec{p + "attn.c_v.weight", {kv_dim, c}, ParamGroup::matrix, Init::uniform, linear_bound});
     declare(b.proj, TensorSpec{p + "attn.proj.weight", {c, c}, ParamGroup::matrix, Init::zeros});
     declare(b.q_gain, TensorSpec{p + "attn.q_gain", {h}, ParamGroup::scalar, Init::constant, m.qk_gain_init});
-    declare(b.fc, TensorSpec{p + "mlp.fc.weight", {hidden, c}, ParamGroup::matrix, Init::uniform, mlp_bound});
+    declare(b.fc, TensorSpec{p + "mlp.fc.weight", {hidden, c}, ParamGroup::matrix, Init::uniform, linear_bound});
     declare(b.mlp_proj, TensorSpec{p + "mlp.proj.weight", {c, hidden}, ParamGroup::matrix, Init::zeros});
     declare(b.attn_scale, TensorSpec{p + "attn_scale", {c}, ParamGroup::scalar, Init::constant, 1.0});
     declare(b.mlp_scale, TensorSpec{p + "mlp_scale", {c}, ParamGroup::scalar, Init::constant, 1.0});
@@ -82,7 +85,9 @@ void declare_golf(const config::ModelConfig& m, Tensors& t, Declare&& declare) {
   if (!m.tie_embeddings) declare(t.lm_head, TensorSpec{"lm_head.weight", {v, c}, ParamGroup::head, Init::zeros});
 }
 
-template <class T>
+// T: parameters, gradients and statistics (float, or double for the finite-difference tests);
+// A: activations (T, or bf16).
+template <class T, class A = T>
 class GolfModel final : public LanguageModel<T> {
  public:
   // Activations are sized for micro-batches of up to max_batch sequences of up to max_seq tokens.
@@ -93,7 +98,9 @@ class GolfModel final : public LanguageModel<T> {
 
   Parameters<T>& parameters() override { return params_; }
   const Parameters<T>& parameters() const override { return params_; }
-  double forward(const ExecSpace& exec, const ConstTokenMatrix& inputs, const ConstTokenMatrix& targets) override;
+  using LanguageModel<T>::forward;
+  void forward(const ExecSpace& exec, const ConstTokenMatrix& inputs, const ConstTokenMatrix& targets,
+               const Kokkos::View<double, MemSpace>& loss_sum) override;
   using LanguageModel<T>::backward;
   void backward(const ExecSpace& exec, T grad_scale, const GradientsReady& ready) override;
   Matrix<T> logits() const override { return logits_.mat(rows_, vocab_); }
@@ -101,29 +108,33 @@ class GolfModel final : public LanguageModel<T> {
 
  private:
   struct Layer;
-  void block_forward(const ExecSpace& exec, int l);
-  void block_backward(const ExecSpace& exec, int l, const Matrix<T>& dx);
-  // The matrix the logits are computed with (the tied embedding or the head) and its gradient.
-  const Matrix<T>& head() const { return config_.tie_embeddings ? w_.tok_emb : w_.lm_head; }
+  void block_forward(const ExecSpace& exec, int l, const Matrix<A>& x_prev);
+  void block_backward(const ExecSpace& exec, int l, const Matrix<A>& dx);
+  // The logits' matrix (the tied embedding or the head) in A, and its gradient.
+  const Matrix<A>& head() const { return config_.tie_embeddings ? wa_.tok_emb : wa_.lm_head; }
   const Matrix<T>& head_grad() const { return config_.tie_embeddings ? g_.tok_emb : g_.lm_head; }
 
   config::ModelConfig config_;
-  GemmPrecision precision_;
-  int max_batch_, max_seq_, vocab_, width_, heads_, kv_heads_, head_dim_, hidden_, encoders_, skips_;
+  int max_batch_, max_seq_, vocab_, width_, heads_, kv_heads_, head_dim_, hidden_, qkv_width_, encoders_, skips_;
   int batch_ = 0, seq_ = 0, rows_ = 0;
   Parameters<T> params_;
-  GolfTensors<T> w_, g_;  // views into the values and the gradients
+  GolfTensors<T> w_, g_;   // views into the values and the gradients
+  Vector<A> shadow_;       // the values rounded to A, when A is not T
+  GolfTensors<A> wa_;      // the weights the products read: the values, or their shadow
+  bool fused_qkv_ = false;  // c_q, c_k, c_v lie back to back: one (C + 2 KV D, C) product
   std::vector<BufferSpan> block_spans_;
   BufferSpan skip_span_{0, 0}, head_span_{0, 0};
   Matrix<T> rope_cos_, rope_sin_;
   TokenStage stage_;
   std::vector<Layer> layers_;
-  Buffer<T> embedded_, x0_, rstd0_, final_, rstd_final_, logits_, lse_, losses_;
+  Buffer<A> x0_, final_, d_logits_;
+  Buffer<T> rstd0_, rstd_final_, logits_, lse_, losses_, gain_rows_, partials_;
+  Kokkos::View<double, MemSpace> loss_scratch_;
   // Backward scratch, shared by all layers.
-  Buffer<T> dx_, dx_next_, dx0_, tmp_, d_mlp_out_, d_act_, d_fc_, d_attn_out_, d_o_flat_, d_o_, d_q_, d_q2_, d_k_,
-      d_k2_, d_v_, d_q_lin_, d_k_lin_, d_v_lin_, d_h_, d_gain_slices_;
-  std::unique_ptr<Attention<T>> attention_;
-  std::vector<Buffer<T>> d_skips_;
+  Buffer<A> dx_, dx0_, d_branch_, d_hidden_, d_h_, d_o_, d_qf_, d_kf_, d_qkv_;
+  std::unique_ptr<Attention<A>> attention_;
+  std::vector<Buffer<A>> d_skips_;
+  ops::EmbeddingSortSpace sort_space_;
 };
 
 }  // namespace kgpt::model

@@ -2,7 +2,8 @@
 // The gpt2 family (nanoGPT / GPT-2): x = wte[tokens] + wpe[positions]; L blocks of
 //   x += c_proj(Attn(c_attn(LN1(x))));  x += mlp.c_proj(GELU(mlp.c_fc(LN2(x))))
 // with multi-head causal attention and biases on every linear; final LN; logits through the tied
-// embedding or an untied head (softcapped when model.logit_softcap > 0); cross-entropy.
+// embedding or an untied head (softcapped when model.logit_softcap > 0); cross-entropy. Activations
+// are token-major in the activation type A; the residual adds and biases ride in the products.
 
 #include <cmath>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "core/views.hpp"
 #include "model/causal_attention.hpp"
 #include "model/language_model.hpp"
+#include "model/ops/embedding.hpp"
 #include "model/parameters.hpp"
 #include "model/workspace.hpp"
 
@@ -77,7 +79,8 @@ void declare_gpt2(const config::ModelConfig& m, int block_size, Tensors& t, Decl
   if (!m.tie_embeddings) declare(t.lm_head, TensorSpec{"lm_head.weight", {v, c}, ParamGroup::head, Init::normal, 0.02});
 }
 
-template <class T>
+// T: parameters, gradients and statistics; A: activations (T, or bf16).
+template <class T, class A = T>
 class Gpt2Model final : public LanguageModel<T> {
  public:
   // max_seq is also the number of learned positions (wpe rows).
@@ -88,7 +91,9 @@ class Gpt2Model final : public LanguageModel<T> {
 
   Parameters<T>& parameters() override { return params_; }
   const Parameters<T>& parameters() const override { return params_; }
-  double forward(const ExecSpace& exec, const ConstTokenMatrix& inputs, const ConstTokenMatrix& targets) override;
+  using LanguageModel<T>::forward;
+  void forward(const ExecSpace& exec, const ConstTokenMatrix& inputs, const ConstTokenMatrix& targets,
+               const Kokkos::View<double, MemSpace>& loss_sum) override;
   using LanguageModel<T>::backward;
   void backward(const ExecSpace& exec, T grad_scale, const GradientsReady& ready) override;
   Matrix<T> logits() const override { return logits_.mat(rows_, vocab_); }
@@ -96,22 +101,27 @@ class Gpt2Model final : public LanguageModel<T> {
 
  private:
   struct Layer;
-  const Matrix<T>& head() const { return config_.tie_embeddings ? w_.wte : w_.lm_head; }
+  const Matrix<A>& head() const { return config_.tie_embeddings ? wa_.wte : wa_.lm_head; }
   const Matrix<T>& head_grad() const { return config_.tie_embeddings ? g_.wte : g_.lm_head; }
+  Matrix<A> block_input(int l) const;  // x_in of block l: the embedding's output or block l - 1's
 
   config::ModelConfig config_;
-  GemmPrecision precision_;
   int max_batch_, max_seq_, vocab_, width_, heads_, head_dim_, hidden_;
   int batch_ = 0, seq_ = 0, rows_ = 0;
   Parameters<T> params_;
   Gpt2Tensors<T> w_, g_;  // views into the values and the gradients
+  Vector<A> shadow_;      // the values rounded to A, when A is not T
+  Gpt2Tensors<A> wa_;     // the weights and biases the products read: the values, or their shadow
   std::vector<BufferSpan> block_spans_;
   BufferSpan ln_f_span_{0, 0}, head_span_{0, 0};
   TokenStage stage_;
   std::vector<Layer> layers_;
-  Buffer<T> x_last_, final_, mean_final_, rstd_final_, logits_, lse_, losses_;
-  Buffer<T> dx_, tmp_, d_big_, d_big2_, d_qkv_, d_q_, d_k_, d_v_, d_o_;
-  std::unique_ptr<Attention<T>> attention_;
+  Buffer<A> x_last_, final_, d_logits_;
+  Buffer<T> mean_final_, rstd_final_, logits_, lse_, losses_, partials_;
+  Kokkos::View<double, MemSpace> loss_scratch_;
+  Buffer<A> dx_, d_h_, d_o_, d_hidden_, d_qkv_;
+  std::unique_ptr<Attention<A>> attention_;
+  ops::EmbeddingSortSpace sort_space_;
 };
 
 }  // namespace kgpt::model

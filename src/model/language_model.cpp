@@ -1,5 +1,7 @@
 #include "model/language_model.hpp"
 
+#include <type_traits>
+
 #include "model/golf.hpp"
 #include "model/gpt2.hpp"
 
@@ -7,10 +9,14 @@ namespace kgpt::model {
 
 template <class T>
 std::unique_ptr<LanguageModel<T>> make_model(const config::ModelConfig& config, int max_batch, int max_seq) {
-  switch (config.family) {
-    case config::Family::gpt2: return std::make_unique<Gpt2Model<T>>(config, max_batch, max_seq);
-    case config::Family::golf: break;
+  const bool gpt2 = config.family == config::Family::gpt2;
+  if constexpr (std::is_same<T, float>::value) {
+    if (config.precision == config::Precision::bf16) {
+      if (gpt2) return std::make_unique<Gpt2Model<float, bf16>>(config, max_batch, max_seq);
+      return std::make_unique<GolfModel<float, bf16>>(config, max_batch, max_seq);
+    }
   }
+  if (gpt2) return std::make_unique<Gpt2Model<T>>(config, max_batch, max_seq);
   return std::make_unique<GolfModel<T>>(config, max_batch, max_seq);
 }
 

@@ -14,26 +14,42 @@ namespace kgpt::model {
 template <class T>
 class LanguageModel {
  public:
+  LanguageModel() : loss_("kgpt::model::loss") {}
   virtual ~LanguageModel() = default;
 
   virtual Parameters<T>& parameters() = 0;
   virtual const Parameters<T>& parameters() const = 0;
 
-  // Mean cross-entropy of the micro-batch; inputs and targets are (B, T) token ids, B and T at most
-  // the capacity the model was built for.
-  virtual double forward(const ExecSpace& exec, const ConstTokenMatrix& inputs, const ConstTokenMatrix& targets) = 0;
+  // Adds the mean cross-entropy of the micro-batch to loss_sum, a device scalar, without waiting for
+  // the device, and keeps what the backward needs. inputs and targets are (B, T) token ids, B and T
+  // at most the capacity the model was built for.
+  virtual void forward(const ExecSpace& exec, const ConstTokenMatrix& inputs, const ConstTokenMatrix& targets,
+                       const Kokkos::View<double, MemSpace>& loss_sum) = 0;
+  // The same, returning the micro-batch's mean loss (this waits for the device).
+  double forward(const ExecSpace& exec, const ConstTokenMatrix& inputs, const ConstTokenMatrix& targets) {
+    Kokkos::deep_copy(exec, loss_, 0.0);
+    forward(exec, inputs, targets, loss_);
+    double loss = 0;
+    Kokkos::deep_copy(exec, loss, loss_);
+    exec.fence();
+    return loss;
+  }
   // Adds grad_scale * d(mean loss)/d(parameters) of the last forward to the gradient buffer.
   // `ready`, when given, hears each span of the gradient buffer as soon as its gradients are final.
   virtual void backward(const ExecSpace& exec, T grad_scale, const GradientsReady& ready) = 0;
   void backward(const ExecSpace& exec, T grad_scale) { backward(exec, grad_scale, GradientsReady{}); }
   // Logits (B*T, V) of the last forward (softcapped where the model caps them); overwritten by backward.
   virtual Matrix<T> logits() const = 0;
-  // The attention implementation in use ("gemm", "fused"), for logs and benchmarks.
+  // The attention implementation in use ("gemm", "fused", "cudnn"), for logs and benchmarks.
   virtual const char* attention_name() const = 0;
+
+ private:
+  Kokkos::View<double, MemSpace> loss_;
 };
 
 // The deck's model family, with activations for micro-batches of up to max_batch sequences of up
-// to max_seq tokens (gpt2 also learns max_seq positions).
+// to max_seq tokens (gpt2 also learns max_seq positions), stored in the type train.precision names
+// (float, or bf16 for T = float).
 template <class T>
 std::unique_ptr<LanguageModel<T>> make_model(const config::ModelConfig& config, int max_batch, int max_seq);
 

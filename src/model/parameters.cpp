@@ -129,6 +129,7 @@ void zero_gradients(const ExecSpace& exec, const Parameters<T>& params) {
 
 template class ViewBinder<float>;
 template class ViewBinder<double>;
+template class ViewBinder<bf16>;
 template class Parameters<float>;
 template class Parameters<double>;
 template void initialize(const Parameters<float>&, std::uint64_t);

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/bf16.hpp"
 #include "core/views.hpp"
 
 namespace kgpt::model {
@@ -143,6 +144,14 @@ ParameterLayout layout_of(const Declare& declare) {
 // index), so every rank and backend starts from the same values.
 template <class T>
 void initialize(const Parameters<T>& params, std::uint64_t seed);
+
+// shadow = values rounded to A (the weights the products of a bf16 model read).
+template <class T, class A>
+void refresh_shadow(const ExecSpace& exec, const Vector<T>& values, const Vector<A>& shadow) {
+  Kokkos::parallel_for(
+      "kgpt::parameters::shadow", Kokkos::RangePolicy<ExecSpace>(exec, 0, values.extent(0)),
+      KOKKOS_LAMBDA(const std::size_t i) { shadow(i) = static_cast<A>(values(i)); });
+}
 
 // Sets every gradient to zero (before the first micro-step of an optimizer step).
 template <class T>

@@ -15,6 +15,7 @@ class Buffer {
  public:
   Buffer() = default;
   Buffer(const std::string& label, std::size_t capacity) : storage_(label, capacity) {}
+  std::size_t capacity() const { return storage_.extent(0); }
   Vector<T> vec(std::size_t n) const { return Vector<T>(check(n), n); }
   Matrix<T> mat(std::size_t rows, std::size_t cols) const { return Matrix<T>(check(rows * cols), rows, cols); }
   Tensor3<T> t3(std::size_t a, std::size_t b, std::size_t c) const { return Tensor3<T>(check(a * b * c), a, b, c); }

@@ -1,7 +1,9 @@
 #include "optim/optimizer.hpp"
 
 #include <cmath>
+#include <type_traits>
 
+#include "core/kokkos_compat.hpp"
 #include "optim/updates.hpp"
 
 namespace kgpt::optim {
@@ -25,12 +27,15 @@ Optimizer<T>::Optimizer(const model::Parameters<T>& params, const config::Config
     : params_(params),
       optim_(config.optim),
       muon_(config.optim.matrix_optimizer == config::MatrixOptimizer::muon),
-      precision_(model::gemm_precision(config.model.precision)),
+      bf16_muon_(muon_ && config.model.precision == config::Precision::bf16 && std::is_same<T, float>::value),
       m_("kgpt::optim::adam_m", params.layout().buffer_size()),
       v_("kgpt::optim::adam_v", params.layout().buffer_size()),
       momentum_("kgpt::optim::muon_momentum", muon_ ? params.layout().buffer_size() : 0),
       update_("kgpt::optim::muon_update", muon_ ? largest_matrix(params.layout(), false) : 0),
-      work_(muon_ ? largest_matrix(params.layout(), false) : 1, muon_ ? largest_matrix(params.layout(), true) : 1) {}
+      work_(muon_ && !bf16_muon_ ? largest_matrix(params.layout(), false) : 1,
+            muon_ && !bf16_muon_ ? largest_matrix(params.layout(), true) : 1),
+      work16_(bf16_muon_ ? largest_matrix(params.layout(), false) : 1, bf16_muon_ ? largest_matrix(params.layout(), true) : 1),
+      norm_parts_("kgpt::optim::norm_parts", params.layout().entries().size()) {}
 
 template <class T>
 std::vector<std::pair<std::string, Vector<T>>> Optimizer<T>::state_buffers() const {
@@ -51,18 +56,28 @@ double Optimizer<T>::group_lr(model::ParamGroup group) const {
 }
 
 template <class T>
-void Optimizer<T>::step(const ExecSpace& exec, int step, double lr_multiplier) {
+void Optimizer<T>::step(const ExecSpace& exec, int step, double lr_multiplier, const double* grad_factor,
+                        double* norm_sq) {
   const double mu = muon_momentum_at(step, optim_.muon_momentum_warmup_start, optim_.muon_momentum,
                                      optim_.muon_momentum_warmup_steps);
-  for (const auto& e : params_.layout().entries()) {
+  const auto& entries = params_.layout().entries();
+  for (std::size_t index = 0; index < entries.size(); ++index) {
+    const model::TensorEntry& e = entries[index];
+    double* norm_part = norm_sq != nullptr ? norm_parts_.data() + index : nullptr;
     const double lr = group_lr(e.spec.group) * lr_multiplier;
     T* p = params_.values().data() + e.offset;
     T* g = params_.grads().data() + e.offset;
     if (muon_ && e.spec.group == model::ParamGroup::matrix) {
       const std::size_t rows = e.spec.shape[0], cols = e.spec.shape[1];
-      muon_update<T>(exec, Matrix<T>(p, rows, cols), ConstMatrix<T>(g, rows, cols),
-                     Matrix<T>(momentum_.data() + e.offset, rows, cols), Matrix<T>(update_.data(), rows, cols), lr, mu,
-                     optim_.weight_decay, optim_.muon_backend_steps, work_, precision_);
+      const Matrix<T> param(p, rows, cols), momentum(momentum_.data() + e.offset, rows, cols);
+      const Matrix<T> update(update_.data(), rows, cols);
+      if (bf16_muon_) {
+        muon_update<T, bf16>(exec, param, ConstMatrix<T>(g, rows, cols), momentum, update, lr, mu, optim_.weight_decay,
+                             optim_.muon_backend_steps, work16_, grad_factor, norm_part);
+      } else {
+        muon_update<T, T>(exec, param, ConstMatrix<T>(g, rows, cols), momentum, update, lr, mu, optim_.weight_decay,
+                          optim_.muon_backend_steps, work_, grad_factor, norm_part);
+      }
       continue;
     }
     AdamSettings settings;
@@ -73,29 +88,36 @@ void Optimizer<T>::step(const ExecSpace& exec, int step, double lr_multiplier) {
     const bool decays = e.spec.group != model::ParamGroup::scalar;
     settings.weight_decay = decays ? optim_.weight_decay : 0.0;
     adam_update<T>(exec, Vector<T>(p, e.size), ConstVector<T>(g, e.size), Vector<T>(m_.data() + e.offset, e.size),
-                   Vector<T>(v_.data() + e.offset, e.size), settings, step + 1);
+                   Vector<T>(v_.data() + e.offset, e.size), settings, step + 1, grad_factor, norm_part);
   }
+  if (norm_sq == nullptr) return;
+  const auto parts = norm_parts_;
+  const std::size_t count = entries.size();
+  Kokkos::parallel_for(
+      "kgpt::optim::norm_sum", Kokkos::RangePolicy<ExecSpace>(exec, 0, 1), KOKKOS_LAMBDA(const int) {
+        double sum = 0;
+        for (std::size_t i = 0; i < count; ++i) sum += parts(i);
+        *norm_sq = sum;
+      });
 }
 
 template <class T>
-double clip_gradients(const ExecSpace& exec, const Vector<T>& grads, double max_norm) {
-  double sum_sq = 0;
-  Kokkos::parallel_reduce(
-      "kgpt::optim::grad_norm", Kokkos::RangePolicy<ExecSpace>(exec, 0, grads.extent(0)),
-      KOKKOS_LAMBDA(const std::size_t i, double& acc) { acc += static_cast<double>(grads(i)) * grads(i); }, sum_sq);
-  const double norm = std::sqrt(sum_sq);
-  if (max_norm > 0 && norm > max_norm) {
-    const T scale = static_cast<T>(max_norm / (norm + 1e-6));
-    Kokkos::parallel_for(
-        "kgpt::optim::clip", Kokkos::RangePolicy<ExecSpace>(exec, 0, grads.extent(0)),
-        KOKKOS_LAMBDA(const std::size_t i) { grads(i) *= scale; });
-  }
-  return norm;
+void gradient_norm(const ExecSpace& exec, const Vector<T>& grads, double max_norm,
+                   const Kokkos::View<double, MemSpace>& norm_sq, const Kokkos::View<double, MemSpace>& factor) {
+  update_pass<T>(exec, "kgpt::optim::grad_norm", grads.extent(0), grads, norm_sq.data(), KOKKOS_LAMBDA(const std::size_t) {});
+  Kokkos::parallel_for(
+      "kgpt::optim::clip_factor", Kokkos::RangePolicy<ExecSpace>(exec, 0, 1), KOKKOS_LAMBDA(const int) {
+        const double norm = compat::sqrt(norm_sq());
+        // As the gradients would be scaled in T.
+        factor() = max_norm > 0 && norm > max_norm ? static_cast<double>(static_cast<T>(max_norm / (norm + 1e-6))) : 1.0;
+      });
 }
 
 template class Optimizer<float>;
 template class Optimizer<double>;
-template double clip_gradients(const ExecSpace&, const Vector<float>&, double);
-template double clip_gradients(const ExecSpace&, const Vector<double>&, double);
+template void gradient_norm(const ExecSpace&, const Vector<float>&, double, const Kokkos::View<double, MemSpace>&,
+                            const Kokkos::View<double, MemSpace>&);
+template void gradient_norm(const ExecSpace&, const Vector<double>&, double, const Kokkos::View<double, MemSpace>&,
+                            const Kokkos::View<double, MemSpace>&);
 
 }  // namespace kgpt::optim

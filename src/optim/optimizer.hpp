@@ -23,8 +23,11 @@ template <class T>
 class Optimizer {
  public:
   Optimizer(const model::Parameters<T>& params, const config::Config& config);
-  // `step` counts from 0.
-  void step(const ExecSpace& exec, int step, double lr_multiplier);
+  // `step` counts from 0. Every gradient is read times *grad_factor (a device scalar: the step's
+  // clipping factor), or as it is when grad_factor is null. With norm_sq (a device scalar), the
+  // squared global norm of the raw gradients is written there by the same passes. Waits for nothing.
+  void step(const ExecSpace& exec, int step, double lr_multiplier, const double* grad_factor = nullptr,
+            double* norm_sq = nullptr);
   double group_lr(model::ParamGroup group) const;
   // The state a checkpoint must hold, by name, each a buffer with the parameter buffer's layout:
   // adam_m, adam_v, and with Muon muon_momentum.
@@ -33,15 +36,19 @@ class Optimizer {
  private:
   const model::Parameters<T>& params_;
   config::OptimConfig optim_;
-  bool muon_;  // Muon for the matrices (else AdamW)
-  model::GemmPrecision precision_;  // of Newton-Schulz's GEMMs: the model's
+  bool muon_;       // Muon for the matrices (else AdamW)
+  bool bf16_muon_;  // Newton-Schulz in bf16, as the model's products (train.precision: bf16)
   Vector<T> m_, v_, momentum_, update_;
   NewtonSchulzWorkspace<T> work_;
+  NewtonSchulzWorkspace<bf16> work16_;
+  Kokkos::View<double*, MemSpace> norm_parts_;  // one per tensor, added in tensor order
 };
 
-// The global L2 norm of the gradient buffer; when max_norm > 0 and the norm exceeds it, the
-// gradients are scaled down to max_norm. Returns the norm before clipping.
+// The global L2 norm of the gradient buffer, squared, into norm_sq, and the clipping factor into
+// factor: max_norm / (norm + 1e-6) when max_norm > 0 and the norm exceeds it, else 1. Both are device
+// scalars; nothing waits for them.
 template <class T>
-double clip_gradients(const ExecSpace& exec, const Vector<T>& grads, double max_norm);
+void gradient_norm(const ExecSpace& exec, const Vector<T>& grads, double max_norm,
+                   const Kokkos::View<double, MemSpace>& norm_sq, const Kokkos::View<double, MemSpace>& factor);
 
 }  // namespace kgpt::optim

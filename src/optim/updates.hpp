@@ -1,6 +1,9 @@
 #pragma once
 // Parameter updates, one tensor at a time on contiguous slices of the parameter and gradient
-// buffers.
+// buffers. Every gradient is read times `grad_factor` (a device scalar: the clipping factor of the
+// step; none means 1), so clipping costs no pass of its own; with `norm_part` (a device scalar),
+// the same pass also writes the sum of the squared raw gradients there, so that without clipping
+// the gradient norm costs no pass either.
 //   Adam / AdamW (torch.optim semantics, step t counted from 1):
 //     p *= 1 - lr wd;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
 //     p -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
@@ -10,6 +13,7 @@
 
 #include <cmath>
 
+#include "core/backend.hpp"
 #include "core/kokkos_compat.hpp"
 #include "core/views.hpp"
 #include "optim/newton_schulz.hpp"
@@ -20,24 +24,87 @@ struct AdamSettings {
   double lr = 0.0, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.0;
 };
 
+// The factor gradients are read with. On a GPU it stays a device scalar, read by every thread; on
+// the host it is read once here (host memory, already computed: the host runs kernels in order), so
+// that the update loops stay vectorisable.
+template <class T>
+struct GradFactor {
+  const double* device = nullptr;
+  T value = T(1);
+  explicit GradFactor(const double* factor) {
+    if constexpr (backend::on_gpu) {
+      device = factor;
+    } else if (factor != nullptr) {
+      value = static_cast<T>(*factor);
+    }
+  }
+  KOKKOS_INLINE_FUNCTION T get() const {
+    if constexpr (backend::on_gpu) return device != nullptr ? static_cast<T>(*device) : T(1);
+    else return value;
+  }
+};
+
+// Runs body(i) for i < n, and with norm_part also sums g(i)^2 into it, in a fixed order. On a GPU,
+// one thread per element does both. On the host, each chunk of the buffer is one loop that updates
+// and sums the squares in float, vectorised (the simd reduction: sums in the lanes' order, fixed for
+// a build), and the chunks' sums join in double: the norm costs no pass over memory and almost no
+// time.
+template <class T, class Body>
+void update_pass(const ExecSpace& exec, const char* label, std::size_t n, const ConstVector<T>& g, double* norm_part,
+                 const Body& body) {
+  if (norm_part == nullptr) {
+    Kokkos::parallel_for(label, Kokkos::RangePolicy<ExecSpace>(exec, 0, n), body);
+    return;
+  }
+  if constexpr (backend::on_gpu) {
+    Kokkos::parallel_reduce(
+        label, Kokkos::RangePolicy<ExecSpace>(exec, 0, n),
+        KOKKOS_LAMBDA(const std::size_t i, double& acc) {
+          body(i);
+          const double grad = static_cast<double>(g(i));
+          acc += grad * grad;
+        },
+        Kokkos::View<double, MemSpace>(norm_part));
+  } else {
+    constexpr std::size_t chunk = 2048;
+    const std::size_t chunks = (n + chunk - 1) / chunk;
+    Kokkos::parallel_reduce(
+        label, Kokkos::RangePolicy<ExecSpace>(exec, 0, chunks),
+        [=](const std::size_t c, double& acc) {
+          const std::size_t begin = c * chunk, end = begin + chunk < n ? begin + chunk : n;
+          T sum = 0;
+#ifndef KOKKOS_ENABLE_CUDA  // host builds compile with -fopenmp-simd; this branch is host-only
+#pragma omp simd reduction(+ : sum)
+#endif
+          for (std::size_t i = begin; i < end; ++i) {
+            body(i);
+            sum += g(i) * g(i);
+          }
+          acc += static_cast<double>(sum);
+        },
+        Kokkos::View<double, MemSpace>(norm_part));
+  }
+}
+
 template <class T>
 void adam_update(const ExecSpace& exec, const Vector<T>& p, const ConstVector<T>& g, const Vector<T>& m,
-                 const Vector<T>& v, const AdamSettings& s, int t) {
+                 const Vector<T>& v, const AdamSettings& s, int t, const double* grad_factor = nullptr,
+                 double* norm_part = nullptr) {
   // torch.optim.Adam's arrangement: p -= (lr / c1) m / (sqrt(v) / sqrt(c2) + eps), one sqrt and one
   // division per element.
   const T b1 = T(s.beta1), b2 = T(s.beta2), eps = T(s.eps);
   const T decay = T(1.0 - s.lr * s.weight_decay);
   const T step_size = T(s.lr / (1.0 - std::pow(s.beta1, t)));
   const T inverse_sqrt_c2 = T(1.0 / std::sqrt(1.0 - std::pow(s.beta2, t)));
-  Kokkos::parallel_for(
-      "kgpt::adam::update", Kokkos::RangePolicy<ExecSpace>(exec, 0, p.extent(0)), KOKKOS_LAMBDA(const std::size_t i) {
-        const T grad = g(i);
-        const T m_new = b1 * m(i) + (T(1) - b1) * grad;
-        const T v_new = b2 * v(i) + (T(1) - b2) * grad * grad;
-        m(i) = m_new;
-        v(i) = v_new;
-        p(i) = p(i) * decay - step_size * m_new / (compat::sqrt(v_new) * inverse_sqrt_c2 + eps);
-      });
+  const GradFactor<T> factor(grad_factor);
+  update_pass<T>(exec, "kgpt::adam::update", p.extent(0), g, norm_part, KOKKOS_LAMBDA(const std::size_t i) {
+    const T grad = g(i) * factor.get();
+    const T m_new = b1 * m(i) + (T(1) - b1) * grad;
+    const T v_new = b2 * v(i) + (T(1) - b2) * grad * grad;
+    m(i) = m_new;
+    v(i) = v_new;
+    p(i) = p(i) * decay - step_size * m_new / (compat::sqrt(v_new) * inverse_sqrt_c2 + eps);
+  });
 }
 
 inline double muon_momentum_at(int step, double start, double end, int warmup_steps) {
@@ -46,31 +113,34 @@ inline double muon_momentum_at(int step, double start, double end, int warmup_st
   return (1.0 - f) * start + f * end;
 }
 
-// `update` is a workspace of the parameter's shape.
-template <class T>
+// `update` is a workspace of the parameter's shape (T); Newton-Schulz runs in X (T or bf16).
+template <class T, class X = T>
 void muon_update(const ExecSpace& exec, const Matrix<T>& p, const ConstMatrix<T>& g, const Matrix<T>& momentum,
                  const Matrix<T>& update, double lr, double mu, double weight_decay, int backend_steps,
-                 NewtonSchulzWorkspace<T>& work, model::GemmPrecision precision = model::GemmPrecision::fp32) {
+                 NewtonSchulzWorkspace<X>& work, const double* grad_factor = nullptr, double* norm_part = nullptr) {
   const std::size_t rows = p.extent(0), cols = p.extent(1);
   const T beta = T(mu);
-  Kokkos::parallel_for(
-      "kgpt::muon::momentum", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {rows, cols}),
-      KOKKOS_LAMBDA(const std::size_t i, const std::size_t j) {
-        momentum(i, j) = beta * momentum(i, j) + g(i, j);
-        update(i, j) = g(i, j) + beta * momentum(i, j);
-      });
-  newton_schulz<T>(exec, ConstMatrix<T>(update), update, backend_steps, work, precision);
+  // The matrices are slices of the contiguous buffers: flat over their elements.
+  const ConstVector<T> g_flat(g.data(), rows * cols);
+  const Vector<T> momentum_flat(momentum.data(), rows * cols), update_flat(update.data(), rows * cols);
+  const GradFactor<T> factor(grad_factor);
+  update_pass<T>(exec, "kgpt::muon::momentum", rows * cols, g_flat, norm_part, KOKKOS_LAMBDA(const std::size_t e) {
+    const T grad = g_flat(e) * factor.get();
+    momentum_flat(e) = beta * momentum_flat(e) + grad;
+    update_flat(e) = grad + beta * momentum_flat(e);
+  });
+  const Orthogonalised<X> o = newton_schulz_core<X, T>(exec, ConstMatrix<T>(update), backend_steps, work);
+  const Matrix<X> x = o.x;
+  const bool transposed = o.transposed;
   const T step = T(lr * std::sqrt(std::max(1.0, static_cast<double>(rows) / static_cast<double>(cols))));
-  if (weight_decay > 0) {
-    const T decay = T(1.0 - lr * weight_decay);
-    Kokkos::parallel_for(
-        "kgpt::muon::apply", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {rows, cols}),
-        KOKKOS_LAMBDA(const std::size_t i, const std::size_t j) { p(i, j) = p(i, j) * decay - step * update(i, j); });
-    return;
-  }
+  const T decay = T(1.0 - lr * weight_decay);
+  const bool decays = weight_decay > 0;
   Kokkos::parallel_for(
-      "kgpt::muon::apply", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {rows, cols}),
-      KOKKOS_LAMBDA(const std::size_t i, const std::size_t j) { p(i, j) -= step * update(i, j); });
+      "kgpt::muon::apply", Kokkos::RangePolicy<ExecSpace>(exec, 0, rows * cols), KOKKOS_LAMBDA(const std::size_t e) {
+        const std::size_t i = e / cols, j = e % cols;
+        const T u = T(transposed ? x(j, i) : x(i, j));
+        p(i, j) = decays ? p(i, j) * decay - step * u : p(i, j) - step * u;
+      });
 }
 
 }  // namespace kgpt::optim

@@ -2,7 +2,9 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include "core/kokkos_compat.hpp"
 #include "core/random.hpp"
@@ -41,21 +43,20 @@ double measure_sgemm(int n) {
 class SyntheticBatches final : public BatchSource {
  public:
   SyntheticBatches(long long sequences, int seq_len, int vocab)
-      : inputs_("kgpt::bench::inputs", sequences, seq_len), targets_("kgpt::bench::targets", sequences, seq_len) {
-    auto host = Kokkos::create_mirror_view(inputs_);
-    for (std::size_t i = 0; i < inputs_.span(); ++i) host.data()[i] = static_cast<int>(random::bits(3, 0, i) % vocab);
-    Kokkos::deep_copy(inputs_, host);
-    for (std::size_t i = 0; i < inputs_.span(); ++i) host.data()[i] = static_cast<int>(random::bits(3, 1, i) % vocab);
-    Kokkos::deep_copy(targets_, host);
+      : inputs_(static_cast<std::size_t>(sequences) * seq_len), targets_(inputs_.size()) {
+    for (std::size_t i = 0; i < inputs_.size(); ++i) {
+      inputs_[i] = static_cast<int>(random::bits(3, 0, i) % vocab);
+      targets_[i] = static_cast<int>(random::bits(3, 1, i) % vocab);
+    }
   }
 
-  void next(const ExecSpace& exec, const TokenMatrix& inputs, const TokenMatrix& targets) override {
-    Kokkos::deep_copy(exec, inputs, inputs_);
-    Kokkos::deep_copy(exec, targets, targets_);
+  void next(int* inputs, int* targets) override {
+    std::copy(inputs_.begin(), inputs_.end(), inputs);
+    std::copy(targets_.begin(), targets_.end(), targets);
   }
 
  private:
-  TokenMatrix inputs_, targets_;
+  std::vector<int> inputs_, targets_;
 };
 
 }  // namespace
@@ -69,6 +70,9 @@ double training_flops_per_token(const config::ResolvedDeck& deck, std::size_t pa
 
 BenchResult run_bench(const config::ResolvedDeck& deck, const BenchOptions& options) {
   const double sgemm = measure_sgemm(options.gemm_size);
+  // Every View the step needs is counted, from the model to the warm-up steps (a step allocates
+  // nothing after its first, so this is the peak); the timed steps run without the callbacks.
+  const bool counting_memory = profile::track_memory(true);
   const config::Config& c = deck.config;
   const config::BatchPlan& plan = deck.plan;
   const ExecSpace exec;
@@ -79,6 +83,8 @@ BenchResult run_bench(const config::ResolvedDeck& deck, const BenchOptions& opti
   SyntheticBatches batches(plan.local_sequences, plan.seq_len, c.model.vocab_size);
 
   for (int i = 0; i < options.warmup_steps; ++i) train_step.run(exec, i, 0.0, batches, true);
+  const double view_peak = counting_memory ? profile::peak_memory_bytes() : -1;
+  profile::track_memory(false);
   double forward_s = 0, backward_s = 0, optimizer_s = 0, seconds = 0;
   for (int i = 0; i < options.steps; ++i) {
     const StepMetrics m = train_step.run(exec, options.warmup_steps + i, 0.0, batches, true);
@@ -90,12 +96,24 @@ BenchResult run_bench(const config::ResolvedDeck& deck, const BenchOptions& opti
   seconds /= options.steps;
   // Every View of the model, its workspaces and the optimizer is still allocated here.
   const double device_used = compat::device_memory_used_bytes();
+  BenchResult result;
+  result.view_peak_bytes = view_peak;
+
+  if (options.profile_steps > 0) {
+    profile::enable(true);
+    double profiled_s = 0;
+    for (int i = 0; i < options.profile_steps; ++i) {
+      profiled_s += train_step.run(exec, options.warmup_steps + options.steps + i, 0.0, batches, true).seconds;
+    }
+    result.profile = profile::entries();
+    result.profiled_step_ms = profiled_s * 1e3 / options.profile_steps;
+    profile::enable(false);
+  }
 
   std::size_t positions = 0;
   if (model->parameters().layout().contains("transformer.wpe.weight")) {
     positions = model->parameters().layout().find("transformer.wpe.weight").size;
   }
-  BenchResult result;
   result.sgemm_flops = sgemm;
   result.attention = model->attention_name();
   result.step_ms = seconds * 1e3;

@@ -5,8 +5,10 @@
 // reaches. Figures, never pass/fail.
 
 #include <string>
+#include <vector>
 
 #include "config/deck.hpp"
+#include "core/profile.hpp"
 
 namespace kgpt::train {
 
@@ -14,6 +16,7 @@ struct BenchOptions {
   int warmup_steps = 2;
   int steps = 5;
   int gemm_size = 1024;
+  int profile_steps = 0;  // > 0: after the timed steps, this many steps with every op fenced and timed
 };
 
 struct BenchResult {
@@ -25,6 +28,10 @@ struct BenchResult {
   double flops_per_token = 0;
   double peak_rss_bytes = 0;
   double device_used_bytes = -1;  // GPU memory in use after the timed steps (-1: no GPU backend)
+  double view_peak_bytes = -1;    // high-water mark of kgpt's Views in the model's memory space (-1: not counted)
+  // With profile_steps > 0: per phase and op, totals over the profiled steps, and their mean time.
+  std::vector<profile::Entry> profile;
+  double profiled_step_ms = 0;
   const char* attention = "";     // the attention implementation that ran
 };
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/error.hpp"
+#include "core/profile.hpp"
 #include "optim/schedule.hpp"
 #include "parallel/world.hpp"
 
@@ -43,8 +44,15 @@ TrainStep<T>::TrainStep(model::LanguageModel<T>& model, optim::Optimizer<T>& opt
       optimizer_(optimizer),
       train_(deck.config.train),
       plan_(deck.plan),
-      inputs_("kgpt::train::inputs", deck.plan.local_sequences, deck.plan.seq_len),
-      targets_("kgpt::train::targets", deck.plan.local_sequences, deck.plan.seq_len) {
+      inputs_("kgpt::train::inputs", deck.plan.grad_accum_steps, deck.plan.local_sequences, deck.plan.seq_len),
+      targets_("kgpt::train::targets", deck.plan.grad_accum_steps, deck.plan.local_sequences, deck.plan.seq_len),
+      staged_inputs_("kgpt::train::staged_inputs", deck.plan.grad_accum_steps, deck.plan.local_sequences,
+                     deck.plan.seq_len),
+      staged_targets_("kgpt::train::staged_targets", deck.plan.grad_accum_steps, deck.plan.local_sequences,
+                      deck.plan.seq_len),
+      sums_("kgpt::train::sums"),
+      clip_factor_("kgpt::train::clip_factor"),
+      host_sums_("kgpt::train::host_sums") {
   parallel::AveragingSettings settings;
   settings.bucket_elements = static_cast<std::size_t>(deck.config.parallel.bucket_mb * 1e6 / sizeof(T));
   settings.overlap = deck.config.parallel.overlap;
@@ -58,29 +66,67 @@ StepMetrics TrainStep<T>::run(const ExecSpace& exec, int step, double training_s
                               bool fenced) {
   StepMetrics m;
   const auto start = Clock::now();
+  const int accum = plan_.grad_accum_steps, b = static_cast<int>(plan_.local_sequences), t = plan_.seq_len;
+  // docs/design.md, section 4: this rank's slices of every micro-batch of the step, in one copy.
+  for (int micro_step = 0; micro_step < accum; ++micro_step) {
+    batches.next(&staged_inputs_(micro_step, 0, 0), &staged_targets_(micro_step, 0, 0));
+  }
   PhaseTimer timer(exec, fenced);
-  model::zero_gradients(exec, model_.parameters());
-  averager_->begin_step();
+  {
+    const profile::Phase phase("step start");
+    Kokkos::deep_copy(exec, inputs_, staged_inputs_);
+    Kokkos::deep_copy(exec, targets_, staged_targets_);
+    model::zero_gradients(exec, model_.parameters());
+    Kokkos::deep_copy(exec, sums_, 0.0);
+    averager_->begin_step();
+  }
   timer.lap(m.backward_seconds);
-  double loss_sum = 0;
+  const Kokkos::View<double, MemSpace> loss_sum(sums_.data());
+  const Kokkos::View<double, MemSpace> norm_sq(sums_.data() + 1);
   const model::GradientsReady ready = [this, &exec](std::size_t begin, std::size_t end) {
     averager_->ready(exec, begin, end);
   };
-  for (int micro_step = 0; micro_step < plan_.grad_accum_steps; ++micro_step) {
+  for (int micro_step = 0; micro_step < accum; ++micro_step) {
     // docs/design.md, section 5: no gradient leaves this rank before the last micro-step.
-    const bool last = micro_step + 1 == plan_.grad_accum_steps;
+    const bool last = micro_step + 1 == accum;
     averager_->begin_micro_step(last);
-    batches.next(exec, inputs_, targets_);
-    loss_sum += model_.forward(exec, inputs_, targets_);
+    const std::size_t offset = static_cast<std::size_t>(micro_step) * b * t;
+    const ConstTokenMatrix inputs(inputs_.data() + offset, b, t), targets(targets_.data() + offset, b, t);
+    {
+      const profile::Phase phase("forward");
+      model_.forward(exec, inputs, targets, loss_sum);
+    }
     timer.lap(m.forward_seconds);
-    model_.backward(exec, backward_scale_, last ? ready : model::GradientsReady{});
+    {
+      const profile::Phase phase("backward");
+      model_.backward(exec, backward_scale_, last ? ready : model::GradientsReady{});
+    }
     timer.lap(m.backward_seconds);
   }
-  averager_->finish(exec);
+  {
+    const profile::Phase phase("averaging");
+    const profile::Region region(exec, "gradient averaging (wait)");
+    averager_->finish(exec);
+  }
   timer.lap(m.backward_seconds);
+  m.lr_multiplier = optim::lr_multiplier(train_, step, training_seconds);
+  const profile::Phase phase("optimizer");
+  if (train_.grad_clip_norm > 0) {
+    // Clipping needs the norm before any update reads a gradient.
+    optim::gradient_norm(exec, model_.parameters().grads(), train_.grad_clip_norm, norm_sq, clip_factor_);
+    optimizer_.step(exec, step, m.lr_multiplier, clip_factor_.data());
+  } else {
+    // The norm comes from the update passes themselves.
+    optimizer_.step(exec, step, m.lr_multiplier, nullptr, norm_sq.data());
+  }
+  Kokkos::deep_copy(exec, host_sums_, sums_);
+  exec.fence();
+  timer.lap(m.optimizer_seconds);
   // docs/design.md, section 7: the logged loss is the mean over all ranks and micro-steps.
   const int world_size = averager_->world_size();
-  m.loss = parallel::sum(loss_sum) / (plan_.grad_accum_steps * world_size);
+  m.loss = parallel::sum(host_sums_(0)) / (accum * world_size);
+  m.grad_norm = std::sqrt(host_sums_(1));
+  m.averaging = averager_->step_counters();
   if (!std::isfinite(m.loss)) {
     char value[32];
     std::snprintf(value, sizeof(value), "%.4f", m.loss);
@@ -88,12 +134,6 @@ StepMetrics TrainStep<T>::run(const ExecSpace& exec, int step, double training_s
                                   "step " + std::to_string(step + 1) + ": the train loss is " + value + "; stopping",
                                   parallel::world().rank == 0);
   }
-  m.grad_norm = optim::clip_gradients(exec, model_.parameters().grads(), train_.grad_clip_norm);
-  m.lr_multiplier = optim::lr_multiplier(train_, step, training_seconds);
-  optimizer_.step(exec, step, m.lr_multiplier);
-  exec.fence();
-  timer.lap(m.optimizer_seconds);
-  m.averaging = averager_->step_counters();
   // Stop decisions and the wall-clock schedule use the slowest rank's time, the same on all ranks.
   m.seconds = parallel::max(seconds_since(start));
   return m;

@@ -1,15 +1,19 @@
 #pragma once
 // One optimizer step of data-parallel training with gradient accumulation, the step `kgpt train`
 // runs and `kgpt bench` times (docs/design.md, sections 2 to 7):
-//   zero the gradients; for each of grad_accum_steps micro-batches: forward, backward with the loss
-//   scaled by grad_scale (times 1/world_size where the transport sums), the last micro-step's
-//   backward handing finished gradient spans to the averager; wait for the averaging; the mean loss
-//   over ranks and micro-steps; the gradient norm and clipping; the schedule; the optimizer.
-// It returns the step's metrics; the log line and the history row are both made from them.
+//   the step's micro-batches in one copy to the device; zero the gradients; for each of
+//   grad_accum_steps micro-batches: forward, backward with the loss scaled by grad_scale (times
+//   1/world_size where the transport sums), the last micro-step's backward handing finished
+//   gradient spans to the averager; wait for the averaging; the gradient norm and the clipping
+//   factor; the schedule; the optimizer (which applies the clipping as it reads the gradients).
+// The loss and the norm stay on the device until the step's end, where one copy brings both back:
+// nothing else in the step waits for the device or allocates. It returns the step's metrics; the
+// log line and the history row are both made from them.
 
 #include <memory>
 
 #include "config/deck.hpp"
+#include "core/backend.hpp"
 #include "core/views.hpp"
 #include "model/language_model.hpp"
 #include "optim/optimizer.hpp"
@@ -18,12 +22,12 @@
 namespace kgpt::train {
 
 // Where a step's micro-batches come from: the distributed loader (training) or fixed synthetic
-// tokens (the benchmark).
+// tokens (the benchmark). Host memory.
 class BatchSource {
  public:
   virtual ~BatchSource() = default;
-  // Fills inputs and targets, (B, T) token ids on the device, with this rank's next micro-batch.
-  virtual void next(const ExecSpace& exec, const TokenMatrix& inputs, const TokenMatrix& targets) = 0;
+  // Fills this rank's next micro-batch: inputs and targets, each (B, T) token ids, row-major.
+  virtual void next(int* inputs, int* targets) = 0;
 };
 
 struct StepMetrics {
@@ -41,25 +45,33 @@ template <class T>
 class TrainStep {
  public:
   // Builds the gradient averager of this world (parallel.bucket_mb, parallel.overlap) over the
-  // model's gradients. Collective over MPI_COMM_WORLD.
+  // model's gradients, and the step's token and statistics buffers. Collective over MPI_COMM_WORLD.
   TrainStep(model::LanguageModel<T>& model, optim::Optimizer<T>& optimizer, const config::ResolvedDeck& deck,
             int world_size);
 
   // Optimizer step `step` (counted from 0) after `training_seconds` of training (the wall-clock
   // schedule uses it). Collective. With `fenced`, each phase is fenced and timed. Throws
-  // parallel::AgreedFailure on every rank when the loss is not finite.
+  // parallel::AgreedFailure on every rank when the loss is not finite (the parameters are then
+  // spoilt; no checkpoint is written of them).
   StepMetrics run(const ExecSpace& exec, int step, double training_seconds, BatchSource& batches, bool fenced = false);
 
   const parallel::GradientAverager<T>& averager() const { return *averager_; }
 
  private:
+  using Tokens = Kokkos::View<int***, Layout, MemSpace>;                     // (micro-step, B, T)
+  using StagedTokens = Kokkos::View<int***, Layout, backend::StagingSpace>;  // the same, on the host
+
   model::LanguageModel<T>& model_;
   optim::Optimizer<T>& optimizer_;
   config::TrainConfig train_;
   config::BatchPlan plan_;
   std::unique_ptr<parallel::GradientAverager<T>> averager_;
   T backward_scale_;
-  TokenMatrix inputs_, targets_;
+  Tokens inputs_, targets_;
+  StagedTokens staged_inputs_, staged_targets_;
+  Kokkos::View<double[2], MemSpace> sums_;  // the loss summed over micro-steps; the squared gradient norm
+  Kokkos::View<double, MemSpace> clip_factor_;
+  Kokkos::View<double[2], backend::StagingSpace> host_sums_;
 };
 
 }  // namespace kgpt::train

@@ -1,5 +1,6 @@
 #include "train/trainer.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <memory>
@@ -11,7 +12,6 @@
 #include "data/loader.hpp"
 #include "data/shard.hpp"
 #include "io/history.hpp"
-#include "model/gemm.hpp"
 #include "model/language_model.hpp"
 #include "optim/optimizer.hpp"
 #include "parallel/world.hpp"
@@ -66,25 +66,17 @@ void broadcast_parameters(const Vector<Real>& values) {
 // This rank's micro-batches from the distributed loader (docs/design.md, section 4).
 class LoaderBatches final : public BatchSource {
  public:
-  LoaderBatches(data::DistributedLoader& loader, long long sequences, int seq_len)
-      : loader_(loader),
-        host_inputs_("kgpt::train::host_inputs", sequences, seq_len),
-        host_targets_("kgpt::train::host_targets", sequences, seq_len) {}
+  explicit LoaderBatches(data::DistributedLoader& loader) : loader_(loader) {}
 
-  void next(const ExecSpace& exec, const TokenMatrix& inputs, const TokenMatrix& targets) override {
+  void next(int* inputs, int* targets) override {
     loader_.next(batch_);
-    for (std::size_t i = 0; i < batch_.inputs.size(); ++i) {
-      host_inputs_.data()[i] = batch_.inputs[i];
-      host_targets_.data()[i] = batch_.targets[i];
-    }
-    Kokkos::deep_copy(exec, inputs, host_inputs_);
-    Kokkos::deep_copy(exec, targets, host_targets_);
+    std::copy(batch_.inputs.begin(), batch_.inputs.end(), inputs);
+    std::copy(batch_.targets.begin(), batch_.targets.end(), targets);
   }
 
  private:
   data::DistributedLoader& loader_;
   data::TokenBatch batch_;
-  TokenMatrix::HostMirror host_inputs_, host_targets_;
 };
 
 // Everything a run needs besides the loop, made on every rank; a failure on any rank is agreed.
@@ -185,14 +177,13 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
   };
 
   TrainStep<Real> train_step(model, *run.optimizer, deck, world.size);
-  LoaderBatches batches(*run.loader, plan.local_sequences, plan.seq_len);
+  LoaderBatches batches(*run.loader);
   ProgressReport report(log, history.get(), c.train, *run.optimizer);
   PreemptionSignals signals;
   log.line("params:" + std::to_string(model.parameters().layout().parameter_count()) +
            " tokens_per_step:" + std::to_string(c.train.global_batch_tokens) +
            " grad_accum_steps:" + std::to_string(plan.grad_accum_steps) + " world_size:" + std::to_string(plan.world_size) +
-           " backend:" + compat::enabled_backends() + " precision:" +
-           model::gemm_precision_name(model::gemm_precision(c.model.precision)));
+           " backend:" + compat::enabled_backends() + " precision:" + config::name_of(c.model.precision));
   log.line("grad_averaging:" + std::string(train_step.averager().transport()) +
            " overlap:" + (c.parallel.overlap ? "on" : "off") + " bucket_mb:" + significant(c.parallel.bucket_mb) +
            " param_checksum:" + (world.size > 1 ? "equal on all ranks" : "single rank"));

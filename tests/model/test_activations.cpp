@@ -169,3 +169,20 @@ TEST_CASE("activations in float agree with double", "[model][activations][float]
     }
   }
 }
+
+TEST_CASE("activations on bf16 activations agree with double", "[model][activations][bf16]") {
+  const auto x = test_inputs();
+  const auto dy = test::random_like("dy", x, 95);
+  const auto ref_relu = run<double>(Activation::relu_squared, x, dy), ref_gelu = run<double>(Activation::gelu_tanh, x, dy);
+  const auto x16 = converted<bf16>("x", x), dy16 = converted<bf16>("dy", dy);
+  Matrix<bf16> y("y", x.extent(0), x.extent(1)), dx("dx", x.extent(0), x.extent(1));
+  model::ops::relu_squared_forward<float>(ExecSpace(), x16, y);
+  model::ops::relu_squared_backward<float>(ExecSpace(), x16, dy16, dx);
+  // x and dy rounded at 2^-8 relative, the results again: relu^2 doubles x's relative error.
+  CHECK(max_difference(values(y), ref_relu.at("y")) < 2e-2);
+  CHECK(max_difference(values(dx), ref_relu.at("dx")) < 2e-2);
+  model::ops::gelu_tanh_forward<float>(ExecSpace(), x16, y);
+  model::ops::gelu_tanh_backward<float>(ExecSpace(), x16, dy16, dx);
+  CHECK(max_difference(values(y), ref_gelu.at("y")) < 2e-2);
+  CHECK(max_difference(values(dx), ref_gelu.at("dx")) < 2e-2);
+}

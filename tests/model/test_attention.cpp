@@ -1,68 +1,71 @@
+// The GEMM attention of ops/attention.hpp on token-major heads: against a naive reference, for
+// causality, against finite differences, and in float and bf16 against double.
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
+#include "model/attention_fixture.hpp"
 #include "model/gradcheck.hpp"
 #include "model/ops/attention.hpp"
-#include "model/ops/heads.hpp"
+#include "model/precision_check.hpp"
 
 using namespace kgpt;
+using test::AttentionInputs;
+using test::AttentionShape;
+using test::TokenHeads;
 
 namespace {
 
-// Naive causal GQA attention on the host, in double.
-std::vector<double> reference_attention(const Tensor4<double>& q, const Tensor4<double>& k, const Tensor4<double>& v) {
-  auto hq = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q);
-  auto hk = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), k);
-  auto hv = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
-  const int b = q.extent(0), h = q.extent(1), t = q.extent(2), d = q.extent(3), group = h / k.extent(1);
-  std::vector<double> out(q.span());
-  for (int i = 0; i < b; ++i)
-    for (int j = 0; j < h; ++j)
-      for (int r = 0; r < t; ++r) {
-        std::vector<double> w(r + 1);
-        double m = -1e300, sum = 0;
-        for (int c = 0; c <= r; ++c) {
-          double s = 0;
-          for (int l = 0; l < d; ++l) s += hq(i, j, r, l) * hk(i, j / group, c, l);
-          w[c] = s / std::sqrt(double(d));
-          m = std::max(m, w[c]);
-        }
-        for (int c = 0; c <= r; ++c) sum += (w[c] = std::exp(w[c] - m));
-        for (int l = 0; l < d; ++l) {
-          double o = 0;
-          for (int c = 0; c <= r; ++c) o += w[c] / sum * hv(i, j / group, c, l);
-          out[((i * h + j) * t + r) * d + l] = o;
-        }
-      }
+// The GEMM attention forward and backward in activation type A (scores in compute_t<A>).
+template <class A>
+struct GemmRun {
+  using T = compute_t<A>;
+  Vector<T> scores;
+  Vector<A> probs, ds;
+  GemmRun(const AttentionShape& s)
+      : scores("scores", std::size_t(s.b) * s.h * s.t * s.t),
+        probs("probs", std::size_t(s.b) * s.h * s.t * s.t),
+        ds("ds", std::size_t(s.b) * s.h * s.t * s.t) {}
+  void forward(const AttentionInputs<A>& in, const TokenHeads<A>& o) {
+    model::ops::attention_forward<A>(ExecSpace(), in.q.in(), in.k.in(), in.v.in(), scores.data(), probs.data(), o.view());
+  }
+  void backward(const AttentionInputs<A>& in, const TokenHeads<A>& d_o, const TokenHeads<A>& dq, const TokenHeads<A>& dk,
+                const TokenHeads<A>& dv) {
+    model::ops::attention_backward<A>(ExecSpace(), in.q.in(), in.k.in(), in.v.in(), probs.data(), d_o.in(), scores.data(),
+                                      ds.data(), dq.view(), dk.view(), dv.view());
+  }
+};
+
+// The same inputs in type A.
+template <class A>
+AttentionInputs<A> converted_inputs(const AttentionShape& s, const AttentionInputs<double>& in) {
+  AttentionInputs<A> out(s, 0);
+  out.q.m = test::converted<Matrix<A>>("q", in.q.m);
+  out.k.m = test::converted<Matrix<A>>("k", in.k.m);
+  out.v.m = test::converted<Matrix<A>>("v", in.v.m);
   return out;
 }
 
-struct Case {
-  int b, h, kv, t, d;
-};
-
 }  // namespace
 
-TEST_CASE("attention forward matches a naive causal GQA implementation", "[model][attention]") {
-  for (const Case c : {Case{2, 4, 2, 7, 8}, Case{1, 3, 3, 5, 4}, Case{2, 4, 1, 9, 6}}) {
-    INFO("B " << c.b << " H " << c.h << " KV " << c.kv << " T " << c.t << " D " << c.d);
-    Tensor4<double> q("q", c.b, c.h, c.t, c.d), k("k", c.b, c.kv, c.t, c.d), v("v", c.b, c.kv, c.t, c.d);
-    Tensor4<double> p("p", c.b, c.h, c.t, c.t), o("o", c.b, c.h, c.t, c.d);
-    random::fill_normal(q, 8, 0, 1.0);
-    random::fill_normal(k, 8, 1, 1.0);
-    random::fill_normal(v, 8, 2, 1.0);
-    model::ops::attention_forward<double>(ExecSpace(), q, k, v, p, o);
-    const auto expected = reference_attention(q, k, v);
-    auto ho = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), o);
-    for (std::size_t n = 0; n < o.span(); ++n) REQUIRE(ho.data()[n] == Approx(expected[n]).epsilon(1e-12).margin(1e-14));
-    auto hp = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p);
-    for (int r = 0; r < c.t; ++r) {
+TEST_CASE("attention forward matches a naive causal GQA implementation, through strides", "[model][attention]") {
+  for (const AttentionShape s : {AttentionShape{2, 4, 2, 7, 8}, AttentionShape{1, 3, 3, 5, 4}, AttentionShape{2, 4, 1, 9, 6}}) {
+    INFO("B " << s.b << " H " << s.h << " KV " << s.kv << " T " << s.t << " D " << s.d);
+    const AttentionInputs<double> in(s, 8);
+    TokenHeads<double> o("o", s.b, s.t, s.h, s.d);
+    Kokkos::deep_copy(o.m, std::numeric_limits<double>::quiet_NaN());
+    GemmRun<double> run(s);
+    run.forward(in, o);
+    CHECK(test::max_relative_difference(test::heads_values(o), test::reference_attention(in)) < 1e-12);
+    CHECK(test::other_columns_hold(o, std::numeric_limits<double>::quiet_NaN()));
+    auto hp = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), run.probs);
+    for (int r = 0; r < s.t; ++r) {
       double row = 0;
-      for (int col = 0; col < c.t; ++col) {
-        if (col > r) CHECK(hp(0, 0, r, col) == 0.0);
-        row += hp(0, 0, r, col);
+      for (int col = 0; col < s.t; ++col) {
+        if (col > r) CHECK(hp(r * s.t + col) == 0.0);
+        row += hp(r * s.t + col);
       }
       CHECK(row == Approx(1.0));
     }
@@ -70,86 +73,78 @@ TEST_CASE("attention forward matches a naive causal GQA implementation", "[model
 }
 
 TEST_CASE("attention is causal", "[model][attention]") {
-  const int b = 1, h = 2, kv = 1, t = 6, d = 4, changed = 3;
-  Tensor4<double> q("q", b, h, t, d), k("k", b, kv, t, d), v("v", b, kv, t, d), p("p", b, h, t, t);
-  Tensor4<double> o1("o1", b, h, t, d), o2("o2", b, h, t, d);
-  random::fill_normal(q, 3, 0, 1.0);
-  random::fill_normal(k, 3, 1, 1.0);
-  random::fill_normal(v, 3, 2, 1.0);
-  model::ops::attention_forward<double>(ExecSpace(), q, k, v, p, o1);
-  auto hq = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), q);
-  auto hk = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), k);
-  auto hv = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
-  for (int l = 0; l < d; ++l) {
-    hk(0, 0, changed, l) += 1.0;
-    hv(0, 0, changed, l) -= 2.0;
-    for (int j = 0; j < h; ++j) hq(0, j, changed, l) *= 3.0;
+  const AttentionShape s{1, 2, 1, 6, 4};
+  const int changed = 3;
+  AttentionInputs<double> in(s, 3);
+  TokenHeads<double> o1("o1", s.b, s.t, s.h, s.d), o2("o2", s.b, s.t, s.h, s.d);
+  GemmRun<double> run(s);
+  run.forward(in, o1);
+  auto hk = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), in.k.m);
+  auto hv = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), in.v.m);
+  auto hq = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), in.q.m);
+  for (int l = 0; l < s.d; ++l) {
+    hk(changed, in.k.column(0, l)) += 1.0;
+    hv(changed, in.v.column(0, l)) -= 2.0;
+    for (int j = 0; j < s.h; ++j) hq(changed, in.q.column(j, l)) *= 3.0;
   }
-  Kokkos::deep_copy(q, hq);
-  Kokkos::deep_copy(k, hk);
-  Kokkos::deep_copy(v, hv);
-  model::ops::attention_forward<double>(ExecSpace(), q, k, v, p, o2);
-  auto h1 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), o1);
-  auto h2 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), o2);
-  for (int j = 0; j < h; ++j)
-    for (int r = 0; r < t; ++r) {
-      bool same = true;
-      for (int l = 0; l < d; ++l) same = same && h1(0, j, r, l) == h2(0, j, r, l);
-      CHECK(same == (r < changed));
-    }
+  Kokkos::deep_copy(in.q.m, hq);
+  Kokkos::deep_copy(in.k.m, hk);
+  Kokkos::deep_copy(in.v.m, hv);
+  run.forward(in, o2);
+  auto h1 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), o1.m);
+  auto h2 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), o2.m);
+  for (int r = 0; r < s.t; ++r) {
+    bool same = true;
+    for (std::size_t c = 0; c < o1.m.extent(1); ++c) same = same && h1(r, c) == h2(r, c);
+    CHECK(same == (r < changed));
+  }
 }
 
 TEST_CASE("attention backward matches finite differences, with GQA", "[model][attention][gradcheck]") {
-  const int b = 2, h = 4, kv = 2, t = 5, d = 4;
-  Tensor4<double> q("q", b, h, t, d), k("k", b, kv, t, d), v("v", b, kv, t, d), p("p", b, h, t, t), o("o", b, h, t, d);
-  Tensor4<double> dq("dq", b, h, t, d), dk("dk", b, kv, t, d), dv("dv", b, kv, t, d);
-  Tensor4<double> scratch("scratch", b, h, t, t);
-  random::fill_normal(q, 12, 0, 1.0);
-  random::fill_normal(k, 12, 1, 1.0);
-  random::fill_normal(v, 12, 2, 1.0);
-  const auto w = test::random_like("w", o, 13);
+  const AttentionShape s{2, 4, 2, 5, 4};
+  AttentionInputs<double> in(s, 12);
+  TokenHeads<double> o("o", s.b, s.t, s.h, s.d), w("w", s.b, s.t, s.h, s.d);
+  TokenHeads<double> dq("dq", s.b, s.t, s.h, s.d), dk("dk", s.b, s.t, s.kv, s.d), dv("dv", s.b, s.t, s.kv, s.d);
+  random::fill_normal(w.m, 13, 0, 1.0);
+  GemmRun<double> run(s);
   auto loss = [&] {
-    model::ops::attention_forward<double>(ExecSpace(), q, k, v, p, o);
-    return test::dot(w, o);
+    run.forward(in, o);
+    return test::dot(w.m, o.m);
   };
   loss();
-  model::ops::attention_backward<double>(ExecSpace(), q, k, v, p, w, dq, dk, dv, scratch);
-  test::check_gradient("attention dq", q, dq, loss);
-  test::check_gradient("attention dk", k, dk, loss);
-  test::check_gradient("attention dv", v, dv, loss);
+  run.backward(in, w, dq, dk, dv);
+  // The columns outside the heads have no gradient, and the analytic one there stays 0.
+  test::check_gradient("attention dq", in.q.m, dq.m, loss);
+  test::check_gradient("attention dk", in.k.m, dk.m, loss);
+  test::check_gradient("attention dv", in.v.m, dv.m, loss);
 }
 
-TEST_CASE("float attention agrees with double", "[model][attention]") {
-  const int b = 1, h = 2, kv = 1, t = 16, d = 8;
-  Tensor4<double> q("q", b, h, t, d), k("k", b, kv, t, d), v("v", b, kv, t, d), p("p", b, h, t, t), o("o", b, h, t, d);
-  random::fill_normal(q, 21, 0, 1.0);
-  random::fill_normal(k, 21, 1, 1.0);
-  random::fill_normal(v, 21, 2, 1.0);
-  Tensor4<float> qf("qf", b, h, t, d), kf("kf", b, kv, t, d), vf("vf", b, kv, t, d), pf("pf", b, h, t, t), of("of", b, h, t, d);
-  random::fill_normal(qf, 21, 0, 1.0);
-  random::fill_normal(kf, 21, 1, 1.0);
-  random::fill_normal(vf, 21, 2, 1.0);
-  model::ops::attention_forward<double>(ExecSpace(), q, k, v, p, o);
-  model::ops::attention_forward<float>(ExecSpace(), qf, kf, vf, pf, of);
-  auto ho = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), o);
-  auto hof = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), of);
-  for (std::size_t n = 0; n < o.span(); ++n) CHECK(hof.data()[n] == Approx(ho.data()[n]).margin(1e-5));
-}
-
-TEST_CASE("split_heads and merge_heads are inverse permutations", "[model][heads]") {
-  const int b = 2, t = 3, h = 2, kv = 1, d = 4;
-  Matrix<double> m("m", b * t, (h + 2 * kv) * d), back("back", b * t, (h + 2 * kv) * d);
-  random::fill_normal(m, 30, 0, 1.0);
-  Tensor4<double> q("q", b, h, t, d), k("k", b, kv, t, d), v("v", b, kv, t, d);
-  model::ops::split_heads<double>(ExecSpace(), m, 0, q);
-  model::ops::split_heads<double>(ExecSpace(), m, h * d, k);
-  model::ops::split_heads<double>(ExecSpace(), m, (h + kv) * d, v);
-  auto hm = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m);
-  auto hk = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), k);
-  CHECK(hk(1, 0, 2, 3) == hm(1 * t + 2, h * d + 3));
-  model::ops::merge_heads<double>(ExecSpace(), q, 0, back);
-  model::ops::merge_heads<double>(ExecSpace(), k, h * d, back);
-  model::ops::merge_heads<double>(ExecSpace(), v, (h + kv) * d, back);
-  auto hb = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), back);
-  for (std::size_t n = 0; n < m.span(); ++n) CHECK(hb.data()[n] == hm.data()[n]);
+TEST_CASE("attention in float and bf16 agrees with double", "[model][attention][float][bf16]") {
+  const AttentionShape s{2, 4, 2, 16, 8};
+  const AttentionInputs<double> in(s, 21);
+  TokenHeads<double> o("o", s.b, s.t, s.h, s.d), d_o("d_o", s.b, s.t, s.h, s.d);
+  random::fill_normal(d_o.m, 22, 0, 1.0);
+  TokenHeads<double> dq("dq", s.b, s.t, s.h, s.d), dk("dk", s.b, s.t, s.kv, s.d), dv("dv", s.b, s.t, s.kv, s.d);
+  GemmRun<double> reference(s);
+  reference.forward(in, o);
+  reference.backward(in, d_o, dq, dk, dv);
+  auto compare = [&](auto zero, double tolerance) {
+    using A = decltype(zero);
+    const AttentionInputs<A> low = converted_inputs<A>(s, in);
+    TokenHeads<A> o_low("o", s.b, s.t, s.h, s.d), d_o_low("d_o", s.b, s.t, s.h, s.d);
+    d_o_low.m = test::converted<Matrix<A>>("d_o", d_o.m);
+    TokenHeads<A> dq_low("dq", s.b, s.t, s.h, s.d), dk_low("dk", s.b, s.t, s.kv, s.d), dv_low("dv", s.b, s.t, s.kv, s.d);
+    GemmRun<A> run(s);
+    run.forward(low, o_low);
+    run.backward(low, d_o_low, dq_low, dk_low, dv_low);
+    CHECK(test::max_relative_difference(test::heads_values(o_low), test::heads_values(o)) < tolerance);
+    CHECK(test::max_relative_difference(test::heads_values(dq_low), test::heads_values(dq)) < tolerance);
+    CHECK(test::max_relative_difference(test::heads_values(dk_low), test::heads_values(dk)) < tolerance);
+    CHECK(test::max_relative_difference(test::heads_values(dv_low), test::heads_values(dv)) < tolerance);
+  };
+  compare(0.0f, 1e-5);
+  // bf16 rounds the inputs, P, dS and the outputs at 2^-8 relative each: a few of those in the
+  // products of 16 terms; 3e-2 of each value's scale (of order 1) is well above that and far below
+  // a wrong result.
+  compare(bf16(0.0f), 3e-2);
 }

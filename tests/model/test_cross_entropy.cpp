@@ -100,3 +100,32 @@ TEST_CASE("cross-entropy in float agrees with double", "[model][cross_entropy][f
     CHECK(test::max_difference(std::get<3>(r32), std::get<3>(r64)) < 1e-6);
   }
 }
+
+TEST_CASE("cross-entropy on bf16 activations keeps the logits and the loss in float", "[model][cross_entropy][bf16]") {
+  const int b = 4, t = 16, n = b * t, c = 32, v = 97;
+  Matrix<double> x("x", n, c), w("w", v, c);
+  random::fill_normal(x, 62, 0, 1.0);
+  random::fill_normal(w, 62, 1, 0.5);
+  TokenMatrix targets("targets", b, t);
+  auto host = Kokkos::create_mirror_view(targets);
+  for (int i = 0; i < n; ++i) host.data()[i] = (i * 13 + 5) % v;
+  Kokkos::deep_copy(targets, host);
+  Matrix<double> logits("logits", n, v), dx("dx", n, c), dw("dw", v, c);
+  Vector<double> lse("lse", n), losses("losses", n);
+  const double loss = model::ops::cross_entropy_forward<double>(ExecSpace(), x, w, targets, 30.0, logits, lse, losses);
+  model::ops::cross_entropy_backward<double>(ExecSpace(), x, w, targets, 30.0, logits, lse, 0.5, dx, dw);
+  const auto x16 = test::converted<Matrix<bf16>>("x", x), w16 = test::converted<Matrix<bf16>>("w", w);
+  Matrix<float> logits32("logits", n, v), dw32("dw", v, c);
+  Matrix<bf16> d_logits("d_logits", n, v), dx16("dx", n, c);
+  Vector<float> lse32("lse", n), losses32("losses", n);
+  const double loss16 =
+      model::ops::cross_entropy_forward<float>(ExecSpace(), x16, w16, targets, 30.0f, logits32, lse32, losses32);
+  model::ops::cross_entropy_backward<float>(ExecSpace(), x16, w16, targets, 30.0f, logits32, lse32, 0.5f, d_logits, dx16,
+                                            dw32);
+  // The logits come from bf16 inputs (2^-8 relative each) summed in float over 32 products; the
+  // loss and softmax are float from there. Gradients are rounded to bf16 on the way to the products.
+  CHECK(loss16 == Approx(loss).epsilon(1e-2));
+  CHECK(test::max_difference(lse32, lse) < 1e-2);
+  CHECK(test::max_difference(dx16, dx) < 1e-2);
+  CHECK(test::max_difference(dw32, dw) < 1e-2);
+}

@@ -1,53 +1,91 @@
 #include <catch2/catch.hpp>
 
+#include <tuple>
+
 #include "model/gradcheck.hpp"
-#include "model/precision_check.hpp"
 #include "model/ops/activations.hpp"
 #include "model/ops/elementwise.hpp"
-
-#include <tuple>
+#include "model/ops/rmsnorm.hpp"
+#include "model/precision_check.hpp"
 
 using namespace kgpt;
 
-TEST_CASE("residual mix backward matches finite differences", "[model][elementwise][gradcheck]") {
-  Matrix<double> x("x", 5, 4), x0("x0", 5, 4), mix("mix", 2, 4), y("y", 5, 4);
-  Matrix<double> dx("dx", 5, 4), dx0("dx0", 5, 4), dmix("dmix", 2, 4);
-  random::fill_normal(x, 70, 0, 1.0);
-  random::fill_normal(x0, 70, 1, 1.0);
-  random::fill_normal(mix, 70, 2, 1.0);
-  const auto w = test::random_like("w", y, 71);
-  auto loss = [&] {
-    model::ops::residual_mix_forward<double>(ExecSpace(), x, x0, mix, y);
-    return test::dot(w, y);
-  };
-  loss();
-  auto hy = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y);
-  auto hx = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), x);
-  auto hx0 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), x0);
-  auto hm = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), mix);
-  CHECK(hy(3, 2) == hm(0, 2) * hx(3, 2) + hm(1, 2) * hx0(3, 2));
-  model::ops::residual_mix_backward<double>(ExecSpace(), x, x0, mix, w, dx, dx0, dmix);
-  test::check_gradient("residual_mix dx", x, dx, loss);
-  test::check_gradient("residual_mix dx0", x0, dx0, loss);
-  test::check_gradient("residual_mix dmix", mix, dmix, loss);
-}
-
-TEST_CASE("scaled residual add backward matches finite differences", "[model][elementwise][gradcheck]") {
-  Matrix<double> x_in("x_in", 5, 4), x("x", 5, 4), y("y", 5, 4), dy("dy", 5, 4);
+TEST_CASE("scaled residual add: out of place forward, backward against finite differences", "[model][elementwise][gradcheck]") {
+  Matrix<double> base("base", 5, 4), out("out", 5, 4), y("y", 5, 4), dy("dy", 5, 4);
   Vector<double> s("s", 4), ds("ds", 4);
-  random::fill_normal(x_in, 80, 0, 1.0);
+  random::fill_normal(base, 80, 0, 1.0);
   random::fill_normal(y, 80, 1, 1.0);
   random::fill_normal(s, 80, 2, 1.0);
-  const auto w = test::random_like("w", x, 81);
+  const auto w = test::random_like("w", out, 81);
   auto loss = [&] {
-    Kokkos::deep_copy(x, x_in);
-    model::ops::scaled_add_forward<double>(ExecSpace(), y, s, x);
-    return test::dot(w, x);
+    model::ops::scaled_add_forward<double>(ExecSpace(), base, s, y, out);
+    return test::dot(w, out);
   };
   loss();
+  auto hb = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), base);
+  auto hy = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y);
+  auto hs = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), s);
+  auto ho = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), out);
+  CHECK(ho(3, 2) == hb(3, 2) + hs(2) * hy(3, 2));
   model::ops::scaled_add_backward<double>(ExecSpace(), y, s, w, dy, ds);
   test::check_gradient("scaled_add dy", y, dy, loss);
   test::check_gradient("scaled_add ds", s, ds, loss);
+  // In place (out is base) gives the same values.
+  model::ops::scaled_add_forward<double>(ExecSpace(), base, s, y, out);
+  model::ops::scaled_add_forward<double>(ExecSpace(), base, s, y, base);
+  CHECK(test::max_difference(base, out) == 0.0);
+}
+
+TEST_CASE("residual mix and skip backward match finite differences of mix_rmsnorm's outputs",
+          "[model][elementwise][gradcheck]") {
+  const int n = 6, c = 5;
+  Matrix<double> x_prev("x_prev", n, c), skip("skip", n, c), x0("x0", n, c), mix("mix", 2, c);
+  Matrix<double> x_in("x_in", n, c), x_mix("x_mix", n, c), h("h", n, c);
+  Matrix<double> dx("dx", n, c), dx0("dx0", n, c), dmix("dmix", 2, c), d_skip("d_skip", n, c), d_prev("d_prev", n, c);
+  Vector<double> w_skip("w_skip", c), dw_skip("dw_skip", c), rstd("rstd", n);
+  random::fill_normal(x_prev, 70, 0, 1.0);
+  random::fill_normal(skip, 70, 1, 1.0);
+  random::fill_normal(x0, 70, 2, 1.0);
+  random::fill_normal(mix, 70, 3, 1.0);
+  random::fill_normal(w_skip, 70, 4, 1.0);
+  const auto w = test::random_like("w", x_mix, 71);
+  // loss = sum(w * x_mix) with x_mix = mix0 * (x_prev + w_skip * skip) + mix1 * x0.
+  auto loss = [&] {
+    model::ops::mix_rmsnorm_forward<double>(ExecSpace(), ConstMatrix<double>(x_prev), ConstMatrix<double>(skip), w_skip,
+                                            ConstMatrix<double>(x0), mix, x_in, x_mix, h, rstd, 1e-6);
+    return test::dot(w, x_mix);
+  };
+  loss();
+  Kokkos::deep_copy(dx, w);
+  model::ops::mix_backward<double>(ExecSpace(), ConstMatrix<double>(x_in), ConstMatrix<double>(x0), mix, dx, dx0, dmix);
+  test::check_gradient("mix dx0", x0, dx0, loss);
+  test::check_gradient("mix dmix", mix, dmix, loss);
+  // dx is now the gradient of x_in; it flows on to x_prev unchanged and into the skip.
+  model::ops::skip_backward<double>(ExecSpace(), skip, w_skip, dx, d_skip, dw_skip);
+  test::check_gradient("mix and skip dx_prev", x_prev, dx, loss);
+  test::check_gradient("skip dsrc", skip, d_skip, loss);
+  test::check_gradient("skip dw", w_skip, dw_skip, loss);
+}
+
+TEST_CASE("bias and add_into: forward values, bias backward against finite differences", "[model][elementwise][gradcheck]") {
+  Matrix<double> y("y", 7, 3), x("x", 7, 3), dy("dy", 7, 3);
+  Vector<double> bias("bias", 3), dbias("dbias", 3);
+  random::fill_normal(x, 60, 0, 1.0);
+  random::fill_normal(bias, 60, 1, 1.0);
+  const auto w = test::random_like("w", y, 61);
+  auto loss = [&] {
+    Kokkos::deep_copy(y, x);
+    model::ops::bias_forward<double>(ExecSpace(), bias, y);
+    return test::dot(w, y);
+  };
+  loss();
+  model::ops::bias_backward<double>(ExecSpace(), w, dbias);
+  test::check_gradient("bias", bias, dbias, loss);
+  Kokkos::deep_copy(dy, 1.0);
+  model::ops::add_into<double>(ExecSpace(), x, dy);
+  auto hx = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), x);
+  auto hd = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), dy);
+  for (std::size_t i = 0; i < x.span(); ++i) CHECK(hd.data()[i] == 1.0 + hx.data()[i]);
 }
 
 TEST_CASE("relu^2 and tanh-GELU match their definitions and finite differences", "[model][activations][gradcheck]") {
@@ -86,7 +124,7 @@ TEST_CASE("relu^2 and tanh-GELU match their definitions and finite differences",
   test::check_gradient("gelu dx", x, dx, gelu_loss);
 }
 
-TEST_CASE("residual mix, scaled add, add_into and bias in float agree with double", "[model][elementwise][float]") {
+TEST_CASE("the residual ops in float and bf16 agree with double", "[model][elementwise][float][bf16]") {
   const int n = 256, c = 48;
   Matrix<double> x("x", n, c), x0("x0", n, c), mix("mix", 2, c), dy("dy", n, c);
   Vector<double> s("s", c);
@@ -96,29 +134,47 @@ TEST_CASE("residual mix, scaled add, add_into and bias in float agree with doubl
   random::fill_normal(dy, 90, 3, 1.0);
   random::fill_normal(s, 90, 4, 1.0);
   auto run = [&](auto zero) {
-    using T = decltype(zero);
-    const auto xt = test::converted<Matrix<T>>("x", x), x0t = test::converted<Matrix<T>>("x0", x0);
-    const auto mixt = test::converted<Matrix<T>>("mix", mix), dyt = test::converted<Matrix<T>>("dy", dy);
+    using A = decltype(zero);
+    using T = compute_t<A>;
+    const auto xa = test::converted<Matrix<A>>("x", x), x0a = test::converted<Matrix<A>>("x0", x0);
+    const auto dya = test::converted<Matrix<A>>("dy", dy);
+    const auto mixt = test::converted<Matrix<T>>("mix", mix);
     const auto st = test::converted<Vector<T>>("s", s);
-    Matrix<T> y("y", n, c), dx("dx", n, c), dx0("dx0", n, c), dmix("dmix", 2, c), dys("dys", n, c);
-    Vector<T> ds("ds", c), dbias("dbias", c);
-    model::ops::residual_mix_forward<T>(ExecSpace(), xt, x0t, mixt, y);
-    model::ops::residual_mix_backward<T>(ExecSpace(), xt, x0t, mixt, dyt, dx, dx0, dmix);
-    model::ops::scaled_add_forward<T>(ExecSpace(), x0t, st, y);  // y = mix + s * x0
-    model::ops::scaled_add_backward<T>(ExecSpace(), x0t, st, dyt, dys, ds);
-    model::ops::add_into<T>(ExecSpace(), xt, dx0);
-    model::ops::bias_forward<T>(ExecSpace(), st, y);
-    model::ops::bias_backward<T>(ExecSpace(), dyt, dbias);
-    return std::make_tuple(y, dx, dx0, dmix, dys, ds, dbias);
+    Matrix<A> out("out", n, c), dx("dx", n, c), dx0("dx0", n, c), dys("dys", n, c), d_src("d_src", n, c);
+    Matrix<T> dmix("dmix", 2, c);
+    Vector<T> ds("ds", c), dbias("dbias", c), dw("dw", c);
+    model::ops::scaled_add_forward<T>(ExecSpace(), xa, st, x0a, out);
+    model::ops::scaled_add_backward<T>(ExecSpace(), x0a, st, dya, dys, ds);
+    Kokkos::deep_copy(dx, dya);
+    model::ops::mix_backward<T>(ExecSpace(), ConstMatrix<A>(xa), ConstMatrix<A>(x0a), mixt, dx, dx0, dmix);
+    model::ops::skip_backward<T>(ExecSpace(), xa, st, dx, d_src, dw);
+    model::ops::add_into<T>(ExecSpace(), xa, dx0);
+    model::ops::bias_forward<T>(ExecSpace(), st, out);
+    model::ops::bias_backward<T>(ExecSpace(), dya, dbias);
+    return std::make_tuple(out, dx, dx0, dys, d_src, dmix, ds, dbias, dw);
   };
   const auto r64 = run(0.0);
   const auto r32 = run(0.0f);
+  const auto r16 = run(bf16(0.0f));
+  // Elementwise results: float rounds at 6e-8, bf16 at 2^-9 = 2e-3 (twice for a product).
   CHECK(test::max_difference(std::get<0>(r32), std::get<0>(r64)) < 1e-6);
   CHECK(test::max_difference(std::get<1>(r32), std::get<1>(r64)) < 1e-6);
   CHECK(test::max_difference(std::get<2>(r32), std::get<2>(r64)) < 1e-6);
+  CHECK(test::max_difference(std::get<3>(r32), std::get<3>(r64)) < 1e-6);
   CHECK(test::max_difference(std::get<4>(r32), std::get<4>(r64)) < 1e-6);
-  // Column sums over 256 rows in float: rounding grows with the number of terms.
-  CHECK(test::max_difference(std::get<3>(r32), std::get<3>(r64)) < 1e-5);
+  CHECK(test::max_difference(std::get<0>(r16), std::get<0>(r64)) < 3e-2);
+  CHECK(test::max_difference(std::get<1>(r16), std::get<1>(r64)) < 3e-2);
+  CHECK(test::max_difference(std::get<2>(r16), std::get<2>(r64)) < 3e-2);
+  CHECK(test::max_difference(std::get<3>(r16), std::get<3>(r64)) < 3e-2);
+  CHECK(test::max_difference(std::get<4>(r16), std::get<4>(r64)) < 3e-2);
+  // Column sums over 256 rows, accumulated in float in both cases; with bf16 inputs each term is off
+  // by up to 2^-7 of its size, and those errors add like a random walk over the rows.
   CHECK(test::max_difference(std::get<5>(r32), std::get<5>(r64)) < 1e-5);
   CHECK(test::max_difference(std::get<6>(r32), std::get<6>(r64)) < 1e-5);
+  CHECK(test::max_difference(std::get<7>(r32), std::get<7>(r64)) < 1e-5);
+  CHECK(test::max_difference(std::get<8>(r32), std::get<8>(r64)) < 1e-5);
+  CHECK(test::max_difference(std::get<5>(r16), std::get<5>(r64)) < 6e-2);
+  CHECK(test::max_difference(std::get<6>(r16), std::get<6>(r64)) < 6e-2);
+  CHECK(test::max_difference(std::get<7>(r16), std::get<7>(r64)) < 6e-2);
+  CHECK(test::max_difference(std::get<8>(r16), std::get<8>(r64)) < 6e-2);
 }

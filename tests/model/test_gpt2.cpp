@@ -77,3 +77,32 @@ TEST_CASE("gpt2: fused and GEMM attention give the same loss and gradients", "[m
   random::fill_normal(fused.parameters().values(), 6, 0, 0.5);
   test::check_model_gradient(fused, test::random_tokens(2, 7, 23, 9), test::random_tokens(2, 7, 23, 10));
 }
+
+TEST_CASE("gpt2: the bf16 model's loss and gradients stay within bf16 rounding of the float model", "[model][gpt2][bf16]") {
+  config::ModelConfig m = tiny_gpt2();
+  m.d_model = 24;
+  model::Gpt2Model<float> fp32(m, 2, 8);
+  m.precision = config::Precision::bf16;
+  model::Gpt2Model<float, bf16> low(m, 2, 8);
+  random::fill_normal(fp32.parameters().values(), 96, 0, 0.3);
+  Kokkos::deep_copy(low.parameters().values(), fp32.parameters().values());
+  const auto inputs = test::random_tokens(2, 8, 23, 13), targets = test::random_tokens(2, 8, 23, 14);
+  std::vector<double> losses;
+  std::vector<std::vector<double>> grads;
+  for (model::LanguageModel<float>* model : {static_cast<model::LanguageModel<float>*>(&fp32),
+                                             static_cast<model::LanguageModel<float>*>(&low)}) {
+    Kokkos::deep_copy(model->parameters().grads(), 0.0f);
+    losses.push_back(model->forward(ExecSpace(), inputs, targets));
+    model->backward(ExecSpace(), 1.0f);
+    auto g = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model->parameters().grads());
+    grads.emplace_back(g.data(), g.data() + g.span());
+  }
+  CHECK(losses[1] == Approx(losses[0]).epsilon(1e-2));
+  CHECK(losses[1] != losses[0]);
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < grads[0].size(); ++i) {
+    diff += (grads[1][i] - grads[0][i]) * (grads[1][i] - grads[0][i]);
+    norm += grads[0][i] * grads[0][i];
+  }
+  CHECK(std::sqrt(diff / norm) < 5e-2);
+}

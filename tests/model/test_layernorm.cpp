@@ -132,3 +132,28 @@ TEST_CASE("layernorm in float agrees with double", "[model][layernorm][float]") 
   CHECK(max_difference(low.dw, ref.dw) < 1e-6);
   CHECK(max_difference(low.db, ref.db) < 1e-6);
 }
+
+TEST_CASE("layernorm on bf16 activations agrees with double", "[model][layernorm][bf16]") {
+  const int n = 8, c = 96;
+  Matrix<double> x("x", n, c), dy("dy", n, c);
+  Vector<double> w("w", c), b("b", c);
+  random::fill_normal(x, 117, 0, 3.0);
+  random::fill_normal(w, 117, 1, 1.0);
+  random::fill_normal(b, 117, 2, 1.0);
+  random::fill_normal(dy, 117, 3, 1.0);
+  const auto ref = run_layernorm<double>(x, w, b, dy, 1e-5);
+  const auto x16 = converted<Matrix<bf16>>("x", x), dy16 = converted<Matrix<bf16>>("dy", dy);
+  const auto wt = converted<Vector<float>>("w", w), bt = converted<Vector<float>>("b", b);
+  Matrix<bf16> y("y", n, c), dx("dx", n, c);
+  Vector<float> mean("mean", n), rstd("rstd", n), dw("dw", c), db("db", c);
+  model::ops::layernorm_forward<float>(ExecSpace(), x16, wt, bt, y, mean, rstd, 1e-5f);
+  model::ops::layernorm_backward<float>(ExecSpace(), x16, wt, mean, rstd, dy16, dx, dw, db);
+  // Statistics and parameter gradients are float sums of bf16-rounded inputs (2^-8 relative each);
+  // y and dx are rounded once more when stored.
+  CHECK(max_difference(mean, ref.mean) < 1e-2);
+  CHECK(max_difference(rstd, ref.rstd) < 1e-2);
+  CHECK(max_difference(y, ref.y) < 3e-2);
+  CHECK(max_difference(dx, ref.dx) < 3e-2);
+  CHECK(max_difference(dw, ref.dw) < 5e-2);
+  CHECK(max_difference(db, ref.db) < 5e-2);
+}

@@ -5,6 +5,8 @@
 
 #include "model/gradcheck.hpp"
 #include "model/precision_check.hpp"
+#include "model/ops/elementwise.hpp"
+#include "model/ops/embedding.hpp"
 #include "model/ops/rmsnorm.hpp"
 
 using namespace kgpt;
@@ -59,4 +61,104 @@ TEST_CASE("rmsnorm in float agrees with double", "[model][rmsnorm][float]") {
   CHECK(test::max_difference(y32, y64) < 1e-6);
   CHECK(test::max_difference(rstd32, rstd64) < 1e-6);
   CHECK(test::max_difference(dx32, dx64) < 1e-6);
+}
+
+TEST_CASE("the fused norms: embedding, mix and residual forms equal their parts", "[model][rmsnorm]") {
+  const int b = 2, t = 3, n = b * t, c = 8, v = 11;
+  Matrix<double> table("table", v, c), gathered("gathered", n, c), y("y", n, c), y_fused("y_fused", n, c);
+  Vector<double> rstd("rstd", n), rstd_fused("rstd_fused", n);
+  random::fill_normal(table, 40, 0, 1.0);
+  TokenMatrix tokens("tokens", b, t);
+  auto ht = Kokkos::create_mirror_view(tokens);
+  for (int i = 0; i < n; ++i) ht.data()[i] = (5 * i + 2) % v;
+  Kokkos::deep_copy(tokens, ht);
+  // embedding_rmsnorm = rmsnorm(table[tokens]).
+  auto hg = Kokkos::create_mirror_view(gathered);
+  auto htab = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), table);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < c; ++j) hg(i, j) = htab(ht.data()[i], j);
+  Kokkos::deep_copy(gathered, hg);
+  model::ops::rmsnorm_forward<double>(ExecSpace(), gathered, y, rstd, 1e-6);
+  model::ops::embedding_rmsnorm_forward<double>(ExecSpace(), tokens, table, y_fused, rstd_fused, 1e-6);
+  CHECK(test::max_difference(y_fused, y) == 0.0);
+  CHECK(test::max_difference(rstd_fused, rstd) == 0.0);
+  // residual_rmsnorm = rmsnorm(base + s * x), with base + s * x kept.
+  Matrix<double> base("base", n, c), sum("sum", n, c), sum_fused("sum_fused", n, c);
+  Vector<double> s("s", c);
+  random::fill_normal(base, 41, 0, 1.0);
+  random::fill_normal(s, 41, 1, 1.0);
+  auto hb = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), base);
+  auto hs = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), s);
+  auto hsum = Kokkos::create_mirror_view(sum);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < c; ++j) hsum(i, j) = hb(i, j) + hs(j) * hg(i, j);
+  Kokkos::deep_copy(sum, hsum);
+  model::ops::rmsnorm_forward<double>(ExecSpace(), sum, y, rstd, 1e-6);
+  model::ops::residual_rmsnorm_forward<double>(ExecSpace(), base, s, gathered, sum_fused, y_fused, rstd_fused, 1e-6);
+  CHECK(test::max_difference(sum_fused, sum) == 0.0);
+  CHECK(test::max_difference(y_fused, y) == 0.0);
+}
+
+TEST_CASE("rmsnorm backward adds when asked, and the embedding form matches finite differences",
+          "[model][rmsnorm][gradcheck]") {
+  const int b = 2, t = 3, n = b * t, c = 8, v = 5;
+  Matrix<double> x("x", n, c), y("y", n, c), dy("dy", n, c), dx("dx", n, c), dx_sum("dx_sum", n, c);
+  Vector<double> rstd("rstd", n);
+  random::fill_normal(x, 42, 0, 1.0);
+  random::fill_normal(dy, 42, 1, 1.0);
+  random::fill_normal(dx_sum, 42, 2, 1.0);
+  const auto start = test::converted<Matrix<double>>("start", dx_sum);
+  model::ops::rmsnorm_forward<double>(ExecSpace(), x, y, rstd, 1e-6);
+  model::ops::rmsnorm_backward<double>(ExecSpace(), x, rstd, dy, dx);
+  model::ops::rmsnorm_backward<double>(ExecSpace(), x, rstd, dy, dx_sum, true);
+  model::ops::add_into<double>(ExecSpace(), start, dx);
+  CHECK(test::max_difference(dx_sum, dx) < 1e-15);
+
+  // d/d table of sum(w * embedding_rmsnorm(tokens, table)): the per-row gradient, then the scatter.
+  Matrix<double> table("table", v, c), dtable("dtable", v, c), rows("rows", n, c);
+  random::fill_normal(table, 43, 0, 1.0);
+  TokenMatrix tokens("tokens", b, t);
+  auto ht = Kokkos::create_mirror_view(tokens);
+  for (int i = 0; i < n; ++i) ht.data()[i] = (3 * i + 1) % v;  // tokens repeat
+  Kokkos::deep_copy(tokens, ht);
+  const auto w = test::random_like("w", y, 44);
+  auto loss = [&] {
+    model::ops::embedding_rmsnorm_forward<double>(ExecSpace(), tokens, table, y, rstd, 1e-6);
+    return test::dot(w, y);
+  };
+  loss();
+  model::ops::embedding_rmsnorm_backward<double>(ExecSpace(), tokens, table, rstd, w, rows);
+  model::ops::embedding_backward<double>(ExecSpace(), tokens, rows, dtable);
+  test::check_gradient("embedding_rmsnorm dtable", table, dtable, loss);
+}
+
+TEST_CASE("rmsnorm forms in bf16 agree with double", "[model][rmsnorm][bf16]") {
+  const int n = 8, c = 96;
+  Matrix<double> x("x", n, c), base("base", n, c), dy("dy", n, c);
+  Vector<double> s("s", c);
+  random::fill_normal(x, 45, 0, 3.0);
+  random::fill_normal(base, 45, 1, 1.0);
+  random::fill_normal(dy, 45, 2, 1.0);
+  random::fill_normal(s, 45, 3, 1.0);
+  auto run = [&](auto zero) {
+    using A = decltype(zero);
+    using T = compute_t<A>;
+    const auto xa = test::converted<Matrix<A>>("x", x), ba = test::converted<Matrix<A>>("base", base);
+    const auto dya = test::converted<Matrix<A>>("dy", dy);
+    const auto st = test::converted<Vector<T>>("s", s);
+    Matrix<A> y("y", n, c), sum("sum", n, c), h("h", n, c), dx("dx", n, c);
+    Vector<T> rstd("rstd", n), rstd2("rstd2", n);
+    model::ops::rmsnorm_forward<T>(ExecSpace(), xa, y, rstd, T(1.1920928955078125e-07));
+    model::ops::rmsnorm_backward<T>(ExecSpace(), xa, rstd, dya, dx);
+    model::ops::residual_rmsnorm_forward<T>(ExecSpace(), ba, st, xa, sum, h, rstd2, T(1.1920928955078125e-07));
+    return std::make_tuple(y, dx, sum, h, rstd);
+  };
+  const auto r64 = run(0.0);
+  const auto r16 = run(bf16(0.0f));
+  // Outputs of order 1 rounded at 2^-8; the norm itself is taken in float.
+  CHECK(test::max_difference(std::get<0>(r16), std::get<0>(r64)) < 1e-2);
+  CHECK(test::max_difference(std::get<1>(r16), std::get<1>(r64)) < 1e-2);
+  CHECK(test::max_difference(std::get<2>(r16), std::get<2>(r64)) < 2e-2);
+  CHECK(test::max_difference(std::get<3>(r16), std::get<3>(r64)) < 1e-2);
+  CHECK(test::max_difference(std::get<4>(r16), std::get<4>(r64)) < 1e-2);
 }

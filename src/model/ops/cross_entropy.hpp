@@ -1,27 +1,31 @@
 #pragma once
-// The tied output head and the loss:
+// The output head and the loss:
 //   z = x W^T (N, V);  z' = cap * tanh(z / cap) (cap = 0: z' = z);  loss(n) = logsumexp(z'(n)) - z'(n, y(n))
-//   mean loss = sum(loss) / N, accumulated in double.
+//   mean loss = sum(loss) / N, accumulated in double on the device.
 // Backward with upstream scale g (the caller's grad_scale; the 1/N of the mean is applied here):
 //   dz'(n, v) = g / N * (softmax(z'(n))(v) - [v = y(n)]);  dz = dz' * (1 - (z'/cap)^2)
 //   dx = dz W (overwritten);  dW += dz^T x (accumulated: a tied W also gets the embedding's gradient).
-// x (N, C); W (V, C) (the tied embedding or the head); targets (B, T) with N = B*T; logits (N, V) is a workspace that holds z' after
-// the forward and dz after the backward; lse (N) and losses (N) are kept by the forward.
+// x (N, C) and W (V, C) activations-typed (W: the head's weights in that type); targets (B, T) with
+// N = B*T. logits (N, V) of T holds z' after the forward (softmax and loss are computed in T from it,
+// never stored); the backward writes dz into d_logits (N, V) of the activation type, which may be
+// logits itself. lse (N) and losses (N) are kept by the forward. dW: the parameters' gradient.
 
+#include "core/bf16.hpp"
 #include "core/kokkos_compat.hpp"
 #include "core/views.hpp"
 #include "model/gemm.hpp"
+#include "model/ops/launch.hpp"
 
 namespace kgpt::model::ops {
 
-template <class T>
-double cross_entropy_forward(const ExecSpace& exec, const ConstMatrix<T>& x, const ConstMatrix<T>& w,
-                             const ConstTokenMatrix& targets, T softcap, const Matrix<T>& logits, const Vector<T>& lse,
-                             const Vector<T>& losses, GemmPrecision precision = GemmPrecision::fp32) {
-  gemm(exec, Op::none, Op::transpose, T(1), x, w, T(0), logits, precision);
+// Adds the micro-batch's mean loss to loss_sum (a device scalar) without waiting for it.
+template <class T, class X, class W>
+void cross_entropy_forward(const ExecSpace& exec, const X& x, const W& w, const ConstTokenMatrix& targets, T softcap,
+                           const Matrix<T>& logits, const Vector<T>& lse, const Vector<T>& losses,
+                           const Kokkos::View<double, MemSpace>& loss_sum, const Kokkos::View<double, MemSpace>& scratch) {
+  gemm(exec, Op::none, Op::transpose, T(1), x, w, T(0), logits);
   const int n = static_cast<int>(logits.extent(0)), v = static_cast<int>(logits.extent(1));
   const int seq = static_cast<int>(targets.extent(1));
-  using Team = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   Kokkos::parallel_for(
       "kgpt::cross_entropy::forward", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO),
       KOKKOS_LAMBDA(const Team& team) {
@@ -37,42 +41,64 @@ double cross_entropy_forward(const ExecSpace& exec, const ConstMatrix<T>& x, con
             [&](const int j, T& m) { m = (j == 0 || logits(row, j) > m) ? logits(row, j) : m; }, Kokkos::Max<T>(row_max));
         T sum = 0;
         Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, v),
-            [&](const int j, T& acc) { acc += compat::exp(logits(row, j) - row_max); }, sum);
+            Kokkos::TeamThreadRange(team, v), [&](const int j, T& acc) { acc += compat::exp(logits(row, j) - row_max); },
+            sum);
         Kokkos::single(Kokkos::PerTeam(team), [&]() {
           const T log_sum = row_max + compat::log(sum);
           lse(row) = log_sum;
           losses(row) = log_sum - logits(row, targets(row / seq, row % seq));
         });
       });
-  double total = 0;
   Kokkos::parallel_reduce(
-      "kgpt::cross_entropy::mean", Kokkos::RangePolicy<ExecSpace>(exec, 0, n),
-      KOKKOS_LAMBDA(const int row, double& acc) { acc += static_cast<double>(losses(row)); }, total);
-  return total / n;
+      "kgpt::cross_entropy::sum", Kokkos::RangePolicy<ExecSpace>(exec, 0, n),
+      KOKKOS_LAMBDA(const int row, double& acc) { acc += static_cast<double>(losses(row)); }, scratch);
+  Kokkos::parallel_for(
+      "kgpt::cross_entropy::mean", Kokkos::RangePolicy<ExecSpace>(exec, 0, 1),
+      KOKKOS_LAMBDA(const int) { loss_sum() += scratch() / n; });
 }
 
-template <class T>
-void cross_entropy_backward(const ExecSpace& exec, const ConstMatrix<T>& x, const ConstMatrix<T>& w,
-                            const ConstTokenMatrix& targets, T softcap, const Matrix<T>& logits,
-                            const ConstVector<T>& lse, T grad_scale, const Matrix<T>& dx, const Matrix<T>& dw,
-                            GemmPrecision precision = GemmPrecision::fp32) {
-  const int n = static_cast<int>(logits.extent(0)), v = static_cast<int>(logits.extent(1));
+// The same, returning the micro-batch's mean loss (this waits for the device).
+template <class T, class X, class W>
+double cross_entropy_forward(const ExecSpace& exec, const X& x, const W& w, const ConstTokenMatrix& targets, T softcap,
+                             const Matrix<T>& logits, const Vector<T>& lse, const Vector<T>& losses) {
+  const Kokkos::View<double, MemSpace> sum("kgpt::cross_entropy::loss"), scratch("kgpt::cross_entropy::scratch");
+  cross_entropy_forward(exec, x, w, targets, softcap, logits, lse, losses, sum, scratch);
+  double host = 0;
+  Kokkos::deep_copy(exec, host, sum);
+  exec.fence();
+  return host;
+}
+
+template <class T, class X, class W, class DZ, class DX, class DW>
+void cross_entropy_backward(const ExecSpace& exec, const X& x, const W& w, const ConstTokenMatrix& targets, T softcap,
+                            const Matrix<T>& logits, const ConstVector<T>& lse, T grad_scale, const DZ& d_logits,
+                            const DX& dx, const DW& dw) {
+  using A = typename DZ::value_type;
+  const int n = static_cast<int>(logits.extent(0));
   const int seq = static_cast<int>(targets.extent(1));
   const T scale = grad_scale / static_cast<T>(n);
-  Kokkos::parallel_for(
-      "kgpt::cross_entropy::backward", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {n, v}),
-      KOKKOS_LAMBDA(const int row, const int j) {
-        const T z = logits(row, j);
-        T grad = scale * (compat::exp(z - lse(row)) - (j == targets(row / seq, row % seq) ? T(1) : T(0)));
-        if (softcap > T(0)) {
-          const T ratio = z / softcap;
-          grad *= T(1) - ratio * ratio;
-        }
-        logits(row, j) = grad;
-      });
-  gemm(exec, Op::none, Op::none, T(1), ConstMatrix<T>(logits), w, T(0), dx, precision);
-  gemm(exec, Op::transpose, Op::none, T(1), ConstMatrix<T>(logits), x, T(1), dw, precision);
+  for_each_element(exec, "kgpt::cross_entropy::backward", logits.extent(0), logits.extent(1),
+                   KOKKOS_LAMBDA(const std::size_t row, const std::size_t j) {
+                     const T z = logits(row, j);
+                     const bool target = static_cast<int>(j) == targets(row / seq, row % seq);
+                     T grad = scale * (compat::exp(z - lse(row)) - (target ? T(1) : T(0)));
+                     if (softcap > T(0)) {
+                       const T ratio = z / softcap;
+                       grad *= T(1) - ratio * ratio;
+                     }
+                     d_logits(row, j) = store<A>(grad);
+                   });
+  using Z = Kokkos::View<const A**, Layout, MemSpace>;
+  gemm(exec, Op::none, Op::none, T(1), Z(d_logits), w, T(0), dx);
+  gemm(exec, Op::transpose, Op::none, T(1), Z(d_logits), x, T(1), dw);
+}
+
+// dz written over the logits (activations of type T).
+template <class T, class X, class W, class DX, class DW>
+void cross_entropy_backward(const ExecSpace& exec, const X& x, const W& w, const ConstTokenMatrix& targets, T softcap,
+                            const Matrix<T>& logits, const ConstVector<T>& lse, T grad_scale, const DX& dx,
+                            const DW& dw) {
+  cross_entropy_backward(exec, x, w, targets, softcap, logits, lse, grad_scale, logits, dx, dw);
 }
 
 }  // namespace kgpt::model::ops

@@ -1,115 +1,99 @@
 #pragma once
-// The golf block's per-channel parameter ops. Shapes: x, x0, y (N, C); s (C); mix (2, C).
-//   residual_mix:  y = mix(0) * x + mix(1) * x0
-//                  dx = mix(0) * dy (overwritten), dx0 += mix(1) * dy, dmix(0) += sum_n x dy, dmix(1) += sum_n x0 dy
-//   scaled_add:    x += s * y (in place: a residual add with a per-channel scale)
+// The residual-stream ops around the blocks. Shapes: x, x0, y, dx, dy (N, C) of activations; s, w,
+// bias (C) and mix (2, C) parameters; partials: the workspace of the column sums (ColumnSums).
+//   scaled_add:    out = base + s * y (out may be base)
 //                  dy = s * dx (overwritten), ds += sum_n y dx; dx itself flows on unchanged
+//   mix backward:  of x_mix = mix(0) * x_in + mix(1) * x0: dx becomes dx_in = mix(0) * dx (in place),
+//                  dx0 += mix(1) * dx, dmix(0) += sum_n x_in dx, dmix(1) += sum_n x0 dx
+//   skip backward: of x_in = x_prev + w * src: dsrc = w * dx (overwritten), dw += sum_n src dx; dx
+//                  flows on
 //   add_into:      y += x (two gradient paths meeting)
 //   bias:          y += bias; dbias += sum_n dy (a linear layer's bias)
-// Channel sums (detail::column_sums) run in a fixed order: reproducible run to run, and on the host
-// the same as a plain loop over n.
+// The elementwise outputs and the column sums of each backward come from one pass over the data;
+// the sums are added in a fixed order (two stages, launch.hpp), so they are reproducible.
 
+#include "core/bf16.hpp"
 #include "core/views.hpp"
+#include "model/ops/launch.hpp"
 
 namespace kgpt::model::ops {
 
-namespace detail {
-
-// out(j) += sum over rows i of term(i, j), for each of the (N, C) columns j: one team per column
-// whose threads split the rows. On the host (one thread per team) the rows are added in order, as a
-// plain loop would; on a GPU C columns would otherwise leave all but C threads idle over N rows.
-template <class T, class Term, class Out>
-void column_sums(const ExecSpace& exec, const char* label, int n, int c, const Term& term, const Out& out) {
-  using Team = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  Kokkos::parallel_for(
-      label, Kokkos::TeamPolicy<ExecSpace>(exec, c, Kokkos::AUTO), KOKKOS_LAMBDA(const Team& team) {
-        const int j = team.league_rank();
-        T sum = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, n), [&](const int i, T& acc) { acc += term(i, j); }, sum);
-        Kokkos::single(Kokkos::PerTeam(team), [&]() { out(j) += sum; });
-      });
+template <class T, class Base, class S, class Y, class Out>
+void scaled_add_forward(const ExecSpace& exec, const Base& base, const S& s, const Y& y, const Out& out) {
+  using A = typename Out::value_type;
+  for_each_element(exec, "kgpt::scaled_add::forward", out.extent(0), out.extent(1),
+                   KOKKOS_LAMBDA(const std::size_t i, const std::size_t j) {
+                     out(i, j) = store<A>(T(base(i, j)) + T(s(j)) * T(y(i, j)));
+                   });
 }
 
-template <class T, class TermA, class TermB, class OutA, class OutB>
-void column_sums(const ExecSpace& exec, const char* label, int n, int c, const TermA& term_a, const TermB& term_b,
-                 const OutA& out_a, const OutB& out_b) {
-  column_sums<T>(exec, label, n, c, term_a, out_a);
-  column_sums<T>(exec, label, n, c, term_b, out_b);
+template <class T, class Y, class S, class DX, class DY, class DS>
+void scaled_add_backward(const ExecSpace& exec, const Y& y, const S& s, const DX& dx, const DY& dy, const DS& ds,
+                         T* partials = nullptr) {
+  using A = typename DY::value_type;
+  ColumnSums<T, 1>::run(
+      exec, "kgpt::scaled_add::backward", y.extent(0), y.extent(1), partials,
+      KOKKOS_LAMBDA(const std::size_t i, const std::size_t j, T* acc) {
+        const T g = T(dx(i, j));
+        dy(i, j) = store<A>(T(s(j)) * g);
+        acc[0] += T(y(i, j)) * g;
+      },
+      KOKKOS_LAMBDA(const int, const std::size_t j, const T sum) { ds(j) += sum; });
 }
 
-}  // namespace detail
-
-template <class T>
-void residual_mix_forward(const ExecSpace& exec, const ConstMatrix<T>& x, const ConstMatrix<T>& x0,
-                          const ConstMatrix<T>& mix, const Matrix<T>& y) {
-  const int n = static_cast<int>(x.extent(0)), c = static_cast<int>(x.extent(1));
-  Kokkos::parallel_for(
-      "kgpt::residual_mix::forward", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {n, c}),
-      KOKKOS_LAMBDA(const int i, const int j) { y(i, j) = mix(0, j) * x(i, j) + mix(1, j) * x0(i, j); });
+template <class T, class X, class Mix, class DX, class DMix>
+void mix_backward(const ExecSpace& exec, const X& x_in, const X& x0, const Mix& mix, const DX& dx, const DX& dx0,
+                  const DMix& dmix, T* partials = nullptr) {
+  using A = typename DX::value_type;
+  ColumnSums<T, 2>::run(
+      exec, "kgpt::residual_mix::backward", x_in.extent(0), x_in.extent(1), partials,
+      KOKKOS_LAMBDA(const std::size_t i, const std::size_t j, T* acc) {
+        const T g = T(dx(i, j));
+        acc[0] += T(x_in(i, j)) * g;
+        acc[1] += T(x0(i, j)) * g;
+        dx0(i, j) = store<A>(T(dx0(i, j)) + T(mix(1, j)) * g);
+        dx(i, j) = store<A>(T(mix(0, j)) * g);
+      },
+      KOKKOS_LAMBDA(const int k, const std::size_t j, const T sum) { dmix(k, j) += sum; });
 }
 
-template <class T>
-void residual_mix_backward(const ExecSpace& exec, const ConstMatrix<T>& x, const ConstMatrix<T>& x0,
-                           const ConstMatrix<T>& mix, const ConstMatrix<T>& dy, const Matrix<T>& dx,
-                           const Matrix<T>& dx0, const Matrix<T>& dmix) {
-  const int n = static_cast<int>(x.extent(0)), c = static_cast<int>(x.extent(1));
-  detail::column_sums<T>(
-      exec, "kgpt::residual_mix::backward_mix", n, c,
-      KOKKOS_LAMBDA(const int i, const int j) { return x(i, j) * dy(i, j); },
-      KOKKOS_LAMBDA(const int i, const int j) { return x0(i, j) * dy(i, j); }, Kokkos::subview(dmix, 0, Kokkos::ALL()),
-      Kokkos::subview(dmix, 1, Kokkos::ALL()));
-  Kokkos::parallel_for(
-      "kgpt::residual_mix::backward", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {n, c}),
-      KOKKOS_LAMBDA(const int i, const int j) {
-        const T g = dy(i, j);
-        dx(i, j) = mix(0, j) * g;
-        dx0(i, j) += mix(1, j) * g;
-      });
-}
-
-template <class T>
-void scaled_add_forward(const ExecSpace& exec, const ConstMatrix<T>& y, const ConstVector<T>& s, const Matrix<T>& x) {
-  const int n = static_cast<int>(x.extent(0)), c = static_cast<int>(x.extent(1));
-  Kokkos::parallel_for(
-      "kgpt::scaled_add::forward", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {n, c}),
-      KOKKOS_LAMBDA(const int i, const int j) { x(i, j) += s(j) * y(i, j); });
-}
-
-template <class T>
-void scaled_add_backward(const ExecSpace& exec, const ConstMatrix<T>& y, const ConstVector<T>& s,
-                         const ConstMatrix<T>& dx, const Matrix<T>& dy, const Vector<T>& ds) {
-  const int n = static_cast<int>(y.extent(0)), c = static_cast<int>(y.extent(1));
-  detail::column_sums<T>(exec, "kgpt::scaled_add::backward_scale", n, c,
-                         KOKKOS_LAMBDA(const int i, const int j) { return y(i, j) * dx(i, j); }, ds);
-  Kokkos::parallel_for(
-      "kgpt::scaled_add::backward", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {n, c}),
-      KOKKOS_LAMBDA(const int i, const int j) { dy(i, j) = s(j) * dx(i, j); });
+template <class T, class X, class W, class DX, class DW>
+void skip_backward(const ExecSpace& exec, const X& src, const W& w, const DX& dx, const DX& d_src, const DW& dw,
+                   T* partials = nullptr) {
+  using A = typename DX::value_type;
+  ColumnSums<T, 1>::run(
+      exec, "kgpt::skip::backward", src.extent(0), src.extent(1), partials,
+      KOKKOS_LAMBDA(const std::size_t i, const std::size_t j, T* acc) {
+        const T g = T(dx(i, j));
+        acc[0] += T(src(i, j)) * g;
+        d_src(i, j) = store<A>(T(w(j)) * g);
+      },
+      KOKKOS_LAMBDA(const int, const std::size_t j, const T sum) { dw(j) += sum; });
 }
 
 // y += x, elementwise on (N, C): joins gradients that reach one tensor by two paths.
-template <class T>
-void add_into(const ExecSpace& exec, const ConstMatrix<T>& x, const Matrix<T>& y) {
-  const int n = static_cast<int>(x.extent(0)), c = static_cast<int>(x.extent(1));
-  Kokkos::parallel_for(
-      "kgpt::add_into", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {n, c}),
-      KOKKOS_LAMBDA(const int i, const int j) { y(i, j) += x(i, j); });
+template <class T, class X, class Y>
+void add_into(const ExecSpace& exec, const X& x, const Y& y) {
+  using A = typename Y::value_type;
+  for_each_element(exec, "kgpt::add_into", y.extent(0), y.extent(1), KOKKOS_LAMBDA(const std::size_t i, const std::size_t j) {
+    y(i, j) = store<A>(T(y(i, j)) + T(x(i, j)));
+  });
 }
 
-// Bias of a linear layer: y(n, f) += bias(f); dbias(f) += sum_n dy(n, f) (row order per column).
-template <class T>
-void bias_forward(const ExecSpace& exec, const ConstVector<T>& bias, const Matrix<T>& y) {
-  const int n = static_cast<int>(y.extent(0)), f = static_cast<int>(y.extent(1));
-  Kokkos::parallel_for(
-      "kgpt::bias::forward", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {n, f}),
-      KOKKOS_LAMBDA(const int i, const int j) { y(i, j) += bias(j); });
+template <class T, class Bias, class Y>
+void bias_forward(const ExecSpace& exec, const Bias& bias, const Y& y) {
+  using A = typename Y::value_type;
+  for_each_element(exec, "kgpt::bias::forward", y.extent(0), y.extent(1), KOKKOS_LAMBDA(const std::size_t i, const std::size_t j) {
+    y(i, j) = store<A>(T(y(i, j)) + T(bias(j)));
+  });
 }
 
-template <class T>
-void bias_backward(const ExecSpace& exec, const ConstMatrix<T>& dy, const Vector<T>& dbias) {
-  const int n = static_cast<int>(dy.extent(0)), f = static_cast<int>(dy.extent(1));
-  detail::column_sums<T>(exec, "kgpt::bias::backward", n, f,
-                         KOKKOS_LAMBDA(const int i, const int j) { return dy(i, j); }, dbias);
+template <class T, class DY, class DB>
+void bias_backward(const ExecSpace& exec, const DY& dy, const DB& dbias, T* partials = nullptr) {
+  ColumnSums<T, 1>::run(
+      exec, "kgpt::bias::backward", dy.extent(0), dy.extent(1), partials,
+      KOKKOS_LAMBDA(const std::size_t i, const std::size_t j, T* acc) { acc[0] += T(dy(i, j)); },
+      KOKKOS_LAMBDA(const int, const std::size_t j, const T sum) { dbias(j) += sum; });
 }
 
 }  // namespace kgpt::model::ops

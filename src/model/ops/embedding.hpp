@@ -1,32 +1,71 @@
 #pragma once
 // Token and position embeddings.
-//   token:    out(n, c) = table(token(n), c)            tokens (B, T), table (V, C), out (N = B*T, C)
+//   token:    out(n, c) = table(token(n), c) (+ wpe(n % T, c) with positions)
+//                                                    tokens (B, T), table (V, C), out (N = B*T, C)
 //             dtable(v, c) += sum of dout(n, c) over the n with token(n) = v
-//   position: x(b*T + t, c) += wpe(t, c)                 wpe (Tmax, C), x (N, C)
-//             dwpe(t, c) += sum over b of dx(b*T + t, c)
+//   position: dwpe(t, c) += sum over b of dx(b*T + t, c)
+// The tables are parameters (float or double); out and dout are activations (any storage type).
 // The table gradients are summed per channel in increasing n order, without atomics, so they are
 // the same bit for bit on every run. On the host one pass per channel over all rows does that
 // (embedding_backward_host.hpp); on a GPU it would leave all but C threads idle through N dependent
-// steps, so there the rows are first sorted by (token, row) and a team per token walks only its own
-// rows, in the same order (embedding_backward_cuda.hpp): the two give the same bits.
+// steps, so there the rows are first put in (token, row) order by a counting sort and a team per
+// token walks only its own rows, in the same order (embedding_backward_cuda.hpp): the two give the
+// same bits.
 
 #include "core/backend.hpp"
+#include "core/bf16.hpp"
 #include "core/views.hpp"
+#include "model/ops/launch.hpp"
 
 namespace kgpt::model::ops {
 
-template <class T>
-void embedding_forward(const ExecSpace& exec, const ConstTokenMatrix& tokens, const ConstMatrix<T>& table,
-                       const Matrix<T>& out) {
-  const int seq = static_cast<int>(tokens.extent(1));
-  const int n = static_cast<int>(out.extent(0)), c = static_cast<int>(out.extent(1));
-  Kokkos::parallel_for(
-      "kgpt::embedding::forward", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {n, c}),
-      KOKKOS_LAMBDA(const int row, const int j) { out(row, j) = table(tokens(row / seq, row % seq), j); });
+template <class T, class Table, class Out>
+void embedding_forward(const ExecSpace& exec, const ConstTokenMatrix& tokens, const Table& table, const Out& out) {
+  using A = typename Out::value_type;
+  const std::size_t seq = tokens.extent(1);
+  for_each_element(exec, "kgpt::embedding::forward", out.extent(0), out.extent(1),
+                   KOKKOS_LAMBDA(const std::size_t row, const std::size_t j) {
+                     out(row, j) = store<A>(T(table(tokens(row / seq, row % seq), j)));
+                   });
 }
 
-// The table gradient's implementations differ by backend (embedding_backward_host.hpp,
-// embedding_backward_cuda.hpp); backend::Current picks one.
+// out = wte[tokens] + wpe[positions] (gpt2), in one pass.
+template <class T, class Table, class Positions, class Out>
+void embedding_forward(const ExecSpace& exec, const ConstTokenMatrix& tokens, const Table& table,
+                       const Positions& wpe, const Out& out) {
+  using A = typename Out::value_type;
+  const std::size_t seq = tokens.extent(1);
+  for_each_element(exec, "kgpt::embedding::forward_with_positions", out.extent(0), out.extent(1),
+                   KOKKOS_LAMBDA(const std::size_t row, const std::size_t j) {
+                     out(row, j) = store<A>(T(table(tokens(row / seq, row % seq), j)) + T(wpe(row % seq, j)));
+                   });
+}
+
+template <class T, class DX, class DWpe>
+void position_embedding_backward(const ExecSpace& exec, int seq, const DX& dx, const DWpe& dwpe) {
+  const int batch = static_cast<int>(dx.extent(0)) / seq;
+  for_each_element(exec, "kgpt::position_embedding::backward", static_cast<std::size_t>(seq), dx.extent(1),
+                   KOKKOS_LAMBDA(const std::size_t t, const std::size_t j) {
+                     T sum = 0;
+                     for (int b = 0; b < batch; ++b) sum += T(dx(b * seq + t, j));
+                     dwpe(t, j) += sum;
+                   });
+}
+
+// The workspace of the GPU's counting sort (empty on the host), sized once for max_rows rows.
+struct EmbeddingSortSpace {
+  static constexpr int rows_per_block = 256;
+  EmbeddingSortSpace() = default;
+  EmbeddingSortSpace(std::size_t max_rows, std::size_t vocab)
+      : order("kgpt::embedding::order", max_rows),
+        offsets("kgpt::embedding::offsets", (max_rows + rows_per_block - 1) / rows_per_block * vocab),
+        start("kgpt::embedding::start", vocab + 1) {}
+  Kokkos::View<int*, MemSpace> order;    // rows in (token, row) order
+  Kokkos::View<int*, MemSpace> offsets;  // per (token, block): counts, then where the block's rows go
+  Kokkos::View<int*, MemSpace> start;    // first position of each token; start(V) = N
+};
+
+// The table gradient's implementations differ by backend; backend::Current picks one.
 template <class Backend>
 struct EmbeddingBackward;
 
@@ -37,30 +76,10 @@ struct EmbeddingBackward;
 
 namespace kgpt::model::ops {
 
-template <class T>
-void embedding_backward(const ExecSpace& exec, const ConstTokenMatrix& tokens, const ConstMatrix<T>& dout,
-                        const Matrix<T>& dtable) {
-  EmbeddingBackward<backend::Current>::template run<T>(exec, tokens, dout, dtable);
-}
-
-template <class T>
-void position_embedding_forward(const ExecSpace& exec, int seq, const ConstMatrix<T>& wpe, const Matrix<T>& x) {
-  const int n = static_cast<int>(x.extent(0)), c = static_cast<int>(x.extent(1));
-  Kokkos::parallel_for(
-      "kgpt::position_embedding::forward", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {n, c}),
-      KOKKOS_LAMBDA(const int row, const int j) { x(row, j) += wpe(row % seq, j); });
-}
-
-template <class T>
-void position_embedding_backward(const ExecSpace& exec, int seq, const ConstMatrix<T>& dx, const Matrix<T>& dwpe) {
-  const int batch = static_cast<int>(dx.extent(0)) / seq, c = static_cast<int>(dx.extent(1));
-  Kokkos::parallel_for(
-      "kgpt::position_embedding::backward",
-      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {seq, c}), KOKKOS_LAMBDA(const int t, const int j) {
-        T sum = 0;
-        for (int b = 0; b < batch; ++b) sum += dx(b * seq + t, j);
-        dwpe(t, j) += sum;
-      });
+template <class T, class DOut, class DTable>
+void embedding_backward(const ExecSpace& exec, const ConstTokenMatrix& tokens, const DOut& dout, const DTable& dtable,
+                        const EmbeddingSortSpace& space = {}) {
+  EmbeddingBackward<backend::Current>::template run<T>(exec, tokens, dout, dtable, space);
 }
 
 }  // namespace kgpt::model::ops

@@ -1,42 +1,56 @@
 #pragma once
-// The token embedding's table gradient on GPUs: the rows sorted by (token, row), then a team per
-// token adds its rows in increasing order, per channel: the same additions in the same order as the
-// host's pass per channel (embedding_backward_host.hpp), so the same bits, without N dependent steps
-// on C threads. Plain Kokkos code: it compiles and is tested on the host too.
-
-#include <cstdint>
-
-#include <Kokkos_Sort.hpp>
+// The token embedding's table gradient on GPUs: a stable counting sort puts the rows in (token, row)
+// order, then a team per token adds its rows in increasing order, per channel: the same additions
+// in the same order as the host's pass per channel (embedding_backward_host.hpp), so the same bits,
+// without N dependent steps on C threads. The sort: per block of rows, a count of each token
+// (integer atomics: the same counts in any order); one exclusive scan over (token, block) gives
+// where each block's rows of each token go; each row's place is that plus the number of earlier
+// rows of its block with its token. Everything lives in a workspace made with the model: nothing
+// is allocated and nothing waits for the host. Plain Kokkos code: it compiles and is tested on the
+// host too (where the in-block ranking is quadratic, fine for tests).
 
 #include "core/backend.hpp"
 #include "core/views.hpp"
 
 namespace kgpt::model::ops {
 
-// Rows grouped by token (keys token << 32 | row, sorted), then a team per token over the channels.
-template <class T>
-void embedding_backward_by_token(const ExecSpace& exec, const ConstTokenMatrix& tokens, const ConstMatrix<T>& dout,
-                                 const Matrix<T>& dtable) {
+template <class T, class DOut, class DTable>
+void embedding_backward_by_token(const ExecSpace& exec, const ConstTokenMatrix& tokens, const DOut& dout,
+                                 const DTable& dtable, const EmbeddingSortSpace& space) {
   const int seq = static_cast<int>(tokens.extent(1));
   const int n = static_cast<int>(dout.extent(0)), c = static_cast<int>(dout.extent(1));
   const int vocab = static_cast<int>(dtable.extent(0));
   if (n == 0) return;
-  Kokkos::View<std::uint64_t*, MemSpace> keys(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kgpt::embedding::keys"),
-                                              static_cast<std::size_t>(n));
+  constexpr int rows_per_block = EmbeddingSortSpace::rows_per_block;
+  const int blocks = (n + rows_per_block - 1) / rows_per_block;
+  const auto order = space.order, offsets = space.offsets, start = space.start;
+  // offsets(v * blocks + b): rows of token v in block b, then (after the scan) where they start.
+  const auto counts = Kokkos::subview(offsets, std::make_pair(0, vocab * blocks));
+  Kokkos::deep_copy(exec, counts, 0);
   Kokkos::parallel_for(
-      "kgpt::embedding::keys", Kokkos::RangePolicy<ExecSpace>(exec, 0, n), KOKKOS_LAMBDA(const int row) {
-        keys(row) = (static_cast<std::uint64_t>(tokens(row / seq, row % seq)) << 32) | static_cast<std::uint32_t>(row);
+      "kgpt::embedding::count", Kokkos::RangePolicy<ExecSpace>(exec, 0, n), KOKKOS_LAMBDA(const int row) {
+        Kokkos::atomic_add(&offsets(tokens(row / seq, row % seq) * blocks + row / rows_per_block), 1);
       });
-  exec.fence();  // Kokkos::sort runs on the default instance
-  Kokkos::sort(keys);  // keys are distinct, so any sort gives this one order
-  // start(v) = first sorted position whose token is >= v; start(vocab) = n.
-  Kokkos::View<int*, MemSpace> start(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kgpt::embedding::start"),
-                                     static_cast<std::size_t>(vocab) + 1);
+  Kokkos::parallel_scan(
+      "kgpt::embedding::scan", Kokkos::RangePolicy<ExecSpace>(exec, 0, vocab * blocks),
+      KOKKOS_LAMBDA(const int x, int& before, const bool final) {
+        const int count = offsets(x);
+        if (final) {
+          offsets(x) = before;
+          if (x % blocks == 0) start(x / blocks) = before;
+        }
+        before += count;
+      });
   Kokkos::parallel_for(
-      "kgpt::embedding::starts", Kokkos::RangePolicy<ExecSpace>(exec, 0, n + 1), KOKKOS_LAMBDA(const int i) {
-        const int first = i == 0 ? 0 : static_cast<int>(keys(i - 1) >> 32) + 1;
-        const int last = i == n ? vocab : static_cast<int>(keys(i) >> 32);
-        for (int v = first; v <= last; ++v) start(v) = i;
+      "kgpt::embedding::start_end", Kokkos::RangePolicy<ExecSpace>(exec, 0, 1), KOKKOS_LAMBDA(const int) { start(vocab) = n; });
+  Kokkos::parallel_for(
+      "kgpt::embedding::place", Kokkos::RangePolicy<ExecSpace>(exec, 0, n), KOKKOS_LAMBDA(const int row) {
+        const int token = tokens(row / seq, row % seq), block = row / rows_per_block;
+        int rank = 0;
+        for (int earlier = block * rows_per_block; earlier < row; ++earlier) {
+          rank += tokens(earlier / seq, earlier % seq) == token ? 1 : 0;
+        }
+        order(offsets(token * blocks + block) + rank) = row;
       });
   using Team = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   Kokkos::parallel_for(
@@ -46,7 +60,7 @@ void embedding_backward_by_token(const ExecSpace& exec, const ConstTokenMatrix& 
         if (begin == end) return;
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c), [&](const int j) {
           T sum = dtable(v, j);
-          for (int i = begin; i < end; ++i) sum += dout(static_cast<int>(keys(i) & 0xffffffffu), j);
+          for (int i = begin; i < end; ++i) sum += T(dout(order(i), j));
           dtable(v, j) = sum;
         });
       });
@@ -57,10 +71,10 @@ struct EmbeddingBackward;
 
 template <>
 struct EmbeddingBackward<backend::Cuda> {
-  template <class T>
-  static void run(const ExecSpace& exec, const ConstTokenMatrix& tokens, const ConstMatrix<T>& dout,
-                  const Matrix<T>& dtable) {
-    embedding_backward_by_token<T>(exec, tokens, dout, dtable);
+  template <class T, class DOut, class DTable>
+  static void run(const ExecSpace& exec, const ConstTokenMatrix& tokens, const DOut& dout, const DTable& dtable,
+                  const EmbeddingSortSpace& space) {
+    embedding_backward_by_token<T>(exec, tokens, dout, dtable, space);
   }
 };
 

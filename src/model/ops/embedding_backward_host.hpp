@@ -7,15 +7,17 @@
 
 namespace kgpt::model::ops {
 
+struct EmbeddingSortSpace;
+
 // One thread per channel, every row in order: the host's way.
-template <class T>
-void embedding_backward_by_channel(const ExecSpace& exec, const ConstTokenMatrix& tokens, const ConstMatrix<T>& dout,
-                                   const Matrix<T>& dtable) {
+template <class T, class DOut, class DTable>
+void embedding_backward_by_channel(const ExecSpace& exec, const ConstTokenMatrix& tokens, const DOut& dout,
+                                   const DTable& dtable) {
   const int seq = static_cast<int>(tokens.extent(1));
   const int n = static_cast<int>(dout.extent(0)), c = static_cast<int>(dout.extent(1));
   Kokkos::parallel_for(
       "kgpt::embedding::backward", Kokkos::RangePolicy<ExecSpace>(exec, 0, c), KOKKOS_LAMBDA(const int j) {
-        for (int row = 0; row < n; ++row) dtable(tokens(row / seq, row % seq), j) += dout(row, j);
+        for (int row = 0; row < n; ++row) dtable(tokens(row / seq, row % seq), j) += T(dout(row, j));
       });
 }
 
@@ -24,9 +26,9 @@ struct EmbeddingBackward;
 
 template <>
 struct EmbeddingBackward<backend::Host> {
-  template <class T>
-  static void run(const ExecSpace& exec, const ConstTokenMatrix& tokens, const ConstMatrix<T>& dout,
-                  const Matrix<T>& dtable) {
+  template <class T, class DOut, class DTable>
+  static void run(const ExecSpace& exec, const ConstTokenMatrix& tokens, const DOut& dout, const DTable& dtable,
+                  const EmbeddingSortSpace&) {
     embedding_backward_by_channel<T>(exec, tokens, dout, dtable);
   }
 };

@@ -1,38 +1,40 @@
 #pragma once
 // LayerNorm with weight and bias over the last dimension (gpt2; PyTorch's biased variance):
 //   xhat = (x - mean) * rstd, rstd = 1 / sqrt(var + eps);  y = xhat * w + b
-//   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w  (overwritten)
-//   dw += sum_n dy * xhat;  db += sum_n dy  (accumulated, summed in row order per channel)
-// x, y, dx, dy: (N, C); w, b, dw, db: (C); mean, rstd: (N), kept by the forward.
+//   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w  (overwritten, or added)
+//   dw += sum_n dy * xhat;  db += sum_n dy  (accumulated; column sums in a fixed order)
+// x, y, dx, dy: (N, C) Views of activations; w, b, dw, db: (C) parameters; mean, rstd: (N) of T,
+// kept by the forward. A team per row for the rows, two-stage column sums for dw and db.
 
+#include "core/bf16.hpp"
 #include "core/kokkos_compat.hpp"
 #include "core/views.hpp"
-#include "model/ops/elementwise.hpp"
+#include "model/ops/launch.hpp"
 
 namespace kgpt::model::ops {
 
-template <class T>
-void layernorm_forward(const ExecSpace& exec, const ConstMatrix<T>& x, const ConstVector<T>& w,
-                       const ConstVector<T>& b, const Matrix<T>& y, const Vector<T>& mean, const Vector<T>& rstd, T eps) {
+template <class T, class X, class W, class B, class Y>
+void layernorm_forward(const ExecSpace& exec, const X& x, const W& w, const B& b, const Y& y, const Vector<T>& mean,
+                       const Vector<T>& rstd, T eps) {
+  using A = typename Y::value_type;
   const int n = static_cast<int>(x.extent(0)), c = static_cast<int>(x.extent(1));
-  using Team = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   Kokkos::parallel_for(
       "kgpt::layernorm::forward", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO), KOKKOS_LAMBDA(const Team& team) {
         const int row = team.league_rank();
         T sum = 0;
-        Kokkos::parallel_reduce(Kokkos::TeamThreadRange(team, c), [&](const int j, T& acc) { acc += x(row, j); }, sum);
+        Kokkos::parallel_reduce(Kokkos::TeamThreadRange(team, c), [&](const int j, T& acc) { acc += T(x(row, j)); }, sum);
         const T mu = sum / T(c);
         T sum_sq = 0;
         Kokkos::parallel_reduce(
             Kokkos::TeamThreadRange(team, c),
             [&](const int j, T& acc) {
-              const T d = x(row, j) - mu;
+              const T d = T(x(row, j)) - mu;
               acc += d * d;
             },
             sum_sq);
         const T r = T(1) / compat::sqrt(sum_sq / T(c) + eps);
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c),
-                             [&](const int j) { y(row, j) = (x(row, j) - mu) * r * w(j) + b(j); });
+                             [&](const int j) { y(row, j) = store<A>((T(x(row, j)) - mu) * r * T(w(j)) + T(b(j))); });
         Kokkos::single(Kokkos::PerTeam(team), [&]() {
           mean(row) = mu;
           rstd(row) = r;
@@ -40,12 +42,12 @@ void layernorm_forward(const ExecSpace& exec, const ConstMatrix<T>& x, const Con
       });
 }
 
-template <class T>
-void layernorm_backward(const ExecSpace& exec, const ConstMatrix<T>& x, const ConstVector<T>& w,
-                        const ConstVector<T>& mean, const ConstVector<T>& rstd, const ConstMatrix<T>& dy,
-                        const Matrix<T>& dx, const Vector<T>& dw, const Vector<T>& db) {
+template <class T, class X, class W, class DY, class DX, class DW>
+void layernorm_backward(const ExecSpace& exec, const X& x, const W& w, const ConstVector<T>& mean,
+                        const ConstVector<T>& rstd, const DY& dy, const DX& dx, const DW& dw, const DW& db,
+                        T* partials = nullptr, bool accumulate = false) {
+  using A = typename DX::value_type;
   const int n = static_cast<int>(x.extent(0)), c = static_cast<int>(x.extent(1));
-  using Team = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   Kokkos::parallel_for(
       "kgpt::layernorm::backward_input", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO),
       KOKKOS_LAMBDA(const Team& team) {
@@ -53,20 +55,28 @@ void layernorm_backward(const ExecSpace& exec, const ConstMatrix<T>& x, const Co
         const T mu = mean(row), r = rstd(row);
         T sum_g = 0, sum_gx = 0;
         Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, c), [&](const int j, T& acc) { acc += dy(row, j) * w(j); }, sum_g);
+            Kokkos::TeamThreadRange(team, c), [&](const int j, T& acc) { acc += T(dy(row, j)) * T(w(j)); }, sum_g);
         Kokkos::parallel_reduce(
             Kokkos::TeamThreadRange(team, c),
-            [&](const int j, T& acc) { acc += dy(row, j) * w(j) * (x(row, j) - mu) * r; }, sum_gx);
+            [&](const int j, T& acc) { acc += T(dy(row, j)) * T(w(j)) * (T(x(row, j)) - mu) * r; }, sum_gx);
         const T mean_g = sum_g / T(c), mean_gx = sum_gx / T(c);
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c), [&](const int j) {
-          const T xhat = (x(row, j) - mu) * r;
-          dx(row, j) = r * (dy(row, j) * w(j) - mean_g - xhat * mean_gx);
+          const T xhat = (T(x(row, j)) - mu) * r;
+          const T g = r * (T(dy(row, j)) * T(w(j)) - mean_g - xhat * mean_gx);
+          dx(row, j) = store<A>(accumulate ? T(dx(row, j)) + g : g);
         });
       });
-  detail::column_sums<T>(
-      exec, "kgpt::layernorm::backward_params", n, c,
-      KOKKOS_LAMBDA(const int row, const int j) { return dy(row, j) * (x(row, j) - mean(row)) * rstd(row); },
-      KOKKOS_LAMBDA(const int row, const int j) { return dy(row, j); }, dw, db);
+  ColumnSums<T, 2>::run(
+      exec, "kgpt::layernorm::backward_params", x.extent(0), x.extent(1), partials,
+      KOKKOS_LAMBDA(const std::size_t i, const std::size_t j, T* acc) {
+        const T g = T(dy(i, j));
+        acc[0] += g * (T(x(i, j)) - mean(i)) * rstd(i);
+        acc[1] += g;
+      },
+      KOKKOS_LAMBDA(const int k, const std::size_t j, const T sum) {
+        if (k == 0) dw(j) += sum;
+        else db(j) += sum;
+      });
 }
 
 }  // namespace kgpt::model::ops

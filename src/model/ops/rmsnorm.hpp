@@ -1,52 +1,184 @@
 #pragma once
 // RMSNorm without weight over the last dimension (golf: after the embedding, before attention
-// and MLP, at the end, and on q and k):
+// and MLP, at the end), and the passes it is fused into:
 //   y = x * r,   r = 1 / sqrt(mean(x^2) + eps)
 //   dx = r * (dy - x * r^2 * mean(dy * x))
-// x, y, dx, dy: (N, C); rstd: (N), saved by the forward for the backward.
-// Conventions of every op in src/model/ops: the execution space comes first; input gradients
-// are overwritten; parameter gradients are accumulated (+=), so micro-steps add up.
+//   embedding_rmsnorm: x = table[token] (the embedding's gather), then the norm
+//   mix_rmsnorm:       x_in = x_prev (+ w * skip), x_mix = mix0 * x_in + mix1 * x0, then the norm of x_mix
+//   residual_rmsnorm:  x_sum = base + s * y (a scaled residual add), then the norm of x_sum
+// x, y, dx, dy: (N, C) Views of activations A (float, double or bf16; any View type, subviews
+// included); rstd: (N) of the compute type T, saved by the forward for the backward. Callers name T;
+// the View types are deduced. The norm is taken of the value as stored (rounded to A),
+// which is what the backward reads. A team per row; the rows are d_model wide.
+// Conventions of every op in src/model/ops: the execution space comes first; input gradients are
+// overwritten (or added to, where a flag says so); parameter gradients are accumulated (+=), so
+// micro-steps add up.
 
+#include "core/bf16.hpp"
 #include "core/kokkos_compat.hpp"
 #include "core/views.hpp"
+#include "model/ops/launch.hpp"
 
 namespace kgpt::model::ops {
 
-template <class T>
-void rmsnorm_forward(const ExecSpace& exec, const ConstMatrix<T>& x, const Matrix<T>& y, const Vector<T>& rstd, T eps) {
-  const int n = static_cast<int>(x.extent(0));
-  const int c = static_cast<int>(x.extent(1));
-  using Team = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+namespace rmsnorm_detail {
+
+// Within a team over row `row` whose stored values have already been written to x: r, then y = x r.
+template <class T, class X, class Y, class R>
+KOKKOS_INLINE_FUNCTION void normalize_row(const Team& team, int row, int c, T sum_sq, T eps, const X& x, const Y& y,
+                                          const R& rstd) {
+  const T r = T(1) / compat::sqrt(sum_sq / T(c) + eps);
+  using A = typename Y::value_type;
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c), [&](const int j) { y(row, j) = store<A>(T(x(row, j)) * r); });
+  Kokkos::single(Kokkos::PerTeam(team), [&]() { rstd(row) = r; });
+}
+
+}  // namespace rmsnorm_detail
+
+template <class T, class X, class Y>
+void rmsnorm_forward(const ExecSpace& exec, const X& x, const Y& y, const Vector<T>& rstd, T eps) {
+  const int n = static_cast<int>(x.extent(0)), c = static_cast<int>(x.extent(1));
   Kokkos::parallel_for(
-      "kgpt::rmsnorm::forward", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO),
-      KOKKOS_LAMBDA(const Team& team) {
+      "kgpt::rmsnorm::forward", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO), KOKKOS_LAMBDA(const Team& team) {
         const int row = team.league_rank();
         T sum_sq = 0;
         Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, c), [&](const int j, T& acc) { acc += x(row, j) * x(row, j); }, sum_sq);
+            Kokkos::TeamThreadRange(team, c),
+            [&](const int j, T& acc) {
+              const T v = T(x(row, j));
+              acc += v * v;
+            },
+            sum_sq);
+        rmsnorm_detail::normalize_row(team, row, c, sum_sq, eps, x, y, rstd);
+      });
+}
+
+// dx = rmsnorm'(x)^T dy; with `accumulate`, dx += that instead.
+template <class T, class X, class DY, class DX>
+void rmsnorm_backward(const ExecSpace& exec, const X& x, const ConstVector<T>& rstd, const DY& dy, const DX& dx,
+                      bool accumulate = false) {
+  using A = typename DX::value_type;
+  const int n = static_cast<int>(x.extent(0)), c = static_cast<int>(x.extent(1));
+  Kokkos::parallel_for(
+      "kgpt::rmsnorm::backward", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO), KOKKOS_LAMBDA(const Team& team) {
+        const int row = team.league_rank();
+        T dot = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, c), [&](const int j, T& acc) { acc += T(dy(row, j)) * T(x(row, j)); }, dot);
+        const T r = rstd(row);
+        const T coefficient = r * r * r * dot / T(c);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c), [&](const int j) {
+          const T g = r * T(dy(row, j)) - coefficient * T(x(row, j));
+          dx(row, j) = store<A>(accumulate ? T(dx(row, j)) + g : g);
+        });
+      });
+}
+
+// x = table[tokens] (the table in the parameters' type P), then y = rmsnorm(x); the backward gathers
+// x again from the table. tokens: (B, T) with N = B * T rows.
+template <class T, class Table, class Y>
+void embedding_rmsnorm_forward(const ExecSpace& exec, const ConstTokenMatrix& tokens, const Table& table, const Y& y,
+                               const Vector<T>& rstd, T eps) {
+  using A = typename Y::value_type;
+  const int n = static_cast<int>(y.extent(0)), c = static_cast<int>(y.extent(1));
+  const int seq = static_cast<int>(tokens.extent(1));
+  Kokkos::parallel_for(
+      "kgpt::embedding_rmsnorm::forward", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO),
+      KOKKOS_LAMBDA(const Team& team) {
+        const int row = team.league_rank();
+        const int token = tokens(row / seq, row % seq);
+        T sum_sq = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, c),
+            [&](const int j, T& acc) {
+              const T v = T(table(token, j));
+              acc += v * v;
+            },
+            sum_sq);
         const T r = T(1) / compat::sqrt(sum_sq / T(c) + eps);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c), [&](const int j) { y(row, j) = x(row, j) * r; });
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c),
+                             [&](const int j) { y(row, j) = store<A>(T(table(token, j)) * r); });
         Kokkos::single(Kokkos::PerTeam(team), [&]() { rstd(row) = r; });
       });
 }
 
-template <class T>
-void rmsnorm_backward(const ExecSpace& exec, const ConstMatrix<T>& x, const ConstVector<T>& rstd,
-                      const ConstMatrix<T>& dy, const Matrix<T>& dx) {
-  const int n = static_cast<int>(x.extent(0));
-  const int c = static_cast<int>(x.extent(1));
-  using Team = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+// dtable_rows (N, C) = rmsnorm'(table[tokens])^T dy: the gradient that reaches each row's gathered
+// embedding (the embedding backward then adds the rows into the table's gradient).
+template <class T, class Table, class DY, class DX>
+void embedding_rmsnorm_backward(const ExecSpace& exec, const ConstTokenMatrix& tokens, const Table& table,
+                                const ConstVector<T>& rstd, const DY& dy, const DX& dx) {
+  using A = typename DX::value_type;
+  const int n = static_cast<int>(dy.extent(0)), c = static_cast<int>(dy.extent(1));
+  const int seq = static_cast<int>(tokens.extent(1));
   Kokkos::parallel_for(
-      "kgpt::rmsnorm::backward", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO),
+      "kgpt::embedding_rmsnorm::backward", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO),
       KOKKOS_LAMBDA(const Team& team) {
         const int row = team.league_rank();
+        const int token = tokens(row / seq, row % seq);
         T dot = 0;
         Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, c), [&](const int j, T& acc) { acc += dy(row, j) * x(row, j); }, dot);
+            Kokkos::TeamThreadRange(team, c), [&](const int j, T& acc) { acc += T(dy(row, j)) * T(table(token, j)); },
+            dot);
         const T r = rstd(row);
         const T coefficient = r * r * r * dot / T(c);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c),
-                             [&](const int j) { dx(row, j) = r * dy(row, j) - coefficient * x(row, j); });
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c), [&](const int j) {
+          dx(row, j) = store<A>(r * T(dy(row, j)) - coefficient * T(table(token, j)));
+        });
+      });
+}
+
+// x_in = x_prev (+ w * skip when `skip` is given; x_in is then stored), x_mix = mix(0) * x_in +
+// mix(1) * x0 (stored), h = rmsnorm(x_mix). mix: (2, C) and w: (C) parameters. Without a skip,
+// `skip`, `w` and `x_in` are empty Views.
+template <class T, class X, class W, class Mix, class Y>
+void mix_rmsnorm_forward(const ExecSpace& exec, const X& x_prev, const X& skip, const W& w, const X& x0,
+                         const Mix& mix, const Y& x_in, const Y& x_mix, const Y& h, const Vector<T>& rstd, T eps) {
+  using A = typename Y::value_type;
+  const int n = static_cast<int>(x_mix.extent(0)), c = static_cast<int>(x_mix.extent(1));
+  const bool with_skip = skip.extent(0) != 0;
+  Kokkos::parallel_for(
+      "kgpt::mix_rmsnorm::forward", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO),
+      KOKKOS_LAMBDA(const Team& team) {
+        const int row = team.league_rank();
+        T sum_sq = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, c),
+            [&](const int j, T& acc) {
+              T in = T(x_prev(row, j));
+              if (with_skip) {
+                const A stored = store<A>(in + T(w(j)) * T(skip(row, j)));
+                x_in(row, j) = stored;
+                in = T(stored);
+              }
+              const A m = store<A>(T(mix(0, j)) * in + T(mix(1, j)) * T(x0(row, j)));
+              x_mix(row, j) = m;
+              acc += T(m) * T(m);
+            },
+            sum_sq);
+        rmsnorm_detail::normalize_row(team, row, c, sum_sq, eps, x_mix, h, rstd);
+      });
+}
+
+// x_sum = base + s * y (stored), h = rmsnorm(x_sum). s: (C) parameters.
+template <class T, class X, class S, class Y>
+void residual_rmsnorm_forward(const ExecSpace& exec, const X& base, const S& s, const X& y, const Y& x_sum,
+                              const Y& h, const Vector<T>& rstd, T eps) {
+  using A = typename Y::value_type;
+  const int n = static_cast<int>(x_sum.extent(0)), c = static_cast<int>(x_sum.extent(1));
+  Kokkos::parallel_for(
+      "kgpt::residual_rmsnorm::forward", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO),
+      KOKKOS_LAMBDA(const Team& team) {
+        const int row = team.league_rank();
+        T sum_sq = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, c),
+            [&](const int j, T& acc) {
+              const A v = store<A>(T(base(row, j)) + T(s(j)) * T(y(row, j)));
+              x_sum(row, j) = v;
+              acc += T(v) * T(v);
+            },
+            sum_sq);
+        rmsnorm_detail::normalize_row(team, row, c, sum_sq, eps, x_sum, h, rstd);
       });
 }
 

@@ -1,0 +1,163 @@
+#include "core/profile.hpp"
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <utility>
+
+#include "core/error.hpp"
+
+namespace kgpt::profile {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct State {
+  bool on = false;
+  std::string phase = "other";
+  int explicit_depth = 0;  // open Regions: kernels inside them count towards them
+  std::vector<Entry> table;
+  std::map<std::pair<std::string, std::string>, std::size_t> index;
+  std::vector<std::pair<std::string, Clock::time_point>> open_kernels;
+  bool tracking_memory = false;
+  double live_bytes = 0, peak_bytes = 0;
+  long long allocations = 0;
+
+  void add(const std::string& name, double seconds) {
+    const auto key = std::make_pair(phase, name);
+    auto found = index.find(key);
+    if (found == index.end()) {
+      found = index.emplace(key, table.size()).first;
+      table.push_back(Entry{phase, name, 0, 0});
+    }
+    table[found->second].seconds += seconds;
+    table[found->second].calls += 1;
+  }
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+void begin_kernel(const char* name, const std::uint32_t, std::uint64_t* id) {
+  State& s = state();
+  *id = s.open_kernels.size();
+  if (s.explicit_depth > 0) return;
+  Kokkos::fence();
+  s.open_kernels.emplace_back(name, Clock::now());
+}
+
+void end_kernel(const std::uint64_t) {
+  State& s = state();
+  if (s.explicit_depth > 0 || s.open_kernels.empty()) return;
+  Kokkos::fence();
+  const auto [name, start] = s.open_kernels.back();
+  s.open_kernels.pop_back();
+  s.add(name, std::chrono::duration<double>(Clock::now() - start).count());
+}
+
+bool in_memory_space(const Kokkos::Profiling::SpaceHandle handle) {
+  return std::strcmp(handle.name, MemSpace::name()) == 0;
+}
+
+void allocated(const Kokkos::Profiling::SpaceHandle handle, const char*, const void*, const std::uint64_t bytes) {
+  State& s = state();
+  ++s.allocations;
+  if (!in_memory_space(handle)) return;
+  s.live_bytes += static_cast<double>(bytes);
+  if (s.live_bytes > s.peak_bytes) s.peak_bytes = s.live_bytes;
+}
+
+void deallocated(const Kokkos::Profiling::SpaceHandle handle, const char*, const void*, const std::uint64_t bytes) {
+  if (in_memory_space(handle)) state().live_bytes -= static_cast<double>(bytes);
+}
+
+// Whether callbacks other than ours are installed (a Kokkos Tools library).
+bool foreign_tool_loaded() {
+  const State& s = state();
+  return Kokkos::Tools::profileLibraryLoaded() && !s.on && !s.tracking_memory;
+}
+
+}  // namespace
+
+bool track_memory(bool on) {
+  State& s = state();
+  if (on && (s.tracking_memory || foreign_tool_loaded())) return s.tracking_memory;
+  s.tracking_memory = on;
+  s.live_bytes = s.peak_bytes = 0;
+  s.allocations = 0;
+  namespace tools = Kokkos::Tools::Experimental;
+  tools::set_allocate_data_callback(on ? allocated : nullptr);
+  tools::set_deallocate_data_callback(on ? deallocated : nullptr);
+  return on;
+}
+
+double peak_memory_bytes() { return state().peak_bytes; }
+
+long long allocation_count() { return state().allocations; }
+
+bool available() { return state().on || !foreign_tool_loaded(); }
+
+void enable(bool on) {
+  State& s = state();
+  if (on && !available()) {
+    throw Error(ExitCode::bad_input,
+                "profiling needs Kokkos's kernel callbacks, which the Kokkos Tools library in KOKKOS_TOOLS_LIBS "
+                "holds; unset KOKKOS_TOOLS_LIBS or drop --profile");
+  }
+  s.on = on;
+  s.table.clear();
+  s.index.clear();
+  s.open_kernels.clear();
+  namespace tools = Kokkos::Tools::Experimental;
+  tools::set_begin_parallel_for_callback(on ? begin_kernel : nullptr);
+  tools::set_end_parallel_for_callback(on ? end_kernel : nullptr);
+  tools::set_begin_parallel_reduce_callback(on ? begin_kernel : nullptr);
+  tools::set_end_parallel_reduce_callback(on ? end_kernel : nullptr);
+  tools::set_begin_parallel_scan_callback(on ? begin_kernel : nullptr);
+  tools::set_end_parallel_scan_callback(on ? end_kernel : nullptr);
+}
+
+bool enabled() { return state().on; }
+
+std::vector<Entry> entries() { return state().table; }
+
+Phase::Phase(const char* name) : previous_(state().phase) {
+  state().phase = name;
+  Kokkos::Profiling::pushRegion(std::string("kgpt::") + name);
+}
+
+Phase::~Phase() {
+  Kokkos::Profiling::popRegion();
+  state().phase = previous_;
+}
+
+Region::Region(const ExecSpace& exec, const char* name) : exec_(exec) {
+  if (state().on) start(name);
+}
+
+Region::Region(const ExecSpace& exec, const std::string& name) : exec_(exec) {
+  if (state().on) start(name);
+}
+
+void Region::start(const std::string& name) {
+  if (state().explicit_depth > 0) return;  // inside another Region: that one counts it
+  exec_.fence();
+  active_ = true;
+  state().open_kernels.emplace_back(name, Clock::now());
+  ++state().explicit_depth;
+}
+
+Region::~Region() {
+  if (!active_) return;
+  exec_.fence();
+  State& s = state();
+  --s.explicit_depth;
+  const auto [name, start] = s.open_kernels.back();
+  s.open_kernels.pop_back();
+  s.add(name, std::chrono::duration<double>(Clock::now() - start).count());
+}
+
+}  // namespace kgpt::profile

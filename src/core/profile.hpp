@@ -1,0 +1,68 @@
+#pragma once
+// Where a step's time goes, op by op (`kgpt bench --profile`). While profiling is on, every Kokkos
+// kernel (by its label, "kgpt::rmsnorm::forward") and every explicit Region (GEMMs by shape and
+// types, cuDNN attention, gradient averaging) is fenced before and after and its time added to a
+// table under the phase it ran in (forward, backward, optimizer, ...). Kernels that run inside an
+// explicit Region count towards that Region. Off, a Region costs a test of one flag, and Kokkos
+// Tools (KOKKOS_TOOLS_LIBS) see Phases and Regions as regions.
+// Fencing serialises the device: the table says where time goes, not how fast an unprofiled step is.
+
+#include <string>
+#include <vector>
+
+#include "core/views.hpp"
+
+namespace kgpt::profile {
+
+struct Entry {
+  std::string phase, name;
+  double seconds = 0;
+  long long calls = 0;
+};
+
+// Whether enable(true) can work: no Kokkos Tools library holds the callbacks.
+bool available();
+// Starts or stops timing (and the kernel callbacks); starting clears the table. Throws when a
+// Kokkos Tools library (KOKKOS_TOOLS_LIBS) is loaded: both would want the same callbacks.
+void enable(bool on);
+bool enabled();
+// The table so far, in the order entries first appeared.
+std::vector<Entry> entries();
+
+// Counts the bytes of Views allocated in MemSpace (the GPU on a CUDA build) from now on: live and
+// the high-water mark, kgpt's own peak memory. Memory that libraries allocate themselves (the
+// cuBLASLt and cuDNN workspaces, the CUDA context) is not in it. Returns false, counting nothing,
+// when a Kokkos Tools library is loaded.
+bool track_memory(bool on);
+double peak_memory_bytes();
+// Views allocated in any memory space since tracking started (a step should allocate none).
+long long allocation_count();
+
+// The phase the work until the next Phase belongs to ("forward", "backward", "optimizer").
+class Phase {
+ public:
+  explicit Phase(const char* name);
+  ~Phase();
+  Phase(const Phase&) = delete;
+  Phase& operator=(const Phase&) = delete;
+
+ private:
+  std::string previous_;
+};
+
+// Work that is not one Kokkos kernel: timed as one entry named `name` (made only when profiling).
+class Region {
+ public:
+  Region(const ExecSpace& exec, const char* name);
+  Region(const ExecSpace& exec, const std::string& name);
+  ~Region();
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
+
+ private:
+  void start(const std::string& name);
+  const ExecSpace& exec_;
+  bool active_ = false;
+};
+
+}  // namespace kgpt::profile

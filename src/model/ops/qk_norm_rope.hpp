@@ -1,0 +1,150 @@
+#pragma once
+// golf's path from the q and k projections to attention, as one kernel each way: per head row of
+// D features (token n, head h) of q and of k,
+//   xn = x r, r = 1 / sqrt(mean(x^2) + eps)                         (RMSNorm over the head)
+//   rope: z[i] = xn[i] cos + xn[i + D/2] sin, z[i + D/2] = -xn[i] sin + xn[i + D/2] cos, i < D/2,
+//         angle(t, i) = t base^(-2i/D), t = n % T                       (half-split, full head dim)
+//   q: y = gain(h) z;  k: y = z
+// Backward, from dy: dz = gain dy (q) or dy (k); dgain(h) += sum z dy (q); dxn = rope^T dz;
+//   dx = r dxn - r^3 x mean(dxn x).
+// raw: (N, W) activations (the fused QKV projection) holding q in columns [q_offset, q_offset + H D)
+// and k in [k_offset, k_offset + KV D); q_out (N, H D), k_out (N, KV D); q_rstd (N H), k_rstd
+// (N KV) of T kept for the backward; d_raw receives dq and dk at the same columns as raw (its v
+// columns are left alone). cos, sin: (Tmax, D/2) with Tmax >= T. gain, dgain: (H) parameters.
+// A head row per thread and its vector lanes over the D/2 rotation pairs: a warp per row on GPUs.
+
+#include <cmath>
+
+#include "core/bf16.hpp"
+#include "core/kokkos_compat.hpp"
+#include "core/views.hpp"
+#include "model/ops/launch.hpp"
+
+namespace kgpt::model::ops {
+
+// Fills the tables; angles are computed in double, then rounded to T.
+template <class T>
+void rope_tables(const Matrix<T>& cos_table, const Matrix<T>& sin_table, double base) {
+  const std::size_t t_max = cos_table.extent(0), half = cos_table.extent(1);
+  auto host_cos = Kokkos::create_mirror(cos_table);
+  auto host_sin = Kokkos::create_mirror(sin_table);
+  for (std::size_t t = 0; t < t_max; ++t) {
+    for (std::size_t i = 0; i < half; ++i) {
+      const double inv_freq = 1.0 / std::pow(base, static_cast<double>(2 * i) / static_cast<double>(2 * half));
+      const double angle = static_cast<double>(t) * inv_freq;
+      host_cos(t, i) = static_cast<T>(std::cos(angle));
+      host_sin(t, i) = static_cast<T>(std::sin(angle));
+    }
+  }
+  Kokkos::deep_copy(cos_table, host_cos);
+  Kokkos::deep_copy(sin_table, host_sin);
+}
+
+struct QkShape {
+  int heads = 0, kv_heads = 0, dim = 0, seq = 0, q_offset = 0, k_offset = 0;
+};
+
+template <class T, class Raw, class Out, class Gain>
+void qk_norm_rope_forward(const ExecSpace& exec, const Raw& raw, const QkShape& s, const ConstMatrix<T>& cos_table,
+                          const ConstMatrix<T>& sin_table, const Gain& gain, const Out& q_out, const Out& k_out,
+                          const Vector<T>& q_rstd, const Vector<T>& k_rstd, T eps) {
+  using A = typename Out::value_type;
+  const std::size_t n = raw.extent(0), q_rows = n * s.heads, rows = q_rows + n * s.kv_heads;
+  const int half = s.dim / 2;
+  Kokkos::parallel_for(
+      "kgpt::qk_norm_rope::forward", ShortRows::policy(exec, rows), KOKKOS_LAMBDA(const Team& team) {
+        const std::size_t row = ShortRows::row(team);
+        if (row >= rows) return;
+        const bool is_q = row < q_rows;
+        const std::size_t r_index = is_q ? row : row - q_rows;
+        const int head_count = is_q ? s.heads : s.kv_heads;
+        const std::size_t token = r_index / head_count;
+        const int h = static_cast<int>(r_index % head_count);
+        const int in_col = (is_q ? s.q_offset : s.k_offset) + h * s.dim, out_col = h * s.dim;
+        const int t = static_cast<int>(token % s.seq);
+        T sum_sq = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::ThreadVectorRange(team, half),
+            [&](const int i, T& acc) {
+              const T x1 = T(raw(token, in_col + i)), x2 = T(raw(token, in_col + i + half));
+              acc += x1 * x1 + x2 * x2;
+            },
+            sum_sq);
+        const T r = T(1) / compat::sqrt(sum_sq / T(s.dim) + eps);
+        const T g = is_q ? T(gain(h)) : T(1);
+        const auto& out = is_q ? q_out : k_out;
+        Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, half), [&](const int i) {
+          const T x1 = T(raw(token, in_col + i)) * r, x2 = T(raw(token, in_col + i + half)) * r;
+          const T c = cos_table(t, i), sn = sin_table(t, i);
+          out(token, out_col + i) = store<A>(g * (x1 * c + x2 * sn));
+          out(token, out_col + i + half) = store<A>(g * (x2 * c - x1 * sn));
+        });
+        Kokkos::single(Kokkos::PerThread(team), [&]() {
+          if (is_q) q_rstd(r_index) = r;
+          else k_rstd(r_index) = r;
+        });
+      });
+}
+
+// gain_rows: (N, H) scratch of T for the gain's per-row terms; partials: the column sums' workspace.
+template <class T, class Raw, class DOut, class DRaw, class Gain, class DGain>
+void qk_norm_rope_backward(const ExecSpace& exec, const Raw& raw, const QkShape& s, const ConstMatrix<T>& cos_table,
+                           const ConstMatrix<T>& sin_table, const Gain& gain, const ConstVector<T>& q_rstd,
+                           const ConstVector<T>& k_rstd, const DOut& dq, const DOut& dk, const DRaw& d_raw,
+                           const DGain& dgain, const Matrix<T>& gain_rows, T* partials = nullptr) {
+  using A = typename DRaw::value_type;
+  const std::size_t n = raw.extent(0), q_rows = n * s.heads, rows = q_rows + n * s.kv_heads;
+  const int half = s.dim / 2;
+  Kokkos::parallel_for(
+      "kgpt::qk_norm_rope::backward", ShortRows::policy(exec, rows), KOKKOS_LAMBDA(const Team& team) {
+        const std::size_t row = ShortRows::row(team);
+        if (row >= rows) return;
+        const bool is_q = row < q_rows;
+        const std::size_t r_index = is_q ? row : row - q_rows;
+        const int head_count = is_q ? s.heads : s.kv_heads;
+        const std::size_t token = r_index / head_count;
+        const int h = static_cast<int>(r_index % head_count);
+        const int in_col = (is_q ? s.q_offset : s.k_offset) + h * s.dim, out_col = h * s.dim;
+        const int t = static_cast<int>(token % s.seq);
+        const T r = is_q ? q_rstd(r_index) : k_rstd(r_index);
+        const T g = is_q ? T(gain(h)) : T(1);
+        const auto& dy = is_q ? dq : dk;
+        // sum z dy (the gain's term) and sum dxn x (the norm's), over the row.
+        T gain_term = 0, dot = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::ThreadVectorRange(team, half),
+            [&](const int i, T& acc) {
+              const T x1 = T(raw(token, in_col + i)), x2 = T(raw(token, in_col + i + half));
+              const T c = cos_table(t, i), sn = sin_table(t, i);
+              const T dy1 = T(dy(token, out_col + i)), dy2 = T(dy(token, out_col + i + half));
+              acc += (x1 * c + x2 * sn) * r * dy1 + (x2 * c - x1 * sn) * r * dy2;
+            },
+            gain_term);
+        Kokkos::parallel_reduce(
+            Kokkos::ThreadVectorRange(team, half),
+            [&](const int i, T& acc) {
+              const T x1 = T(raw(token, in_col + i)), x2 = T(raw(token, in_col + i + half));
+              const T c = cos_table(t, i), sn = sin_table(t, i);
+              const T dz1 = g * T(dy(token, out_col + i)), dz2 = g * T(dy(token, out_col + i + half));
+              acc += (c * dz1 - sn * dz2) * x1 + (sn * dz1 + c * dz2) * x2;
+            },
+            dot);
+        const T coefficient = r * r * r * dot / T(s.dim);
+        Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, half), [&](const int i) {
+          const T x1 = T(raw(token, in_col + i)), x2 = T(raw(token, in_col + i + half));
+          const T c = cos_table(t, i), sn = sin_table(t, i);
+          const T dz1 = g * T(dy(token, out_col + i)), dz2 = g * T(dy(token, out_col + i + half));
+          d_raw(token, in_col + i) = store<A>(r * (c * dz1 - sn * dz2) - coefficient * x1);
+          d_raw(token, in_col + i + half) = store<A>(r * (sn * dz1 + c * dz2) - coefficient * x2);
+        });
+        Kokkos::single(Kokkos::PerThread(team), [&]() {
+          if (is_q) gain_rows(token, h) = gain_term;
+        });
+      });
+  ColumnSums<T, 1>::run(
+      exec, "kgpt::qk_norm_rope::backward_gain", n, static_cast<std::size_t>(s.heads), partials,
+      KOKKOS_LAMBDA(const std::size_t i, const std::size_t j, T* acc) { acc[0] += gain_rows(i, j); },
+      KOKKOS_LAMBDA(const int, const std::size_t j, const T sum) { dgain(j) += sum; });
+}
+
+}  // namespace kgpt::model::ops

@@ -1,0 +1,139 @@
+// The training step as train and bench run it: after its first call it allocates nothing, and the
+// profile of `kgpt bench --profile` puts its time under the phase and op that spent it.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/deck.hpp"
+#include "core/profile.hpp"
+#include "core/random.hpp"
+#include "model/language_model.hpp"
+#include "optim/optimizer.hpp"
+#include "parallel/world.hpp"
+#include "train/step.hpp"
+
+using namespace kgpt;
+
+namespace {
+
+// The step reduces its loss over MPI_COMM_WORLD: a one-rank world, started once.
+void start_mpi() {
+  static parallel::MpiSession session(nullptr, nullptr);
+}
+
+config::ResolvedDeck tiny_deck(const std::string& family, const std::string& precision, double clip) {
+  const std::string text =
+      "model:\n  family: " + family + "\n  vocab_size: 61\n  n_layer: 2\n  d_model: 32\n  n_head: 4\n  mlp_mult: 3\n" +
+      (family == "golf" ? "  n_kv_head: 2\n" : "  n_kv_head: 4\n") +
+      "data:\n  train_files: none_*.bin\n" +
+      "train:\n  precision: " + precision + "\n  seq_len: 16\n  global_batch_tokens: 128\n  accum_total: 2\n  grad_clip_norm: " + std::to_string(clip) + "\n";
+  return config::parse_deck(text, "step.yaml", {});
+}
+
+class RandomTokens final : public train::BatchSource {
+ public:
+  explicit RandomTokens(int vocab) : vocab_(vocab) {}
+  void next(int* inputs, int* targets) override {
+    for (int i = 0; i < 4 * 16; ++i) {
+      inputs[i] = static_cast<int>(random::bits(5, 0, count_ + i) % vocab_);
+      targets[i] = static_cast<int>(random::bits(5, 1, count_ + i) % vocab_);
+    }
+    count_ += 64;
+  }
+
+ private:
+  int vocab_;
+  std::uint64_t count_ = 0;
+};
+
+struct Setup {
+  explicit Setup(const config::ResolvedDeck& d)
+      : deck(d),
+        model(model::make_model<float>(deck.config.model, static_cast<int>(deck.plan.local_sequences), deck.plan.seq_len)),
+        optimizer((model::initialize(model->parameters(), 3), model->parameters()), deck.config),
+        step(*model, optimizer, deck, 1),
+        batches(deck.config.model.vocab_size) {}
+  config::ResolvedDeck deck;
+  std::unique_ptr<model::LanguageModel<float>> model;
+  optim::Optimizer<float> optimizer;
+  train::TrainStep<float> step;
+  RandomTokens batches;
+};
+
+}  // namespace
+
+TEST_CASE("a training step allocates no View after its first", "[train][step]") {
+  start_mpi();
+  const std::string family = GENERATE(as<std::string>{}, "golf", "gpt2");
+  const std::string precision = GENERATE(as<std::string>{}, "fp32", "bf16");
+  const double clip = GENERATE(0.0, 1.0);
+  INFO(family << " " << precision << " grad_clip_norm " << clip);
+  Setup s(tiny_deck(family, precision, clip));
+  REQUIRE(s.deck.plan.grad_accum_steps == 2);
+  const ExecSpace exec;
+  s.step.run(exec, 0, 0.0, s.batches, false);
+  REQUIRE(profile::track_memory(true));
+  const train::StepMetrics m = s.step.run(exec, 1, 0.0, s.batches, false);
+  s.step.run(exec, 2, 0.0, s.batches, true);
+  const long long allocations = profile::allocation_count();
+  profile::track_memory(false);
+  CHECK(allocations == 0);
+  CHECK(std::isfinite(m.loss));
+  CHECK(m.grad_norm > 0);
+
+  // The counter does see allocations: one View made while tracking is one allocation.
+  REQUIRE(profile::track_memory(true));
+  { const Vector<float> made("kgpt::test::made", 100); }
+  CHECK(profile::allocation_count() == 1);
+  profile::track_memory(false);
+}
+
+TEST_CASE("the profile puts a step's time under its phases and ops", "[train][step][profile]") {
+  start_mpi();
+  Setup s(tiny_deck("golf", "fp32", 0.0));
+  const ExecSpace exec;
+  s.step.run(exec, 0, 0.0, s.batches, false);
+  profile::enable(true);
+  const train::StepMetrics m = s.step.run(exec, 1, 0.0, s.batches, true);
+  const std::vector<profile::Entry> entries = profile::entries();
+  profile::enable(false);
+
+  double total = 0;
+  std::vector<std::string> phases;
+  for (const auto& e : entries) {
+    total += e.seconds;
+    if (std::find(phases.begin(), phases.end(), e.phase) == phases.end()) phases.push_back(e.phase);
+  }
+  // Phases appear in the order the step runs them.
+  const std::vector<std::string> expected = {"step start", "forward", "backward", "averaging", "optimizer"};
+  CHECK(phases == expected);
+  CHECK(total > 0);
+  CHECK(total <= m.seconds);
+  const auto find = [&](const std::string& phase, const std::string& name) -> const profile::Entry* {
+    for (const auto& e : entries) {
+      if (e.phase == phase && e.name == name) return &e;
+    }
+    return nullptr;
+  };
+  // 2 layers x 2 micro-steps; the GEMM attention's own products count towards its Region.
+  const profile::Entry* attention = find("forward", "attention (gemm) forward");
+  REQUIRE(attention != nullptr);
+  CHECK(attention->calls == 4);
+  CHECK(find("backward", "attention (gemm) backward") != nullptr);
+  CHECK(find("forward", "kgpt::cross_entropy::forward") != nullptr);
+  CHECK(find("forward", "kgpt::cross_entropy::forward")->calls == 2);
+  // The fused QKV product of each layer: 4 calls of (4 x 16 rows, 32) by (32 + 2 x 2 x 8, 32)^T.
+  const profile::Entry* qkv = find("forward", "gemm 64x64x32 NT fp32->fp32");
+  REQUIRE(qkv != nullptr);
+  CHECK(qkv->calls == 4);
+  bool optimizer_gemm = false;
+  for (const auto& e : entries) optimizer_gemm |= e.phase == "optimizer" && e.name.rfind("gemm", 0) == 0;
+  CHECK(optimizer_gemm);  // Newton-Schulz
+
+  // Off again: nothing more is recorded.
+  s.step.run(exec, 2, 0.0, s.batches, false);
+  CHECK(profile::entries().empty());
+}
