@@ -1,11 +1,15 @@
 // kgpt bench: how fast a deck's training step runs here, against this machine's sgemm rate.
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "commands.hpp"
+#include "core/error.hpp"
 #include "core/kokkos_compat.hpp"
-#include "model/gemm.hpp"
+#include "core/profile.hpp"
 #include "parallel/world.hpp"
 #include "train/bench.hpp"
 
@@ -14,25 +18,77 @@ namespace kgpt::app {
 const CommandSpec& bench_spec() {
   static const CommandSpec spec{
       "bench",
-      "DECK [--set section.key=value]... [--steps N] [--warmup N] [--gemm-size N]",
+      "DECK [--set section.key=value]... [--steps N] [--warmup N] [--gemm-size N] [--profile [--profile-steps N]]",
       "measure a deck's training speed against this machine's sgemm",
       "Builds the deck's model and runs the optimizer step `kgpt train` runs (every micro-step's\n"
       "forward and backward, gradient averaging, clipping, the schedule, the optimizer) on synthetic\n"
       "tokens, and prints tokens/s, ms/step and its forward, backward and optimizer parts (each phase\n"
       "fenced), the model's FLOP/s (6N + 12 L H D T FLOPs per token), the FLOP/s of an fp32 GEMM\n"
-      "measured in the same run, their ratio, and the process's peak resident memory. Reads no data\n"
-      "files. Under mpiexec or srun every rank runs its share of the batch and rank 0 prints. Set\n"
-      "OPENBLAS_NUM_THREADS to the cores the run may use.",
+      "measured in the same run, their ratio, the process's peak resident memory, the high-water\n"
+      "mark of kgpt's own arrays in the model's memory space (the GPU on a CUDA build) and, on a GPU,\n"
+      "the device memory in use. Reads no data files. Under mpiexec or srun every rank runs its\n"
+      "share of the batch and rank 0 prints. Set OPENBLAS_NUM_THREADS to the cores the run may use.\n"
+      "\n"
+      "--profile then runs more steps with every kernel, GEMM, attention call and the gradient\n"
+      "averaging fenced and timed, and prints per phase (forward, backward, optimizer, ...) each op's\n"
+      "calls and milliseconds per step and its share of the step. Fencing serialises the GPU, so the\n"
+      "profiled step is slower than the timed one: the table says where time goes. It cannot run\n"
+      "while a Kokkos Tools library (KOKKOS_TOOLS_LIBS) is loaded.",
       {
           {"set", "section.key=value", "override a deck key (repeatable)"},
           {"steps", "N", "timed optimizer steps (default 5)"},
-          {"warmup", "N", "untimed steps first (default 2)"},
+          {"warmup", "N", "untimed steps first, at least 1: the first makes the GEMM plans and attention graphs (default 2)"},
           {"gemm-size", "N", "side of the square sgemm that sets the reference rate (default 1024)"},
+          {"profile", "", "after the timed steps, print where a step's time goes, op by op"},
+          {"profile-steps", "N", "steps the profile averages over (default 3)"},
       },
       1,
       1};
   return spec;
 }
+
+namespace {
+
+// Per phase in the order phases ran, ops by time: calls and ms per step and the share of the step.
+void print_profile(std::ostream& out, const train::BenchResult& r, int steps) {
+  std::vector<std::string> phases;
+  for (const auto& e : r.profile) {
+    if (std::find(phases.begin(), phases.end(), e.phase) == phases.end()) phases.push_back(e.phase);
+  }
+  char line[512];
+  std::snprintf(line, sizeof(line), "profile steps:%d profiled_step_ms:%.2f (every op fenced; unprofiled step_ms:%.2f)\n",
+                steps, r.profiled_step_ms, r.step_ms);
+  out << line;
+  std::snprintf(line, sizeof(line), "%-12s %-64s %10s %10s %6s\n", "phase", "op", "calls/step", "ms/step", "%");
+  out << line;
+  double attributed_ms = 0;
+  for (const std::string& phase : phases) {
+    std::vector<profile::Entry> rows;
+    double phase_ms = 0;
+    for (const auto& e : r.profile) {
+      if (e.phase != phase) continue;
+      rows.push_back(e);
+      phase_ms += e.seconds * 1e3 / steps;
+    }
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
+    for (const auto& e : rows) {
+      const double ms = e.seconds * 1e3 / steps;
+      std::snprintf(line, sizeof(line), "%-12s %-64s %10.1f %10.3f %6.2f\n", phase.c_str(), e.name.c_str(),
+                    static_cast<double>(e.calls) / steps, ms, 100.0 * ms / r.profiled_step_ms);
+      out << line;
+    }
+    std::snprintf(line, sizeof(line), "%-12s %-64s %10s %10.3f %6.2f\n", phase.c_str(), "(phase total)", "", phase_ms,
+                  100.0 * phase_ms / r.profiled_step_ms);
+    out << line;
+    attributed_ms += phase_ms;
+  }
+  const double other_ms = r.profiled_step_ms - attributed_ms;
+  std::snprintf(line, sizeof(line), "%-12s %-64s %10s %10.3f %6.2f\n", "-", "(outside ops: copies, host work, launches)",
+                "", other_ms, 100.0 * other_ms / r.profiled_step_ms);
+  out << line;
+}
+
+}  // namespace
 
 int run_bench(const ParsedArgs& args) {
   config::ResolvedDeck deck;
@@ -40,8 +96,18 @@ int run_bench(const ParsedArgs& args) {
   parallel::agreed([&] {
     deck = load_deck_from_args(args, parallel::world().size);
     options.steps = static_cast<int>(int_option(args, "steps", options.steps, 1, 100000));
-    options.warmup_steps = static_cast<int>(int_option(args, "warmup", options.warmup_steps, 0, 100000));
+    options.warmup_steps = static_cast<int>(int_option(args, "warmup", options.warmup_steps, 1, 100000));
     options.gemm_size = static_cast<int>(int_option(args, "gemm-size", options.gemm_size, 64, 16384));
+    if (args.has("profile-steps") && !args.has("profile")) {
+      throw InputError("--profile-steps: only meaningful with --profile");
+    }
+    if (args.has("profile")) {
+      options.profile_steps = static_cast<int>(int_option(args, "profile-steps", 3, 1, 1000));
+      if (!profile::available()) {
+        throw InputError("--profile: a Kokkos Tools library (KOKKOS_TOOLS_LIBS) holds Kokkos's kernel callbacks; "
+                          "unset KOKKOS_TOOLS_LIBS or drop --profile");
+      }
+    }
   });
   const train::BenchResult r = train::run_bench(deck, options);
   if (parallel::world().rank != 0) return 0;
@@ -51,15 +117,20 @@ int run_bench(const ParsedArgs& args) {
                 "tok/s:%.0f step_ms:%.1f forward_ms:%.1f backward_ms:%.1f optimizer_ms:%.1f flops_per_token:%.4g model_gflops:%.1f sgemm_gflops:%.1f ratio:%.2f "
                 "peak_rss_mb:%.0f\n",
                 deck.path.c_str(), config::name_of(deck.config.model.family), compat::enabled_backends().c_str(),
-                model::gemm_precision_name(model::gemm_precision(deck.config.model.precision)), r.attention,
+                config::name_of(deck.config.model.precision), r.attention,
                 deck.config.train.global_batch_tokens, deck.plan.local_sequences, deck.plan.seq_len,
                 deck.plan.grad_accum_steps, r.tokens_per_s, r.step_ms, r.forward_ms, r.backward_ms, r.optimizer_ms, r.flops_per_token, r.model_flops / 1e9,
                 r.sgemm_flops / 1e9, r.model_flops / r.sgemm_flops, r.peak_rss_bytes / (1024.0 * 1024.0));
   std::cout << line;
+  if (r.view_peak_bytes >= 0) {
+    std::snprintf(line, sizeof(line), "view_peak_mb:%.0f\n", r.view_peak_bytes / (1024.0 * 1024.0));
+    std::cout << line;
+  }
   if (r.device_used_bytes >= 0) {
     std::snprintf(line, sizeof(line), "device_mem_used_mb:%.0f\n", r.device_used_bytes / (1024.0 * 1024.0));
     std::cout << line;
   }
+  if (options.profile_steps > 0) print_profile(std::cout, r, options.profile_steps);
   return 0;
 }
 

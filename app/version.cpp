@@ -14,7 +14,8 @@ std::string version_text() {
       << "MPI: " << v.mpi << " (MPI " << v.mpi_standard << ")\n"
       << "HDF5 " << v.hdf5 << "\n"
       << "yaml-cpp " << v.yaml_cpp << "\n"
-      << "NCCL: " << v.nccl << (v.nccl.rfind("none", 0) == 0 ? "; gradients are averaged with MPI" : "") << "\n";
+      << "NCCL: " << v.nccl << (v.nccl.rfind("none", 0) == 0 ? "; gradients are averaged with MPI" : "") << "\n"
+      << "cuDNN: " << v.cudnn << "\n";
   return out.str();
 }
 

@@ -8,6 +8,9 @@
 #ifdef KGPT_HAVE_NCCL
 #include <nccl.h>
 #endif
+#ifdef KGPT_HAVE_CUDNN
+#include <cudnn.h>
+#endif
 
 namespace kgpt {
 
@@ -46,6 +49,20 @@ std::string nccl_version() {
 #endif
 }
 
+std::string cudnn_version() {
+#ifdef KGPT_HAVE_CUDNN
+  // cuDNN 9 numbers versions major * 10000 + minor * 100 + patch.
+  const auto text = [](std::size_t code) {
+    return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." + std::to_string(code % 100);
+  };
+  return text(cudnnGetVersion()) + " (built against " + text(CUDNN_VERSION) + ")";
+#elif defined(KGPT_HAVE_NCCL)
+  return "none (built without cuDNN; model.attention: cudnn is unavailable)";
+#else
+  return "none (CPU build)";
+#endif
+}
+
 Versions query() {
   Versions v;
   v.kgpt = build_info::version();
@@ -58,6 +75,7 @@ Versions query() {
   v.mpi_standard = mpi_standard();
   v.hdf5 = hdf5_version();
   v.yaml_cpp = build_info::yaml_cpp_version();
+  v.cudnn = cudnn_version();
   v.nccl = nccl_version();
   return v;
 }

@@ -14,6 +14,7 @@ struct Versions {
   std::string mpi;           // the library: "Open MPI v4.1.4"
   std::string mpi_standard;  // "3.1"
   std::string nccl;  // "2.27.3", or "none (CPU build)"
+  std::string cudnn;  // the loaded cuDNN's "9.19.0" and the one compiled against, or "none (...)"
 };
 
 // Queried once; MPI's version may be asked before MPI_Init.

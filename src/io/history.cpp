@@ -68,6 +68,7 @@ void write_metadata(Hdf5File& file, const RunMetadata& metadata) {
       {"mpi_version", v.mpi},
       {"hdf5_version", v.hdf5},
       {"nccl_version", v.nccl},
+      {"cudnn_version", v.cudnn},
       {"slurm_job_id", environment("SLURM_JOB_ID")},
       {"slurm_array_job_id", environment("SLURM_ARRAY_JOB_ID")},
       {"slurm_array_task_id", environment("SLURM_ARRAY_TASK_ID")},

@@ -56,7 +56,7 @@ TEST_CASE("kgpt --help, help for every subcommand, and --version", "[app]") {
   const auto version = run_kgpt({"--version"});
   CHECK(version.exit_code == 0);
   CHECK(version.out.rfind("kgpt 0.1.0 (git ", 0) == 0);
-  for (const char* part : {"Kokkos ", "backends: ", "Kokkos Kernels ", "MPI: ", "HDF5 1.", "yaml-cpp ", "NCCL: "}) {
+  for (const char* part : {"Kokkos ", "backends: ", "Kokkos Kernels ", "MPI: ", "HDF5 1.", "yaml-cpp ", "NCCL: ", "cuDNN: "}) {
     INFO(part);
     CHECK(version.out.find(part) != std::string::npos);
   }
@@ -155,12 +155,29 @@ TEST_CASE("kgpt prepare, check and train on real shards", "[app]") {
   CHECK(read_file(run_dir + "/deck.yaml") == resolved);
 
   // bench runs the deck's model on synthetic tokens and prints figures (never judged by speed).
-  const auto bench = run_kgpt({"bench", dir.file("small.yaml"), "--steps", "1", "--warmup", "0", "--gemm-size", "64"});
+  const auto bench = run_kgpt({"bench", dir.file("small.yaml"), "--steps", "1", "--warmup", "1", "--gemm-size", "64"});
   INFO(bench.err);
   CHECK(bench.exit_code == 0);
-  for (const char* field : {"tok/s:", "step_ms:", "model_gflops:", "sgemm_gflops:", "ratio:", "peak_rss_mb:"}) {
+  for (const char* field : {"tok/s:", "step_ms:", "model_gflops:", "sgemm_gflops:", "ratio:", "peak_rss_mb:", "view_peak_mb:"}) {
     CHECK(bench.out.find(field) != std::string::npos);
   }
+  CHECK(bench.out.find("profile steps:") == std::string::npos);
+  // --profile adds the table: one row per op under each phase, the phases' totals, the rest.
+  const auto profiled = run_kgpt({"bench", dir.file("small.yaml"), "--steps", "1", "--warmup", "1", "--gemm-size", "64",
+                                  "--profile", "--profile-steps", "2"});
+  INFO(profiled.out << profiled.err);
+  CHECK(profiled.exit_code == 0);
+  for (const char* row : {"profile steps:2 profiled_step_ms:", "forward      kgpt::cross_entropy::forward",
+                          "backward     attention (gemm) backward", "optimizer    (phase total)",
+                          "(outside ops: copies, host work, launches)"}) {
+    CHECK(profiled.out.find(row) != std::string::npos);
+  }
+  const auto lone = run_kgpt({"bench", dir.file("small.yaml"), "--profile-steps", "2"});
+  CHECK(lone.exit_code == 2);
+  CHECK(lone.err.find("--profile-steps: only meaningful with --profile") != std::string::npos);
+  const auto no_warmup = run_kgpt({"bench", dir.file("small.yaml"), "--warmup", "0"});
+  CHECK(no_warmup.exit_code == 2);
+  CHECK(no_warmup.err.find("--warmup") != std::string::npos);
 
   // The resolved deck is itself a valid deck with the same values.
   const auto recheck = run_kgpt({"check", run_dir + "/deck.yaml"});
