@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Per-step train loss of two runs of the same deck (history.h5 /train/loss), e.g. a CPU run and a
-CUDA run: prints both values and their relative difference for every step, then the largest.
+CUDA run: prints both values and their relative difference for every step, the largest, and whether
+it is within the pair's tolerance.
 
-  python3 bench/device/compare_losses.py CPU_RUNS CUDA_RUNS NAME[:CUDA_NAME]...
+  python3 bench/device/compare_losses.py CPU_RUNS CUDA_RUNS NAME[:CUDA_NAME][@TOLERANCE]...
 
 NAME is the run folder under both roots; NAME:CUDA_NAME compares CPU_RUNS/NAME with CUDA_RUNS/CUDA_NAME.
+TOLERANCE is the largest relative difference that passes (default 1e-5, the fp32 agreement); a
+tolerance of 0 prints the differences without judging them. Exits 1 when a judged pair is outside.
 """
 import sys
 
@@ -18,22 +21,29 @@ def losses(path):
 
 
 def main():
-    cpu_root, cuda_root, names = sys.argv[1], sys.argv[2], sys.argv[3:]
-    worst_all = 0.0  # over the fp32 runs (names without ":")
-    for pair in names:
-        cpu_name, _, cuda_name = pair.partition(":")
-        name = cuda_name or cpu_name
+    cpu_root, cuda_root, pairs = sys.argv[1], sys.argv[2], sys.argv[3:]
+    failed = False
+    for pair in pairs:
+        names, _, tolerance = pair.partition("@")
+        tolerance = float(tolerance) if tolerance else 1e-5
+        cpu_name, _, cuda_name = names.partition(":")
+        cuda_name = cuda_name or cpu_name
         steps, cpu = losses(f"{cpu_root}/{cpu_name}/history.h5")
-        _, cuda = losses(f"{cuda_root}/{name}/history.h5")
+        _, cuda = losses(f"{cuda_root}/{cuda_name}/history.h5")
         n = min(len(cpu), len(cuda))
         rel = np.abs(cuda[:n] - cpu[:n]) / np.abs(cpu[:n])
         for s, a, b, r in zip(steps[:n], cpu[:n], cuda[:n], rel):
-            print(f"{name} step {int(s):2d}  cpu {a:.7f}  cuda {b:.7f}  rel {r:.2e}")
-        print(f"{name}: {n} steps, max relative difference {rel.max():.2e}")
-        if not cuda_name:
-            worst_all = max(worst_all, float(rel.max()))
-    print(f"loss agreement (fp32 runs): max relative difference {worst_all:.2e} ({'within' if worst_all < 1e-4 else 'above'} 1e-4)")
+            print(f"{cpu_name} vs {cuda_name} step {int(s):2d}  cpu {a:.7f}  cuda {b:.7f}  rel {r:.2e}")
+        worst = float(rel.max())
+        if tolerance > 0:
+            verdict = "within" if worst <= tolerance and n == len(cpu) else "OUTSIDE"
+            failed |= verdict != "within"
+            verdict = f"{verdict} {tolerance:.0e}"
+        else:
+            verdict = "for scale"
+        print(f"loss agreement cpu {cpu_name} vs cuda {cuda_name}: {n} steps, max relative difference {worst:.2e} ({verdict})")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

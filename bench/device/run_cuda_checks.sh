@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Checks of a CUDA build of kgpt on a GPU machine that has the CUDA toolkit and PyTorch but none of
-# kgpt's Debian libraries: the unit tests, 10 training steps compared with a CPU run of the same
-# deck, and `kgpt bench` next to bench/torch_reference.py. Logs go to $OUT (default /tmp/kgpt-cuda).
+# Checks of a CUDA build of kgpt on a GPU machine that has the CUDA toolkit, cuDNN and PyTorch but
+# none of kgpt's Debian libraries: the unit tests, 10 training steps compared with CPU runs of the
+# same deck, `kgpt bench --profile` and bench/torch_reference.py on the same GPU in the same run.
+# Logs go to $OUT (default /tmp/kgpt-cuda).
 #
 #   tar -xJf PAYLOAD_DIR/payload.tar.xz -C / && bash bench/device/run_cuda_checks.sh PAYLOAD_DIR [tests] [train] [bench] [torch]
 #
-# PAYLOAD_DIR holds payload.tar.xz, unpacked at / first: the kgpt tree and its build-cuda folder at the
-# paths they were built in (RPATHs and the test executables' compiled-in paths then hold), the
-# Kokkos and Kokkos Kernels libraries, the Debian libraries (HDF5, yaml-cpp, Open MPI and their
-# dependencies) unpacked under a prefix, data/tiny_cpu and the CPU runs' history.h5 files.
-# payload.env names them: KGPT_TREE, KGPT_BUILD, KGPT_LIBROOT, KGPT_CPU_RUNS.
+# bench/device/make_payload.sh makes PAYLOAD_DIR: the kgpt tree and its CUDA executables at the
+# paths they were built in, the Debian libraries they load under a prefix of their own, data/tiny_cpu
+# and the CPU runs' history.h5 files; payload.env names them: KGPT_TREE, KGPT_BUILD, KGPT_LIBROOT,
+# KGPT_CPU_RUNS. cuDNN comes from the machine: the toolkit's folders, or PyTorch's nvidia-cudnn wheel.
 set -uo pipefail
 payload=$(cd "${1:?payload folder}" && pwd)
 shift
@@ -27,8 +27,11 @@ here=$(pwd)
 
 # Libraries: Debian's (unpacked under KGPT_LIBROOT), then the GPU machine's CUDA, cuBLAS and NCCL.
 lib=$KGPT_LIBROOT/usr/lib/x86_64-linux-gnu
-nccl_dir=$(dirname "$(find /usr/local/cuda*/ /opt /usr/lib -name 'libnccl.so.2' 2>/dev/null | head -n 1)")
-export LD_LIBRARY_PATH=$lib:$lib/hdf5/serial:$lib/openmpi/lib:/usr/local/cuda/lib64:$nccl_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+found_dir() { dirname "$(find /usr/local/cuda*/ /usr/lib /usr/local/lib /opt /root -name "$1" 2>/dev/null | head -n 1)"; }
+nccl_dir=$(found_dir 'libnccl.so.2')
+cudnn_dir=$(found_dir 'libcudnn.so.9')
+nvrtc_dir=$(found_dir 'libnvrtc.so.1[23]')
+export LD_LIBRARY_PATH=$lib:$lib/hdf5/serial:$lib/openmpi/lib:/usr/local/cuda/lib64:$nccl_dir:$cudnn_dir:$nvrtc_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # Open MPI unpacked away from /usr: one rank without mpiexec (singleton), components from the prefix.
 export OPAL_PREFIX=$KGPT_LIBROOT/usr OMPI_MCA_ess_singleton_isolated=1
 export OMPI_MCA_mca_base_component_path=$lib/openmpi/lib/openmpi3 OMPI_MCA_mca_base_component_show_load_errors=0
@@ -37,7 +40,7 @@ export PYTHONUNBUFFERED=1
 kgpt=$KGPT_BUILD/kgpt
 
 say "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)"
-say "nccl: $nccl_dir"
+say "nccl: $nccl_dir cudnn: $cudnn_dir"
 "$kgpt" --version 2>&1 | tee -a "$summary"
 missing=$(ldd "$kgpt" | grep 'not found')
 [ -n "$missing" ] && say "missing libraries: $missing"
@@ -70,28 +73,37 @@ if wants train; then
   say "train golf: exit $?"
   timeout 300 "$kgpt" train inputs/tiny_cpu.yaml "${common[@]}" "${gpt2[@]}" --run-dir /tmp/kgpt_runs/gpt2 >> "$out/train.log" 2>&1
   say "train gpt2: exit $?"
-  # The same decks with bf16 GEMM inputs: compared with the fp32 CPU runs for scale, not for equality.
+  # The same decks with bf16 activations (cuDNN attention where built): compared with the CPU build's
+  # bf16 path (same roundings, other summation orders) and, for scale, with the fp32 runs.
   bf16=(--set train.precision=bf16)
   timeout 300 "$kgpt" train inputs/tiny_cpu.yaml "${common[@]}" "${bf16[@]}" --run-dir /tmp/kgpt_runs/golf_bf16 >> "$out/train.log" 2>&1
   say "train golf bf16: exit $?"
   timeout 300 "$kgpt" train inputs/tiny_cpu.yaml "${common[@]}" "${gpt2[@]}" "${bf16[@]}" --run-dir /tmp/kgpt_runs/gpt2_bf16 >> "$out/train.log" 2>&1
   say "train gpt2 bf16: exit $?"
-  python3 "$KGPT_TREE/bench/device/compare_losses.py" "$KGPT_CPU_RUNS" /tmp/kgpt_runs golf gpt2 golf:golf_bf16 gpt2:gpt2_bf16 2>&1 | tee -a "$summary"
+  python3 "$KGPT_TREE/bench/device/compare_losses.py" "$KGPT_CPU_RUNS" /tmp/kgpt_runs golf@1e-5 gpt2@1e-5 \
+    golf_bf16@2e-2 gpt2_bf16@2e-2 golf:golf_bf16@0 gpt2:gpt2_bf16@0 > "$out/compare_losses.txt" 2>&1
+  say "compare_losses: exit $?"
+  grep 'loss agreement' "$out/compare_losses.txt" | tee -a "$summary"
   (cd /tmp/kgpt_runs && tar -czf "$out/cuda_runs.tar.gz" */log.txt */history.h5)
   cd "$here"
 fi
 
 if wants bench; then
-  say "== kgpt bench"
+  say "== kgpt bench (bf16 with the attention auto picks, and the profile; then bf16 gemm attention and fp32)"
   cd "$KGPT_TREE"
-  for precision in bf16 fp32; do
-    for attention in fused gemm; do
-      options=(--set train.precision=$precision --set model.attention=$attention)
-      timeout 150 "$kgpt" bench inputs/golf_8xh100.yaml "${options[@]}" --steps 3 --warmup 1 \
-        2>&1 | tee -a "$out/bench.log" | tee -a "$summary"
-      timeout 120 "$kgpt" bench inputs/gpt2_124m_bench.yaml --set train.seq_len=1024 --set train.global_batch_tokens=16384 \
-        "${options[@]}" --steps 10 --warmup 3 2>&1 | tee -a "$out/bench.log" | tee -a "$summary"
+  golf=(inputs/golf_8xh100.yaml)
+  gpt2=(inputs/gpt2_124m_bench.yaml --set train.seq_len=1024 --set train.global_batch_tokens=16384)
+  for deck in golf gpt2; do
+    declare -n args=$deck
+    timeout 200 "$kgpt" bench "${args[@]}" --set train.precision=bf16 --steps 5 --warmup 2 --profile \
+      > "$out/bench_${deck}_bf16_profile.txt" 2>&1
+    say "bench $deck bf16 --profile: exit $?"
+    grep -E '^(bench|tok/s|view_peak|device_mem|profile)' "$out/bench_${deck}_bf16_profile.txt" | tee -a "$summary"
+    for options in "--set train.precision=bf16 --set model.attention=gemm" "--set train.precision=fp32"; do
+      # shellcheck disable=SC2086
+      timeout 150 "$kgpt" bench "${args[@]}" $options --steps 3 --warmup 1 2>&1 | tee -a "$out/bench.log" | tee -a "$summary"
     done
+    unset -n args
   done
   cd "$here"
 fi
