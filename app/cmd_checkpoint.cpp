@@ -1,4 +1,5 @@
-// kgpt eval and kgpt sample: a checkpoint's val loss, and text generated from it.
+// kgpt eval, kgpt sample and kgpt export: a checkpoint's (or artifact's) val loss, text generated
+// from it, and its compressed artifact.
 
 #include <cstdio>
 #include <iostream>
@@ -13,13 +14,15 @@ namespace kgpt::app {
 const CommandSpec& eval_spec() {
   static const CommandSpec spec{
       "eval",
-      "CKPT [--set section.key=value]...",
-      "val loss and val_bpb of a checkpoint",
-      "Rebuilds the model from the resolved deck stored in the checkpoint, loads it (checking its\n"
-      "checksum, names and shapes) and evaluates it on the deck's val split (data.val_files,\n"
-      "train.val_tokens; --set changes them). Under mpiexec or srun every rank takes a share of the\n"
-      "val sequences; the result does not depend on the number of ranks. Prints one line:\n"
-      "  checkpoint:PATH step:S val_loss:L val_bpb:B val_tokens:N",
+      "CKPT|ARTIFACT [--set section.key=value]...",
+      "val loss and val_bpb of a checkpoint or an exported artifact",
+      "Rebuilds the model from the resolved deck stored in the checkpoint (or artifact), loads it\n"
+      "(checking its checksum, names and shapes) and evaluates it on the deck's val split\n"
+      "(data.val_files, train.val_tokens; --set changes them). Under mpiexec or srun every rank takes a\n"
+      "share of the val sequences; the result does not depend on the number of ranks. Prints one line:\n"
+      "  checkpoint:PATH step:S val_loss:L val_bpb:B val_tokens:N\n"
+      "(artifact:PATH ... for an artifact: the round-trip figures, which are also added to the\n"
+      "artifact.yaml of the run it was exported from).",
       {{"set", "section.key=value", "override a key of the checkpoint's deck (repeatable)"}},
       1,
       1};
@@ -38,7 +41,11 @@ int run_eval(const ParsedArgs& args) {
     char line[256];
     std::snprintf(line, sizeof(line), " step:%lld val_loss:%.6f val_bpb:%.6f val_tokens:%zu",
                   static_cast<long long>(result.step), result.loss, result.bpb, result.tokens);
-    std::cout << "checkpoint:" << path << line << std::endl;
+    std::cout << (result.artifact ? "artifact:" : "checkpoint:") << path << line << std::endl;
+    if (result.artifact) {
+      const std::string record = train::record_artifact_evaluation(path, result);
+      if (!record.empty()) std::cout << "recorded in " << record << std::endl;
+    }
   }
   return 0;
 }
@@ -46,14 +53,16 @@ int run_eval(const ParsedArgs& args) {
 const CommandSpec& sample_spec() {
   static const CommandSpec spec{
       "sample",
-      "CKPT [--prompt TEXT] [--max-new-tokens N] [--temperature T] [--top-k K] [--seed S]",
-      "generate text from a checkpoint",
-      "Rebuilds the model from the checkpoint and continues TEXT one byte-token at a time, printing\n"
-      "the prompt and then each new piece of text as it comes. Sampling draws from the softmax of\n"
-      "the logits divided by T over the K most likely tokens (T = 0: always the most likely one);\n"
-      "the same seed gives the same text. Stops after N new tokens or at the end of a document.\n"
-      "Byte-tokenizer models only.",
+      "CKPT|ARTIFACT [--prompt TEXT] [--max-new-tokens N] [--temperature T] [--top-k K] [--seed S]",
+      "generate text from a checkpoint or an exported artifact",
+      "Rebuilds the model from the checkpoint (or artifact) and continues TEXT one token at a time,\n"
+      "printing the prompt and then each new piece of text as it comes. Sampling draws from the\n"
+      "softmax of the logits divided by T over the K most likely tokens (T = 0: always the most likely\n"
+      "one); the same seed gives the same text. Stops after N new tokens or at the end of a document.\n"
+      "Byte-tokenizer models read and write bytes; SentencePiece models encode the prompt and decode\n"
+      "the output with the deck's data.vocab_file, which must then be the .model (--set changes it).",
       {
+          {"set", "section.key=value", "override a key of the checkpoint's deck (repeatable)"},
           {"prompt", "TEXT", "text to continue (default: none, a new document)"},
           {"max-new-tokens", "N", "tokens to generate at most (default 200)"},
           {"temperature", "T", "softmax temperature, >= 0 (default 1)"},
@@ -74,10 +83,55 @@ int run_sample(const ParsedArgs& args) {
   if (!(options.temperature >= 0)) throw InputError("--temperature: must be >= 0");
   options.top_k = static_cast<int>(int_option(args, "top-k", options.top_k, 0, 1 << 20));
   options.seed = static_cast<std::uint64_t>(int_option(args, "seed", 1, 0, 1LL << 62));
-  const config::ResolvedDeck deck = train::checkpoint_deck(path, {}, 1);
+  const config::ResolvedDeck deck = train::checkpoint_deck(path, args.all("set"), 1);
   std::cout << options.prompt << std::flush;
   train::sample_checkpoint(deck, path, options, [](const std::string& piece) { std::cout << piece << std::flush; });
   std::cout << std::endl;
+  return 0;
+}
+
+const CommandSpec& export_spec() {
+  static const CommandSpec spec{
+      "export",
+      "CKPT --out FILE [--keep-float-max N]",
+      "compress a checkpoint into an int8 + zlib model artifact",
+      "Writes the checkpoint's weights as parameter-golf scores a model: 2-D tensors of more than\n"
+      "65,536 elements as int8 per row (clip at the 99.99984th percentile of |w|, fp16 row scales),\n"
+      "larger tensors of other ranks as int8 with one scale, smaller tensors in fp16 (the control\n"
+      "tensors attn_scale, mlp_scale, resid_mix, q_gain, skip_weights in fp32), all compressed with\n"
+      "zlib at level 9; the checkpoint's deck travels inside. Prints the artifact's bytes and every\n"
+      "tensor's storage and round-trip error. `kgpt eval FILE` gives the round-trip val_loss and\n"
+      "val_bpb, and `kgpt sample FILE` and `kgpt inspect FILE` work as on checkpoints. A checkpoint\n"
+      "in a run directory also gets <run>/artifact.yaml, read by postprocess/summarize.py.",
+      {
+          {"out", "FILE", "the artifact to write (replaced atomically if it exists)"},
+          {"keep-float-max", "N", "tensors of at most N elements stay in fp16/fp32 (default 65536)"},
+      },
+      1,
+      1};
+  return spec;
+}
+
+int run_export(const ParsedArgs& args) {
+  const std::string path = args.positional().at(0);
+  if (!args.has("out")) throw InputError("export: --out FILE names the artifact to write");
+  const auto keep = static_cast<std::size_t>(int_option(args, "keep-float-max", 65536, 0, 1LL << 40));
+  const train::ExportSummary s = train::export_checkpoint(path, args.get("out"), keep);
+  char line[512];
+  for (const auto& t : s.tensors) {
+    std::string shape = "(";
+    for (std::size_t i = 0; i < t.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(t.shape[i]);
+    shape += ")";
+    std::snprintf(line, sizeof(line), "  %-32s %-14s %-15s max|w|:%.4g max_error:%.3g rms_error:%.3g\n", t.name.c_str(),
+                  shape.c_str(), t.storage.c_str(), t.max_abs, t.max_error, t.rms_error);
+    std::cout << line;
+  }
+  std::snprintf(line, sizeof(line),
+                "artifact:%s step:%lld bytes:%zu float32_bytes:%zu ratio:%.3f payload_bytes:%zu tensors:%zu\n",
+                args.get("out").c_str(), static_cast<long long>(s.step), s.bytes, s.float32_bytes,
+                static_cast<double>(s.bytes) / static_cast<double>(s.float32_bytes), s.payload_bytes, s.tensors.size());
+  std::cout << line;
+  if (!s.record.empty()) std::cout << "recorded in " << s.record << "\n";
   return 0;
 }
 

@@ -1,14 +1,16 @@
-// kgpt inspect: what a checkpoint or a history file holds, in a few lines.
+// kgpt inspect: what a checkpoint, an exported artifact or a history file holds, in a few lines.
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <numeric>
 
 #include "commands.hpp"
 #include "core/error.hpp"
 #include "io/hdf5_file.hpp"
+#include "train/artifact.hpp"
 
 namespace kgpt::app {
 
@@ -71,6 +73,33 @@ void inspect_checkpoint(const io::Hdf5File& file) {
   }
 }
 
+void inspect_artifact(const std::string& path) {
+  const train::Artifact artifact = train::read_artifact(path);
+  std::size_t bytes = 0;
+  {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    bytes = static_cast<std::size_t>(in.tellg());
+  }
+  std::cout << path << ": kgpt artifact (int8 + zlib)\n"
+            << "  step: " << artifact.step << "\n"
+            << "  bytes: " << bytes << "\n";
+  for (const auto& [key, value] : artifact.metadata) {
+    if (!value.empty()) std::cout << "  " << key << ": " << value << "\n";
+  }
+  std::size_t count = 0, stored = 0;
+  std::cout << "  tensors: " << artifact.tensors.size() << "\n";
+  for (const auto& t : artifact.tensors) {
+    const auto values = t.dequantized();
+    const double norm = std::sqrt(std::inner_product(values.begin(), values.end(), values.begin(), 0.0));
+    count += values.size();
+    stored += t.stored_bytes();
+    std::cout << "    " << t.name << " " << shape_text(t.shape) << " " << train::storage_name(t.storage)
+              << " norm:" << number(norm) << "\n";
+  }
+  std::cout << "  parameters: " << count << "\n"
+            << "  stored bytes before compression: " << stored << " (" << count * 4 << " in fp32)\n";
+}
+
 void inspect_history(const io::Hdf5File& file) {
   std::cout << file.path() << ": kgpt history\n";
   print_metadata(file);
@@ -105,10 +134,12 @@ const CommandSpec& inspect_spec() {
   static const CommandSpec spec{
       "inspect",
       "FILE",
-      "summarise a checkpoint or a history.h5",
+      "summarise a checkpoint, an exported artifact or a history.h5",
       "A checkpoint: its step, tokens, stream position, the versions and world size that wrote it,\n"
-      "every tensor with its shape, type and L2 norm, and the optimizer state it holds. A history:\n"
-      "its rows, last and best losses and tokens/s. Reads a history while its run goes on.",
+      "every tensor with its shape, type and L2 norm, and the optimizer state it holds. An artifact\n"
+      "(kgpt export): its step, size, origin, and every tensor with its storage and the L2 norm of\n"
+      "its dequantised values. A history: its rows, last and best losses and tokens/s. Reads a\n"
+      "history while its run goes on.",
       {},
       1,
       1};
@@ -116,6 +147,10 @@ const CommandSpec& inspect_spec() {
 }
 
 int run_inspect(const ParsedArgs& args) {
+  if (train::is_artifact_file(args.positional().at(0))) {
+    inspect_artifact(args.positional().at(0));
+    return 0;
+  }
   const io::Hdf5File file(args.positional().at(0), io::Hdf5File::Mode::read);
   if (file.contains("/params")) {
     inspect_checkpoint(file);

@@ -25,6 +25,9 @@ int run_prepare(const ParsedArgs& args);
 const CommandSpec& train_spec();
 int run_train(const ParsedArgs& args);
 
+const CommandSpec& tokenizer_spec();
+int run_tokenizer(const ParsedArgs& args);
+
 const CommandSpec& bench_spec();
 int run_bench(const ParsedArgs& args);
 
@@ -33,6 +36,9 @@ int run_eval(const ParsedArgs& args);
 
 const CommandSpec& sample_spec();
 int run_sample(const ParsedArgs& args);
+
+const CommandSpec& export_spec();
+int run_export(const ParsedArgs& args);
 
 const CommandSpec& inspect_spec();
 int run_inspect(const ParsedArgs& args);

@@ -18,10 +18,12 @@ const std::vector<Command>& commands() {
   static const std::vector<Command> all = {
       {train_spec(), run_train, true},
       {check_spec(), run_check},
+      {tokenizer_spec(), run_tokenizer},
       {prepare_spec(), run_prepare},
       {bench_spec(), run_bench, true},
       {eval_spec(), run_eval, true},
       {sample_spec(), run_sample},
+      {export_spec(), run_export},
       {inspect_spec(), run_inspect},
       {sweep_spec(), run_sweep},
   };

@@ -1,5 +1,6 @@
 # Finds every package kgpt builds against and gives each one target to link:
-#   Kokkos::kokkos, kgpt::kokkos_kernels, MPI::MPI_CXX, HDF5::HDF5, kgpt::yaml_cpp, and, in CUDA
+#   Kokkos::kokkos, kgpt::kokkos_kernels, MPI::MPI_CXX, HDF5::HDF5, kgpt::yaml_cpp,
+#   kgpt::sentencepiece, ZLIB::ZLIB, and, in CUDA
 #   builds, kgpt::nccl (CPU builds may add the library kgpt_nccl_transport, see KGPT_NCCL_TRANSPORT).
 #   Works with Debian 12's Trilinos packages and with upstream installs found through CMAKE_PREFIX_PATH.
 
@@ -54,6 +55,19 @@ if(TARGET yaml-cpp::yaml-cpp)
 else()
   target_link_libraries(kgpt_yaml_cpp INTERFACE yaml-cpp)
 endif()
+
+# SentencePiece (tokenizer training, encoding and decoding) through its pkg-config file, as Debian's
+# libsentencepiece-dev and upstream's `make install` ship it; zlib for model artifacts.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(KGPT_SENTENCEPIECE IMPORTED_TARGET sentencepiece)
+if(NOT KGPT_SENTENCEPIECE_FOUND)
+  message(FATAL_ERROR "SentencePiece was not found (pkg-config sentencepiece): install libsentencepiece-dev, "
+                      "or add the prefix of an install to PKG_CONFIG_PATH")
+endif()
+add_library(kgpt_sentencepiece INTERFACE)
+add_library(kgpt::sentencepiece ALIAS kgpt_sentencepiece)
+target_link_libraries(kgpt_sentencepiece INTERFACE PkgConfig::KGPT_SENTENCEPIECE)
+find_package(ZLIB REQUIRED)
 
 # CUDA and NCCL come together: on exactly when the Kokkos found was built with CUDA.
 if("CUDA" IN_LIST Kokkos_DEVICES)

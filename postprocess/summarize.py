@@ -7,13 +7,16 @@ Each RUN is a run directory, its history.h5, or a sweep folder written by `kgpt 
 that has a history, named <sweep>/<index>; the table then also has the point's index and one column
 per swept key, after run). Columns: run (directory name), family, steps and
 tokens (of the last train row), final train loss, final val loss, best val loss and its step, final
-and best val_bpb, and the median of tokens/s over the train rows. Numbers are the values stored in
+and best val_bpb, and the median of tokens/s over the train rows. When a run has an exported
+artifact (`kgpt export` writes <run>/artifact.yaml, `kgpt eval ARTIFACT` adds its round trip), the
+table also has artifact_bytes, artifact_step and roundtrip_val_bpb. Numbers are the values stored in
 the file, written in full (shortest round-trip form), so they compare equal to what h5py reads;
 an empty cell means the run has no such rows yet. Prints a Markdown table; --csv and --markdown
 also write it to files. Exit code 2 when a history file is missing or unreadable.
 """
 import argparse
 import math
+import os
 import sys
 
 import numpy as np
@@ -23,7 +26,28 @@ from plot_history import InputError, load_histories
 
 COLUMNS = ["run", "family", "steps", "tokens", "final_train_loss", "final_val_loss", "best_val_loss",
            "best_val_step", "final_val_bpb", "best_val_bpb", "median_tokens_per_s"]
-INT_COLUMNS = ["steps", "tokens", "best_val_step"]
+ARTIFACT_COLUMNS = ["artifact_bytes", "artifact_step", "roundtrip_val_loss", "roundtrip_val_bpb"]
+INT_COLUMNS = ["steps", "tokens", "best_val_step", "artifact_bytes", "artifact_step"]
+
+
+def artifact_record(run_dir):
+    """The flat 'key: value' fields of <run_dir>/artifact.yaml, or {} when there is none."""
+    path = os.path.join(run_dir, "artifact.yaml")
+    if not os.path.isfile(path):
+        return {}
+    fields = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("#") or ": " not in line:
+                    continue
+                key, value = line.rstrip("\n").split(": ", 1)
+                fields[key] = value
+        return {"artifact_bytes": int(fields["bytes"]), "artifact_step": int(fields["step"]),
+                "roundtrip_val_loss": float(fields["roundtrip_val_loss"]) if "roundtrip_val_loss" in fields else None,
+                "roundtrip_val_bpb": float(fields["roundtrip_val_bpb"]) if "roundtrip_val_bpb" in fields else None}
+    except (OSError, KeyError, ValueError) as error:
+        raise InputError(f"{path}: unreadable artifact record ({error})") from None
 
 
 def last(values):
@@ -38,7 +62,7 @@ def best(values):
 
 
 def summary_row(history):
-    return {**history.sweep_values, **metrics_row(history)}
+    return {**history.sweep_values, **metrics_row(history), **artifact_record(history.run_dir)}
 
 
 def metrics_row(history):
@@ -62,17 +86,19 @@ def metrics_row(history):
 
 
 def columns_for(histories):
-    """COLUMNS, with the swept keys of any sweep runs (index first) after run."""
+    """COLUMNS, with the swept keys of any sweep runs (index first) after run, and the artifact
+    columns when a run has an artifact record."""
     swept = []
     for history in histories:
         swept.extend(k for k in history.sweep_values if k not in swept)
-    return COLUMNS[:1] + swept + COLUMNS[1:]
+    artifacts = any(os.path.isfile(os.path.join(h.run_dir, "artifact.yaml")) for h in histories)
+    return COLUMNS[:1] + swept + COLUMNS[1:] + (ARTIFACT_COLUMNS if artifacts else [])
 
 
 def table(histories):
     frame = pd.DataFrame([summary_row(h) for h in histories], columns=columns_for(histories))
     # Nullable integers, so a run without val rows does not turn steps into floats.
-    for name in INT_COLUMNS + (["index"] if "index" in frame else []):
+    for name in [c for c in INT_COLUMNS if c in frame] + (["index"] if "index" in frame else []):
         frame[name] = frame[name].astype("Int64")
     return frame
 

@@ -364,7 +364,7 @@ void check_cross_field(ResolvedDeck& deck, std::vector<std::string>& problems) {
   if (c.data.tokenizer == Tokenizer::sentencepiece && c.data.vocab_file.empty()) {
     problems.push_back(deck.where("data.vocab_file") + ": data.tokenizer = sentencepiece (" +
                        deck.origin("data.tokenizer").describe() +
-                       ") needs data.vocab_file, the SentencePiece .vocab file, to count bytes for val_bpb");
+                       ") needs data.vocab_file, the SentencePiece .model (or its .vocab), to count bytes for val_bpb");
   }
   if (c.data.train_files.empty()) {
     problems.push_back(deck.where("data.train_files") + ": must name shard files (a path or a glob)");

@@ -184,11 +184,12 @@ std::vector<KeySpec> build_schema() {
           "Glob of training shards, read in sorted order and wrapped around."),
       key("data", "val_files", &Config::data, &DC::val_files, VK::string, none, "Glob of validation shards."),
       key("data", "tokenizer", &Config::data, &DC::tokenizer, VK::choice, none,
-          "How tokens map to bytes for val_bpb: byte (kgpt prepare; 256 is the document boundary) or "
-          "sentencepiece (needs vocab_file)."),
+          "How tokens map to text: byte (kgpt prepare's default; 256 is the document boundary) or "
+          "sentencepiece (kgpt prepare --tokenizer sentencepiece, or parameter-golf's shards; needs vocab_file)."),
       acting(key("data", "vocab_file", &Config::data, &DC::vocab_file, VK::string, none,
-                 "SentencePiece .vocab file (one piece and score per line); required when tokenizer is "
-                 "sentencepiece."),
+                 "The SentencePiece model (.model: val_bpb's byte counts, and kgpt sample encodes and decodes "
+                 "text with it) or its vocabulary (.vocab, one piece and score per line: val_bpb only); "
+                 "required when tokenizer is sentencepiece."),
              [](const Config& c) -> std::string {
                return c.data.tokenizer == Tokenizer::sentencepiece ? "" : "data.tokenizer is byte";
              },

@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "core/error.hpp"
+#include "data/sentencepiece.hpp"
 #include "data/shard.hpp"
 
 namespace kgpt::data {
@@ -37,8 +38,16 @@ DatasetFiles check_dataset(const config::ResolvedDeck& deck) {
   DatasetFiles result;
   result.train = check_split(deck, "data.train_files", data.train_files);
   result.val = check_split(deck, "data.val_files", data.val_files);
-  if (data.tokenizer == config::Tokenizer::sentencepiece && !std::ifstream(data.vocab_file)) {
-    throw InputError(deck.where("data.vocab_file") + ": cannot open '" + data.vocab_file + "'");
+  if (data.tokenizer == config::Tokenizer::sentencepiece) {
+    if (!std::ifstream(data.vocab_file)) {
+      throw InputError(deck.where("data.vocab_file") + ": cannot open '" + data.vocab_file + "'");
+    }
+    // Reading it finds a file that is not a model or vocabulary, or one with more pieces than ids.
+    try {
+      load_sentencepiece_table(data.vocab_file, deck.config.model.vocab_size);
+    } catch (const InputError& e) {
+      throw InputError(deck.where("data.vocab_file") + ": " + e.what());
+    }
   }
   return result;
 }

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <ostream>
 
@@ -14,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "data/byte_tokenizer.hpp"
+#include "data/sentencepiece.hpp"
 #include "data/shard.hpp"
 
 namespace kgpt::data {
@@ -64,9 +66,11 @@ class ShardSink {
 
 class Preparer {
  public:
-  Preparer(const PrepareOptions& options, std::uint64_t total_bytes)
+  Preparer(const PrepareOptions& options, std::uint64_t total_bytes, const SentencePieceModel* model)
       : options_(options),
         total_bytes_(total_bytes),
+        model_(model),
+        document_token_(model ? model->bos_id() : kByteDocumentBoundary),
         train_(options.out_dir + "/" + options.prefix + "_train_", options.shard_tokens),
         val_(options.out_dir + "/" + options.prefix + "_val_", options.shard_tokens),
         last_report_(std::chrono::steady_clock::now()) {}
@@ -74,7 +78,18 @@ class Preparer {
   void read_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw InputError(path + ": cannot open input file");
-    if (options_.doc_delimiter.empty()) {
+    if (model_ && options_.doc_delimiter.empty()) {
+      // The whole file is one document: its lines, with a line break wherever the file has one.
+      std::string line;
+      bool started = false;
+      while (std::getline(in, line)) {
+        const bool line_break = !in.eof();
+        summary_.bytes_read += line.size() + (line_break ? 1 : 0);
+        if (!started) start_document();
+        started = true;
+        emit_line(line, line_break);
+      }
+    } else if (options_.doc_delimiter.empty()) {
       char chunk[1 << 16];
       bool started = false;
       while (in.read(chunk, sizeof(chunk)) || in.gcount() > 0) {
@@ -97,8 +112,12 @@ class Preparer {
           start_document();
           open = true;
         }
-        line.push_back('\n');
-        emit(line.data(), line.size(), false);
+        if (model_) {
+          emit_line(line, true);
+        } else {
+          line.push_back('\n');
+          emit(line.data(), line.size(), false);
+        }
       }
     }
     if (in.bad()) throw Error(ExitCode::failure, path + ": error while reading input");
@@ -129,7 +148,15 @@ class Preparer {
     to_val_ = std::ceil((i + 1.0) * f) > std::ceil(i * f);
     if (to_val_) ++summary_.val_documents;
     ++summary_.documents;
-    (to_val_ ? val_ : train_).push(static_cast<std::uint16_t>(kByteDocumentBoundary));
+    (to_val_ ? val_ : train_).push(static_cast<std::uint16_t>(document_token_));
+  }
+
+  // One line of a document through the SentencePiece model, and its line break.
+  void emit_line(const std::string& line, bool line_break) {
+    ShardSink& sink = to_val_ ? val_ : train_;
+    for (int id : model_->encode_line(line)) sink.push(static_cast<std::uint16_t>(id));
+    if (line_break) sink.push(static_cast<std::uint16_t>(model_->newline_id()));
+    report(false);
   }
 
   // A document starts at its first byte, so empty files and repeated delimiter lines make no
@@ -157,19 +184,32 @@ class Preparer {
 
   const PrepareOptions& options_;
   std::uint64_t total_bytes_;
+  const SentencePieceModel* model_;  // null: the byte tokenizer
+  int document_token_;
   ShardSink train_, val_;
   PrepareSummary summary_;
   bool to_val_ = false;
   std::chrono::steady_clock::time_point last_report_;
 };
 
-void write_meta(const PrepareOptions& options, PrepareSummary& summary) {
+void write_meta(const PrepareOptions& options, const SentencePieceModel* model, PrepareSummary& summary) {
   summary.meta_file = options.out_dir + "/" + options.prefix + "_prepare.yaml";
   std::ostringstream out;
-  out << "# written by kgpt prepare\n"
-      << "tokenizer: byte\n"
-      << "vocab_size: " << kByteVocabSize << "  # bytes 0-255 and the document boundary\n"
-      << "document_boundary: " << kByteDocumentBoundary << "  # placed before every document\n"
+  out << "# written by kgpt prepare\n";
+  if (model) {
+    out << "tokenizer: sentencepiece\n"
+        << "model: \"" << model->path() << "\"\n"
+        << "vocab_size: " << model->vocab_size() << "  # the model's pieces\n"
+        << "document_boundary: " << model->bos_id() << "  # " << model->piece(model->bos_id())
+        << ", placed before every document\n"
+        << "line_break: " << model->newline_id() << "  # " << model->piece(model->newline_id())
+        << ", after every line\n";
+  } else {
+    out << "tokenizer: byte\n"
+        << "vocab_size: " << kByteVocabSize << "  # bytes 0-255 and the document boundary\n"
+        << "document_boundary: " << kByteDocumentBoundary << "  # placed before every document\n";
+  }
+  out
       << "doc_delimiter: \"" << options.doc_delimiter << "\"\n"
       << "val_fraction: " << text::format_double(options.val_fraction) << "\n"
       << "documents: " << summary.documents << "\n"
@@ -186,7 +226,7 @@ void write_meta(const PrepareOptions& options, PrepareSummary& summary) {
 
 }  // namespace
 
-PrepareSummary prepare_byte_shards(const PrepareOptions& options) {
+PrepareSummary prepare_shards(const PrepareOptions& options) {
   if (options.inputs.empty()) throw InputError("prepare: no input files (--input FILE...)");
   if (options.out_dir.empty()) throw InputError("prepare: no output folder (--out DIR)");
   if (!(options.val_fraction >= 0.0 && options.val_fraction < 1.0)) {
@@ -197,6 +237,25 @@ PrepareSummary prepare_byte_shards(const PrepareOptions& options) {
   }
   if (options.prefix.empty() || options.prefix.find('/') != std::string::npos) {
     throw InputError("prepare: --prefix '" + options.prefix + "' must be a non-empty name without '/'");
+  }
+  std::unique_ptr<SentencePieceModel> model;
+  if (options.tokenizer == PrepareTokenizer::sentencepiece) {
+    if (options.model_file.empty()) throw InputError("prepare: --tokenizer sentencepiece needs --model FILE.model");
+    model = std::make_unique<SentencePieceModel>(SentencePieceModel::load(options.model_file));
+    if (model->vocab_size() > 65536) {
+      throw InputError(options.model_file + ": the model has " + std::to_string(model->vocab_size()) +
+                       " pieces; shards store token ids as uint16, so at most 65536 fit");
+    }
+    if (model->bos_id() < 0) {
+      throw InputError(options.model_file + ": the model has no document start piece <s> (bos_id); kgpt places "
+                       "one before every document");
+    }
+    if (model->newline_id() < 0) {
+      throw InputError(options.model_file + ": the model has no byte piece <0x0A> for line breaks; train it "
+                       "with byte fallback (`kgpt tokenizer train` does)");
+    }
+  } else if (!options.model_file.empty()) {
+    throw InputError("prepare: --model is for --tokenizer sentencepiece");
   }
   std::uint64_t total_bytes = 0;
   for (const auto& input : options.inputs) total_bytes += file_size(input);
@@ -215,10 +274,10 @@ PrepareSummary prepare_byte_shards(const PrepareOptions& options) {
     for (const auto& file : existing) std::remove(file.c_str());
   }
 
-  Preparer preparer(options, total_bytes);
+  Preparer preparer(options, total_bytes, model.get());
   for (const auto& input : options.inputs) preparer.read_file(input);
   PrepareSummary summary = preparer.finish();
-  write_meta(options, summary);
+  write_meta(options, model.get(), summary);
   return summary;
 }
 

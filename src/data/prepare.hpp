@@ -1,5 +1,6 @@
 #pragma once
-// `kgpt prepare`: text files in, byte-tokenizer train and val shards out.
+// `kgpt prepare`: text files in, train and val token shards out, with the byte tokenizer or a
+// SentencePiece model (data/sentencepiece.hpp).
 
 #include <cstdint>
 #include <iosfwd>
@@ -8,8 +9,12 @@
 
 namespace kgpt::data {
 
+enum class PrepareTokenizer { byte, sentencepiece };
+
 struct PrepareOptions {
   std::vector<std::string> inputs;
+  PrepareTokenizer tokenizer = PrepareTokenizer::byte;
+  std::string model_file;  // the SentencePiece .model, with PrepareTokenizer::sentencepiece
   std::string out_dir;
   double val_fraction = 0.1;  // share of documents that go to the val split, in [0, 1)
   // A line equal to this text ends one document and starts the next ("%" for fortune files).
@@ -32,8 +37,10 @@ struct PrepareSummary {
   std::string meta_file;  // <out>/<prefix>_prepare.yaml, what was made and how
 };
 
-// Throws InputError (a missing input, a bad option, shards already there without `force`)
-// before anything is written.
-PrepareSummary prepare_byte_shards(const PrepareOptions& options);
+// Every document starts with the document token (256 for bytes, the model's <s> for SentencePiece)
+// followed by its text: its bytes, or its lines encoded as data/sentencepiece.hpp describes.
+// Throws InputError (a missing input or model, a bad option, a vocabulary that does not fit uint16,
+// shards already there without `force`) before anything is written.
+PrepareSummary prepare_shards(const PrepareOptions& options);
 
 }  // namespace kgpt::data

@@ -35,6 +35,15 @@ TokenByteTable byte_tokenizer_table(int vocab_size) {
   return table;
 }
 
+std::uint8_t piece_text_bytes(const std::string& piece) {
+  static const std::string space_marker = "\xe2\x96\x81";
+  std::size_t bytes = piece.size();
+  for (std::size_t at = piece.find(space_marker); at != std::string::npos; at = piece.find(space_marker, at + 3)) {
+    bytes -= 2;  // three UTF-8 bytes that stand for one space
+  }
+  return static_cast<std::uint8_t>(bytes > 255 ? 255 : bytes);
+}
+
 TokenByteTable load_sentencepiece_vocab(const std::string& path, int vocab_size) {
   std::ifstream in(path);
   if (!in) throw InputError(path + ": cannot open the SentencePiece vocab file");
@@ -46,7 +55,7 @@ TokenByteTable load_sentencepiece_vocab(const std::string& path, int vocab_size)
   std::string line;
   int id = 0;
   while (std::getline(in, line)) {
-    const auto tab = line.find('\t');
+    const auto tab = line.rfind('\t');
     if (tab == std::string::npos) {
       throw InputError(path + ":" + std::to_string(id + 1) + ": expected 'piece<TAB>score'");
     }
@@ -64,7 +73,7 @@ TokenByteTable load_sentencepiece_vocab(const std::string& path, int vocab_size)
           table.has_leading_space[id] = 1;
           piece.erase(0, space_marker.size());
         }
-        table.base_bytes[id] = static_cast<std::uint8_t>(piece.size() > 255 ? 255 : piece.size());
+        table.base_bytes[id] = piece_text_bytes(piece);
       }
     }
     ++id;

@@ -5,7 +5,8 @@
 //   SentencePiece (.vocab file, one "piece<TAB>score" per line, line i is id i): control and unknown
 //   pieces (<unk>, <s>, </s>, <pad>) are boundaries of 0 bytes; byte-fallback pieces <0xNN> are 1
 //   byte; other pieces count the UTF-8 length of the piece without its leading U+2581, plus one
-//   byte for that space unless the previous token is a boundary.
+//   byte for that space unless the previous token is a boundary. A U+2581 further inside a piece
+//   (runs of spaces in models that keep whitespace) is one byte of text, a space.
 
 #include <cstdint>
 #include <string>
@@ -26,9 +27,13 @@ struct TokenByteTable {
 
 TokenByteTable byte_tokenizer_table(int vocab_size);
 
-// Reads a SentencePiece .vocab file. Throws InputError naming the file and line when it cannot be
-// read, a line has no tab, or it holds more pieces than vocab_size. Ids past the file's pieces
-// count as boundaries of 0 bytes.
+// Bytes of text a piece stands for once its leading U+2581 is removed: its UTF-8 length, with each
+// further U+2581 counted as the one space it stands for; at most 255.
+std::uint8_t piece_text_bytes(const std::string& piece);
+
+// Reads a SentencePiece .vocab file (one "piece<TAB>score" per line; a piece may itself hold a
+// tab). Throws InputError naming the file and line when it cannot be read, a line has no tab, or
+// it holds more pieces than vocab_size. Ids past the file's pieces count as boundaries of 0 bytes.
 TokenByteTable load_sentencepiece_vocab(const std::string& path, int vocab_size);
 
 // val_bpb from a mean loss in nats over `tokens` tokens that stand for `bytes` bytes.

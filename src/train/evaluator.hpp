@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "core/views.hpp"
 #include "data/shard.hpp"
+#include "data/sentencepiece.hpp"
 #include "data/token_bytes.hpp"
 #include "parallel/world.hpp"
 
@@ -49,7 +50,7 @@ class Evaluator {
         tokens_(load_val_tokens(deck)),
         table_(deck.config.data.tokenizer == config::Tokenizer::byte
                    ? data::byte_tokenizer_table(deck.config.model.vocab_size)
-                   : data::load_sentencepiece_vocab(deck.config.data.vocab_file, deck.config.model.vocab_size)),
+                   : data::load_sentencepiece_table(deck.config.data.vocab_file, deck.config.model.vocab_size)),
         inputs_("kgpt::eval::inputs", batch, seq_),
         targets_("kgpt::eval::targets", batch, seq_),
         host_inputs_(Kokkos::create_mirror_view(inputs_)),

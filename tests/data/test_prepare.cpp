@@ -47,7 +47,7 @@ TEST_CASE("prepare splits delimited documents into train and val shards", "[data
   PrepareOptions options = options_for(dir, {dir.file("a.txt"), dir.file("b.txt")});
   options.doc_delimiter = "%";
   options.val_fraction = 0.4;
-  const PrepareSummary summary = prepare_byte_shards(options);
+  const PrepareSummary summary = prepare_shards(options);
 
   CHECK(summary.documents == 5);
   CHECK(summary.val_documents == 2);  // about 0.4 x 5, the first document included
@@ -73,7 +73,7 @@ TEST_CASE("prepare treats each file as a document and cuts shards at shard_token
   PrepareOptions options = options_for(dir, {dir.file("big.txt"), dir.file("empty.txt"), dir.file("small.txt")});
   options.val_fraction = 0.0;
   options.shard_tokens = 1000;
-  const PrepareSummary summary = prepare_byte_shards(options);
+  const PrepareSummary summary = prepare_shards(options);
   CHECK(summary.documents == 2);  // the empty file makes no document
   CHECK(summary.val_shards.empty());
   const std::uint64_t total = big.size() + 4 + 2;
@@ -92,12 +92,12 @@ TEST_CASE("prepare never overwrites shards unless forced, and checks inputs firs
   PrepareOptions options = options_for(dir, {dir.file("a.txt")});
   options.doc_delimiter = "%";
   options.val_fraction = 0.3;
-  const PrepareSummary first = prepare_byte_shards(options);
+  const PrepareSummary first = prepare_shards(options);
   const std::string before = kgpt::test::read_file(first.train_shards[0]);
 
   kgpt::test::write_file(dir.file("a.txt"), "changed\n%\ntext\n");
   try {
-    prepare_byte_shards(options);
+    prepare_shards(options);
     FAIL("existing shards were overwritten");
   } catch (const kgpt::InputError& e) {
     CHECK(std::string(e.what()).find("pass --force to replace them") != std::string::npos);
@@ -106,21 +106,21 @@ TEST_CASE("prepare never overwrites shards unless forced, and checks inputs firs
   CHECK(kgpt::test::read_file(first.train_shards[0]) == before);
 
   options.force = true;
-  const PrepareSummary second = prepare_byte_shards(options);
+  const PrepareSummary second = prepare_shards(options);
   CHECK(documents_of(second.train_shards) == std::vector<std::string>{"text\n"});
 
   PrepareOptions missing = options_for(dir, {dir.file("a.txt"), dir.file("nope.txt")});
   missing.out_dir = dir.file("never");
-  CHECK_THROWS_WITH(prepare_byte_shards(missing), dir.file("nope.txt") + ": cannot read input file: No such file or directory");
+  CHECK_THROWS_WITH(prepare_shards(missing), dir.file("nope.txt") + ": cannot read input file: No such file or directory");
   CHECK_FALSE(kgpt::test::file_exists(dir.file("never")));
 
   PrepareOptions bad_fraction = options_for(dir, {dir.file("a.txt")});
   bad_fraction.val_fraction = 1.0;
-  CHECK_THROWS_WITH(prepare_byte_shards(bad_fraction), Catch::Contains("--val-fraction 1.0 must be in [0, 1)"));
+  CHECK_THROWS_WITH(prepare_shards(bad_fraction), Catch::Contains("--val-fraction 1.0 must be in [0, 1)"));
 
   kgpt::test::write_file(dir.file("one.txt"), "only one document");
   PrepareOptions all_val = options_for(dir, {dir.file("one.txt")});
   all_val.out_dir = dir.file("all_val");
   all_val.val_fraction = 0.5;
-  CHECK_THROWS_WITH(prepare_byte_shards(all_val), Catch::Contains("went to the val split"));
+  CHECK_THROWS_WITH(prepare_shards(all_val), Catch::Contains("went to the val split"));
 }
