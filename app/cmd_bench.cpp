@@ -26,8 +26,11 @@ const CommandSpec& bench_spec() {
       "fenced), the model's FLOP/s (6N + 12 L H D T FLOPs per token), the FLOP/s of an fp32 GEMM\n"
       "measured in the same run, their ratio, the process's peak resident memory, the high-water\n"
       "mark of kgpt's own arrays in the model's memory space (the GPU on a CUDA build) and, on a GPU,\n"
-      "the device memory in use. Reads no data files. Under mpiexec or srun every rank runs its\n"
-      "share of the batch and rank 0 prints. Set OPENBLAS_NUM_THREADS to the cores the run may use.\n"
+      "the device memory in use. The stall watchdog (parallel.stall_timeout_s) watches the steps as in\n"
+      "training; its cost per step (its thread's CPU time and the progress marks) is printed as\n"
+      "watchdog_ms_per_step and watchdog_share. Reads no data files. Under mpiexec or srun every rank\n"
+      "runs its share of the batch and rank 0 prints. Set OPENBLAS_NUM_THREADS to the cores the run may\n"
+      "use.\n"
       "\n"
       "--profile then runs more steps with every kernel, GEMM, attention call and the gradient\n"
       "averaging fenced and timed, and prints per phase (forward, backward, optimizer, ...) each op's\n"
@@ -122,6 +125,13 @@ int run_bench(const ParsedArgs& args) {
                 deck.plan.grad_accum_steps, r.tokens_per_s, r.step_ms, r.forward_ms, r.backward_ms, r.optimizer_ms, r.flops_per_token, r.model_flops / 1e9,
                 r.sgemm_flops / 1e9, r.model_flops / r.sgemm_flops, r.peak_rss_bytes / (1024.0 * 1024.0));
   std::cout << line;
+  if (r.stall_watchdog == "off") {
+    std::cout << "stall_watchdog:off\n";
+  } else {
+    std::snprintf(line, sizeof(line), "stall_watchdog:%s watchdog_ms_per_step:%.4f watchdog_share:%.4f%%\n",
+                  r.stall_watchdog.c_str(), r.stall_watchdog_ms, 100 * r.stall_watchdog_ms / r.step_ms);
+    std::cout << line;
+  }
   if (r.view_peak_bytes >= 0) {
     std::snprintf(line, sizeof(line), "view_peak_mb:%.0f\n", r.view_peak_bytes / (1024.0 * 1024.0));
     std::cout << line;

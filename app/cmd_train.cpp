@@ -38,7 +38,12 @@ const CommandSpec& train_spec() {
       "--auto-resume is for batch jobs that may be requeued: it resumes when the run directory holds\n"
       "a checkpoint, and otherwise starts the run there (again, if an attempt died before its first\n"
       "checkpoint); it refuses a run directory whose deck.yaml has other values than DECK.\n"
-      "SIGUSR1 or SIGTERM: checkpoint at the next step, then exit code 3 (requeue and --resume).",
+      "SIGUSR1 or SIGTERM: checkpoint at the next step, then exit code 3 (requeue and --resume).\n"
+      "A stall watchdog (parallel.stall_timeout_s, default 600 s; 0 turns it off) ends the job with exit\n"
+      "code 4 when its ranks make no progress for that long or one stops answering, naming the rank,\n"
+      "step and phase on stderr and in log.txt. A failed write of a checkpoint or of history.h5 (disk\n"
+      "full, quota, file size limit, read-only folder) is reported with the file and the system's\n"
+      "reason and ends the job with exit code 1; no partial checkpoint is left behind.",
       {
           {"set", "section.key=value", "override a deck key (repeatable; validated like the deck)"},
           {"run-dir", "DIR", "run directory to create (default <run.out_dir>/<run.name>)"},
@@ -109,7 +114,14 @@ int run_train(const ParsedArgs& args) {
   train::TrainOptions options;
   options.run_dir = dir;
   options.resume = resume;
-  const train::TrainSummary summary = train::run_training(deck, log, options);
+  train::TrainSummary summary;
+  try {
+    summary = train::run_training(deck, log, options);
+  } catch (const std::exception& e) {
+    // The message goes to stderr on the way out; log.txt keeps it beside the run's lines.
+    log.record_error(*e.what() ? e.what() : "another rank failed; its message is on stderr");
+    throw;
+  }
   if (summary.preempted) return static_cast<int>(ExitCode::preempted);
   log.line("done steps:" + std::to_string(summary.steps) + " run_dir:" + dir);
   return 0;

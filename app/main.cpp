@@ -1,6 +1,7 @@
 // kgpt: trains GPT language models from a YAML input deck. This file turns the command line into
 // a subcommand call, and errors into one message and an exit code.
 
+#include <csignal>
 #include <exception>
 #include <iostream>
 #include <string>
@@ -44,7 +45,9 @@ void print_overview(std::ostream& out) {
     out << name << command.spec.summary << "\n";
   }
   out << "\nexit codes: 0 success, 1 failure during a run, 2 bad input (deck, options, data files),\n"
-         "3 preempted (SIGUSR1 or SIGTERM): a checkpoint was written; requeue with --resume.\n"
+         "3 preempted (SIGUSR1 or SIGTERM): a checkpoint was written; requeue with --resume,\n"
+         "4 stalled: a rank made no progress for parallel.stall_timeout_s (or stopped answering) and the\n"
+         "  watchdog ended the job, naming the rank, step and phase; the newest checkpoint is intact.\n"
          "Every deck key is documented in docs/deck-reference.md (or: kgpt check --reference).\n"
          "`kgpt COMMAND --help` describes each command.\n";
 }
@@ -119,6 +122,9 @@ int run_on_ranks(const kgpt::app::Command& command, const kgpt::app::ParsedArgs&
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A write past the file size limit (ulimit -f) then fails with EFBIG and is reported with the
+  // file's name, instead of killing the process with SIGXFSZ.
+  std::signal(SIGXFSZ, SIG_IGN);
   const std::vector<std::string> args(argv + 1, argv + argc);
   std::string who = "kgpt";
   try {

@@ -8,7 +8,8 @@
 #   - the batch shell then requeues the job (`scontrol requeue`), which keeps its job id, so the
 #     next start finds the same run directory and resumes from the newest checkpoint.
 # Requeues stop after KGPT_MAX_REQUEUES restarts (default 20), so a job that keeps being stopped
-# cannot loop for ever.
+# cannot loop for ever. A job the stall watchdog ended (exit code 4) is not requeued unless
+# KGPT_REQUEUE_ON_STALL=1.
 
 kgpt_die() {
   echo "kgpt job: error: $*" >&2
@@ -105,23 +106,35 @@ kgpt_srun_train() {
   return "$status"
 }
 
-# Ends the batch script after the step: exit code 3 (checkpointed) requeues the job; anything else
-# is the job's exit code.
+# Ends the batch script after the step: exit code 3 (checkpointed) requeues the job; exit code 4
+# (the stall watchdog ended a job whose ranks stopped making progress) ends it, or requeues it when
+# KGPT_REQUEUE_ON_STALL=1 (for clusters where stalls come from flaky nodes or file systems: the
+# requeued job resumes from the newest checkpoint); anything else is the job's exit code.
 kgpt_finish() {
   local status=$1 restarts="${SLURM_RESTART_COUNT:-0}" limit="${KGPT_MAX_REQUEUES:-20}"
-  if [[ "$status" -ne 3 ]]; then
+  if [[ "$status" -eq 4 ]]; then
+    echo "kgpt job: error: the stall watchdog ended the job (exit code 4): a rank made no progress for" \
+      "parallel.stall_timeout_s or stopped answering; its rank, step and phase are in the message above" \
+      "and in the run's log.txt. The newest checkpoint is intact." >&2
+    if [[ "${KGPT_REQUEUE_ON_STALL:-0}" != 1 ]]; then
+      echo "== kgpt job: not requeued (KGPT_REQUEUE_ON_STALL=1 requeues a stalled job) $(date -Is)"
+      exit 4
+    fi
+  elif [[ "$status" -ne 3 ]]; then
     echo "== kgpt job: step ended with exit code $status $(date -Is)"
     exit "$status"
   fi
   if [[ "$restarts" -ge "$limit" ]]; then
-    echo "kgpt job: error: checkpointed, but the job was already restarted $restarts times" \
+    echo "kgpt job: error: exit code $status, but the job was already restarted $restarts times" \
       "(KGPT_MAX_REQUEUES=$limit); not requeueing. Resubmit to go on." >&2
-    exit 3
+    exit "$status"
   fi
-  echo "== kgpt job: checkpointed (exit code 3); requeueing job ${SLURM_JOB_ID} (restart $((restarts + 1))) $(date -Is)"
+  local why="checkpointed (exit code 3)"
+  [[ "$status" -eq 4 ]] && why="stalled (exit code 4, KGPT_REQUEUE_ON_STALL=1)"
+  echo "== kgpt job: $why; requeueing job ${SLURM_JOB_ID} (restart $((restarts + 1))) $(date -Is)"
   if ! scontrol requeue "${SLURM_JOB_ID}"; then
     echo "kgpt job: error: scontrol requeue ${SLURM_JOB_ID} failed; resubmit the same job to resume" >&2
-    exit 3
+    exit "$status"
   fi
   exit 0
 }

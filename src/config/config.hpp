@@ -138,6 +138,7 @@ struct ParallelConfig {
   double bucket_mb = 25.0;
   bool overlap = true;
   int check_every = 0;
+  double stall_timeout_s = 600.0;  // 0: no stall watchdog
 };
 
 struct Config {

@@ -285,6 +285,11 @@ std::vector<KeySpec> build_schema() {
       key("parallel", "check_every", &Config::parallel, &PC::check_every, VK::integer, count,
           "Compare a checksum of the parameters across ranks every N steps (always at the start); 0 means "
           "only at the start."),
+      key("parallel", "stall_timeout_s", &Config::parallel, &PC::stall_timeout_s, VK::real, at_least(0),
+          "End the job (exit code 4, not requeued by the Slurm scripts) when its ranks make no progress for "
+          "this many seconds, or one stops answering, naming the rank, step and phase; 0 turns the watchdog "
+          "off. It must exceed the longest stretch without progress: a micro-step's forward or backward, one "
+          "evaluation batch, one checkpoint tensor, the first step's set-up (GEMM plans, cuDNN graphs)."),
   };
 }
 

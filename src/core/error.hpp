@@ -13,6 +13,7 @@ enum class ExitCode : int {
   failure = 1,    // a run that failed after its inputs were accepted
   bad_input = 2,  // a bad deck, command line, or data file: nothing was trained or overwritten
   preempted = 3,  // stopped by SIGUSR1 or SIGTERM after writing a checkpoint: requeue and resume
+  stalled = 4,    // a rank made no progress for parallel.stall_timeout_s: the watchdog ended the job
 };
 
 class Error : public std::runtime_error {

@@ -1,10 +1,12 @@
 #include "data/dataset_check.hpp"
 
+#include <algorithm>
 #include <fstream>
 
 #include "core/error.hpp"
 #include "data/sentencepiece.hpp"
 #include "data/shard.hpp"
+#include "parallel/watchdog.hpp"
 
 namespace kgpt::data {
 
@@ -33,6 +35,33 @@ SplitFiles check_split(const config::ResolvedDeck& deck, const std::string& key,
 
 }  // namespace
 
+std::vector<std::uint16_t> load_val_tokens(const config::ResolvedDeck& deck) {
+  const auto files = find_shards(deck.config.data.val_files);
+  std::vector<std::uint16_t> tokens;
+  for (const auto& file : files) {
+    parallel::progress_detail("reading " + file);
+    std::vector<std::uint16_t> shard;
+    try {
+      shard = read_shard(file, deck.config.model.vocab_size);
+    } catch (const InputError& e) {
+      throw InputError(deck.where("data.val_files") + ": " + e.what());
+    }
+    tokens.insert(tokens.end(), shard.begin(), shard.end());
+  }
+  parallel::progress_detail("");
+  const std::size_t seq = deck.config.train.seq_len;
+  std::size_t usable = tokens.empty() ? 0 : (tokens.size() - 1) / seq * seq;
+  if (deck.config.train.val_tokens > 0) {
+    usable = std::min<std::size_t>(usable, static_cast<std::size_t>(deck.config.train.val_tokens) / seq * seq);
+  }
+  if (usable == 0) {
+    throw InputError(deck.where("data.val_files") + ": the val split holds fewer than seq_len + 1 = " +
+                     std::to_string(seq + 1) + " tokens");
+  }
+  tokens.resize(usable + 1);
+  return tokens;
+}
+
 DatasetFiles check_dataset(const config::ResolvedDeck& deck) {
   const config::DataConfig& data = deck.config.data;
   DatasetFiles result;
@@ -48,6 +77,14 @@ DatasetFiles check_dataset(const config::ResolvedDeck& deck) {
     } catch (const InputError& e) {
       throw InputError(deck.where("data.vocab_file") + ": " + e.what());
     }
+  }
+  // What training reads before its first step completes: the whole val split and the first shard.
+  // After the tokenizer, whose size explains ids beyond model.vocab_size better than the ids do.
+  load_val_tokens(deck);
+  try {
+    read_shard(result.train.files.front(), deck.config.model.vocab_size);
+  } catch (const InputError& e) {
+    throw InputError(deck.where("data.train_files") + ": " + e.what());
   }
   return result;
 }

@@ -24,16 +24,17 @@ std::string system_error(const std::string& path, const std::string& what) {
 
 class File {
  public:
-  File(const std::string& path, const char* mode) : file_(std::fopen(path.c_str(), mode)) {}
+  File() = default;
   ~File() {
     if (file_) std::fclose(file_);
   }
+  void open(const std::string& path, const char* mode) { file_ = std::fopen(path.c_str(), mode); }
   File(const File&) = delete;
   File& operator=(const File&) = delete;
   std::FILE* get() const { return file_; }
 
  private:
-  std::FILE* file_;
+  std::FILE* file_ = nullptr;
 };
 
 }  // namespace
@@ -52,9 +53,16 @@ void write_shard(const std::string& path, const std::vector<std::uint16_t>& toke
                                ByteRange{tokens.data(), tokens.size() * sizeof(std::uint16_t)}});
 }
 
-ShardHeader read_shard_header(const std::string& path) {
+namespace {
+
+// Opens the shard first and checks what was opened (fstat), so that the size checked is the size of
+// the file read. Opening blocks where the file system blocks (a hung network mount, a FIFO with no
+// writer); the stall watchdog names the file then.
+ShardHeader open_shard(const std::string& path, File& in) {
+  in.open(path, "rb");
+  if (!in.get()) throw InputError(system_error(path, "cannot open shard"));
   struct stat info {};
-  if (::stat(path.c_str(), &info) != 0) throw InputError(system_error(path, "cannot open shard"));
+  if (::fstat(::fileno(in.get()), &info) != 0) throw InputError(system_error(path, "cannot open shard"));
   if (!S_ISREG(info.st_mode)) throw InputError(path + ": not a regular file, cannot be a shard");
   const auto size = static_cast<std::uint64_t>(info.st_size);
   if (size == 0) throw InputError(path + ": shard file is empty (a shard starts with a 1024-byte header)");
@@ -62,8 +70,6 @@ ShardHeader read_shard_header(const std::string& path) {
     throw InputError(path + ": shard is truncated: " + std::to_string(size) +
                      " bytes, shorter than the 1024-byte header");
   }
-  File in(path, "rb");
-  if (!in.get()) throw InputError(system_error(path, "cannot open shard"));
   std::int32_t header[kShardHeaderInts];
   if (std::fread(header, sizeof(header), 1, in.get()) != 1) throw InputError(system_error(path, "cannot read shard header"));
 
@@ -89,13 +95,18 @@ ShardHeader read_shard_header(const std::string& path) {
   return result;
 }
 
+}  // namespace
+
+ShardHeader read_shard_header(const std::string& path) {
+  File in;
+  return open_shard(path, in);
+}
+
 std::vector<std::uint16_t> read_shard(const std::string& path, int vocab_size) {
-  const ShardHeader header = read_shard_header(path);
+  File in;
+  const ShardHeader header = open_shard(path, in);
   std::vector<std::uint16_t> tokens(header.token_count);
-  File in(path, "rb");
-  if (!in.get()) throw InputError(system_error(path, "cannot open shard"));
-  if (std::fseek(in.get(), static_cast<long>(kShardHeaderBytes), SEEK_SET) != 0 ||
-      (!tokens.empty() && std::fread(tokens.data(), sizeof(std::uint16_t), tokens.size(), in.get()) != tokens.size())) {
+  if (!tokens.empty() && std::fread(tokens.data(), sizeof(std::uint16_t), tokens.size(), in.get()) != tokens.size()) {
     throw InputError(system_error(path, "cannot read shard tokens"));
   }
   const auto bad = std::find_if(tokens.begin(), tokens.end(),

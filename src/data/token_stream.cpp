@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "data/shard.hpp"
+#include "parallel/watchdog.hpp"
 
 namespace kgpt::data {
 
@@ -21,7 +22,9 @@ TokenStream::TokenStream(std::vector<std::string> files, int vocab_size)
 
 void TokenStream::load(std::size_t shard) {
   if (loaded_ == shard) return;
+  parallel::progress_detail("reading " + files_[shard]);
   tokens_ = read_shard(files_[shard], vocab_size_);
+  parallel::progress_detail("");
   if (tokens_.size() != counts_[shard]) {
     throw InputError(files_[shard] + ": shard changed while the run was reading it");
   }

@@ -25,6 +25,45 @@ class Handle {
   herr_t (*close_)(hid_t);
 };
 
+// What went wrong underneath HDF5 (its error stack), for messages: the operating system's error when
+// a file driver reports one ("File too large", "No space left on device"), else HDF5's innermost
+// description; "" when the stack is empty. Clears the stack.
+std::string error_detail() {
+  std::string system, innermost;
+  auto visit = [](unsigned, const H5E_error2_t* e, void* data) -> herr_t {
+    auto* found = static_cast<std::pair<std::string, std::string>*>(data);
+    const std::string desc = e->desc ? e->desc : "";
+    const std::string marker = "error message = '";
+    const auto at = desc.find(marker);
+    if (at != std::string::npos && found->first.empty()) {
+      const auto end = desc.find('\'', at + marker.size());
+      found->first = desc.substr(at + marker.size(), end == std::string::npos ? std::string::npos : end - at - marker.size());
+    }
+    if (found->second.empty() && !desc.empty()) found->second = desc;
+    return 0;
+  };
+  std::pair<std::string, std::string> found;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, visit, &found);
+  H5Eclear2(H5E_DEFAULT);
+  system = found.first;
+  innermost = found.second;
+  return system.empty() ? innermost : system;
+}
+
+// HDF5 closes the files still open at exit. After a write failed (disk full, file size limit) its
+// close fails and leaves the file half-closed, and that exit-time clean-up then crashes inside the
+// library. Every file here is closed by its Hdf5File, so the clean-up is not needed; turning it off
+// must come before HDF5's first call, hence at start-up.
+[[maybe_unused]] const bool exit_cleanup_off = [] {
+  H5dont_atexit();
+  return true;
+}();
+
+std::string with_detail(const std::string& message) {
+  const std::string detail = error_detail();
+  return detail.empty() ? message : message + ": " + detail;
+}
+
 }  // namespace
 
 Hdf5File::Hdf5File(const std::string& path, Mode mode) : path_(path) {
@@ -43,8 +82,8 @@ Hdf5File::Hdf5File(const std::string& path, Mode mode) : path_(path) {
   }
   if (file_ < 0) {
     throw Error(mode == Mode::create ? ExitCode::failure : ExitCode::bad_input,
-                path + (mode == Mode::create ? ": cannot create the HDF5 file"
-                                             : ": cannot open the HDF5 file (missing, unreadable, truncated or not HDF5)"));
+                mode == Mode::create ? with_detail(path + ": cannot create the HDF5 file")
+                                     : path + ": cannot open the HDF5 file (missing, unreadable, truncated or not HDF5)");
   }
 }
 
@@ -53,7 +92,7 @@ Hdf5File::~Hdf5File() {
 }
 
 void Hdf5File::fail(const std::string& what, const std::string& name) const {
-  throw Error(ExitCode::failure, path_ + ": " + what + " '" + name + "'");
+  throw Error(ExitCode::failure, with_detail(path_ + ": " + what + " '" + name + "'"));
 }
 
 void Hdf5File::make_parent_groups(const std::string& name) {
@@ -280,6 +319,13 @@ std::string Hdf5File::read_attribute_string(const std::string& name, const std::
   return text;
 }
 
+void Hdf5File::close() {
+  if (file_ < 0) return;
+  const herr_t closed = H5Fclose(file_);
+  file_ = -1;
+  if (closed < 0) throw Error(ExitCode::failure, with_detail(path_ + ": cannot close the HDF5 file"));
+}
+
 void Hdf5File::close_and_remove() {
   if (file_ >= 0) H5Fclose(file_);
   file_ = -1;
@@ -287,7 +333,7 @@ void Hdf5File::close_and_remove() {
 }
 
 void Hdf5File::flush() {
-  if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0) throw Error(ExitCode::failure, path_ + ": cannot flush the HDF5 file");
+  if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0) throw Error(ExitCode::failure, with_detail(path_ + ": cannot flush the HDF5 file"));
 }
 
 }  // namespace kgpt::io

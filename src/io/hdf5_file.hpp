@@ -58,6 +58,8 @@ class Hdf5File {
   void flush();
   // Closes the file and deletes it (a file that must not be left behind half written).
   void close_and_remove();
+  // Closes the file now, throwing Error(failure) with the system's reason when the last writes fail.
+  void close();
   const std::string& path() const { return path_; }
 
  private:

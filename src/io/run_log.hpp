@@ -15,6 +15,9 @@ class RunLog {
   RunLog() = default;  // silent: lines go nowhere
   bool silent() const { return path_.empty(); }
   void line(const std::string& text);
+  // Appends "error: <message>" to log.txt only (stderr already has the message); never throws,
+  // since it reports a failure that may be the log's own.
+  void record_error(const std::string& message) noexcept;
   const std::string& path() const { return path_; }
 
  private:

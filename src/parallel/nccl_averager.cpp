@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "core/error.hpp"
+#include "parallel/watchdog.hpp"
 #include "parallel/world.hpp"
 
 namespace kgpt::parallel {
@@ -74,9 +75,20 @@ class NcclAverager final : public GradientAverager<T> {
     check_cuda(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     check_cuda(cudaEventCreateWithFlags(&grads_ready_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
     check_cuda(cudaEventCreateWithFlags(&averaged_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    // The stall watchdog aborts the communicator before it ends the job (destroying one that hangs
+    // can block for ever), and polls its asynchronous error state while this thread waits anywhere.
+    abort_hook_ = on_abort([comm] { ncclCommAbort(comm); });
+    error_check_ = health_check([comm]() -> std::string {
+      ncclResult_t async = ncclSuccess;
+      const ncclResult_t queried = ncclCommGetAsyncError(comm, &async);
+      if (queried != ncclSuccess) async = queried;
+      return async == ncclSuccess ? "" : "NCCL reported an asynchronous error: " + nccl_text(async, comm);
+    });
   }
 
   ~NcclAverager() override {
+    abort_hook_ = WatchdogHook();
+    error_check_ = WatchdogHook();
     if (averaged_ != nullptr) cudaEventDestroy(averaged_);
     if (grads_ready_ != nullptr) cudaEventDestroy(grads_ready_);
     if (comm_stream_ != nullptr) cudaStreamDestroy(comm_stream_);
@@ -142,6 +154,8 @@ class NcclAverager final : public GradientAverager<T> {
     if (queried != ncclSuccess) async = queried;
     if (async == ncclSuccess) return;
     const std::string text = nccl_text(async, comm_);
+    abort_hook_ = WatchdogHook();
+    error_check_ = WatchdogHook();
     ncclCommAbort(comm_);
     comm_ = nullptr;
     in_flight_ = false;
@@ -153,6 +167,7 @@ class NcclAverager final : public GradientAverager<T> {
   cudaEvent_t grads_ready_ = nullptr, averaged_ = nullptr;
   ncclComm_t comm_ = nullptr;
   bool in_flight_ = false;  // a collective was started and wait() has not seen it end
+  WatchdogHook abort_hook_, error_check_;
 };
 
 }  // namespace

@@ -39,7 +39,9 @@ WorldInfo query_world() {
 MpiSession::MpiSession(int* argc, char*** argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
-  if (!initialized) check(MPI_Init(argc, argv), "MPI_Init");
+  // The stall watchdog's thread trades heartbeats while the main thread is inside a collective.
+  int provided = MPI_THREAD_SINGLE;
+  if (!initialized) check(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
   // Errors come back as codes and become exceptions with a message, rather than aborting silently.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 }

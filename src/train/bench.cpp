@@ -11,6 +11,7 @@
 #include "model/gemm.hpp"
 #include "model/language_model.hpp"
 #include "optim/optimizer.hpp"
+#include "parallel/watchdog.hpp"
 #include "parallel/world.hpp"
 #include "train/step.hpp"
 
@@ -59,6 +60,20 @@ class SyntheticBatches final : public BatchSource {
   std::vector<int> inputs_, targets_;
 };
 
+// What `all` calls of the watchdog's progress marks cost, `detail` of them with a text: each kind
+// timed here over many calls.
+double progress_seconds(std::int64_t all, std::int64_t detail) {
+  constexpr int kCalls = 100000;
+  auto start = Clock::now();
+  for (int i = 0; i < kCalls; ++i) parallel::progress(parallel::Phase::forward, i);
+  const double plain = seconds_since(start) / kCalls;
+  start = Clock::now();
+  for (int i = 0; i < kCalls / 10; ++i) parallel::progress_detail("summing the loss over ranks");
+  const double with_text = seconds_since(start) / (kCalls / 10);
+  parallel::progress_detail("");
+  return static_cast<double>(all - detail) * plain + static_cast<double>(detail) * with_text;
+}
+
 }  // namespace
 
 double training_flops_per_token(const config::ResolvedDeck& deck, std::size_t parameters_without_positions) {
@@ -70,6 +85,11 @@ double training_flops_per_token(const config::ResolvedDeck& deck, std::size_t pa
 
 BenchResult run_bench(const config::ResolvedDeck& deck, const BenchOptions& options) {
   const double sgemm = measure_sgemm(options.gemm_size);
+  // The watchdog watches the benchmark's steps as it watches training's, so its cost is in step_ms.
+  parallel::WatchdogSettings watch;
+  watch.timeout_seconds = deck.config.parallel.stall_timeout_s;
+  watch.who = "kgpt bench";
+  const parallel::StallWatchdog watchdog(watch);
   // Every View the step needs is counted, from the model to the warm-up steps (a step allocates
   // nothing after its first, so this is the peak); the timed steps run without the callbacks.
   const bool counting_memory = profile::track_memory(true);
@@ -85,7 +105,10 @@ BenchResult run_bench(const config::ResolvedDeck& deck, const BenchOptions& opti
   for (int i = 0; i < options.warmup_steps; ++i) train_step.run(exec, i, 0.0, batches, true);
   const double view_peak = counting_memory ? profile::peak_memory_bytes() : -1;
   profile::track_memory(false);
+  BenchResult result;
   double forward_s = 0, backward_s = 0, optimizer_s = 0, seconds = 0;
+  const double watchdog_cpu_before = watchdog.thread_cpu_seconds();
+  const parallel::ProgressCalls calls_before = parallel::progress_calls();
   for (int i = 0; i < options.steps; ++i) {
     const StepMetrics m = train_step.run(exec, options.warmup_steps + i, 0.0, batches, true);
     forward_s += m.forward_seconds;
@@ -94,9 +117,14 @@ BenchResult run_bench(const config::ResolvedDeck& deck, const BenchOptions& opti
     seconds += m.seconds;
   }
   seconds /= options.steps;
+  if (watchdog.active()) {
+    const double thread_cpu = watchdog.thread_cpu_seconds() - watchdog_cpu_before;
+    const parallel::ProgressCalls calls = parallel::progress_calls();
+    result.stall_watchdog_ms = (thread_cpu + progress_seconds(calls.all - calls_before.all, calls.detail - calls_before.detail)) *
+                               1e3 / options.steps;
+  }
   // Every View of the model, its workspaces and the optimizer is still allocated here.
   const double device_used = compat::device_memory_used_bytes();
-  BenchResult result;
   result.view_peak_bytes = view_peak;
 
   if (options.profile_steps > 0) {
@@ -116,6 +144,7 @@ BenchResult run_bench(const config::ResolvedDeck& deck, const BenchOptions& opti
   }
   result.sgemm_flops = sgemm;
   result.attention = model->attention_name();
+  result.stall_watchdog = watchdog.summary();
   result.step_ms = seconds * 1e3;
   result.forward_ms = forward_s * 1e3 / options.steps;
   result.backward_ms = backward_s * 1e3 / options.steps;

@@ -33,6 +33,8 @@ struct BenchResult {
   std::vector<profile::Entry> profile;
   double profiled_step_ms = 0;
   const char* attention = "";     // the attention implementation that ran
+  std::string stall_watchdog;     // how the stall watchdog watched the steps ("off" when not)
+  double stall_watchdog_ms = 0;   // its cost per step: its thread's CPU time and the progress marks' time
 };
 
 // Runs the deck's training step on synthetic tokens (no data files are read) and returns this

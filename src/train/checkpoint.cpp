@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 
@@ -12,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/host_copy.hpp"
 #include "io/hdf5_file.hpp"
+#include "parallel/watchdog.hpp"
 
 namespace kgpt::train {
 
@@ -40,10 +43,11 @@ void add_state(Checksum& sum, const CheckpointState& s) {
 
 void fsync_path(const std::string& path, bool directory) {
   const int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-  if (fd < 0) throw Error(ExitCode::failure, path + ": cannot open to sync");
+  if (fd < 0) throw Error(ExitCode::failure, path + ": cannot open to sync: " + std::strerror(errno));
   const int code = ::fsync(fd);
+  const int error = errno;
   ::close(fd);
-  if (code != 0) throw Error(ExitCode::failure, path + ": fsync failed");
+  if (code != 0) throw Error(ExitCode::failure, path + ": fsync failed: " + std::strerror(error));
 }
 
 std::int64_t step_of(const std::string& file_name) {
@@ -98,10 +102,11 @@ std::string write_checkpoint(const std::string& run_dir, const model::Parameters
   fs::create_directories(checkpoint_folder(run_dir));
   const std::string path = checkpoint_path(run_dir, state.step), temporary = path + ".tmp";
   Checksum sum;
-  {
+  try {
     io::Hdf5File out(temporary, io::Hdf5File::Mode::create);
     const auto& layout = params.layout();
     for (const auto& [group, buffer] : buffers(params, optimizer)) {
+      parallel::progress();
       const std::vector<float> host = to_host(buffer);
       // A diverged run must not replace the last good checkpoint.
       if (!std::all_of(host.begin(), host.end(), [](float x) { return std::isfinite(x); })) {
@@ -123,8 +128,17 @@ std::string write_checkpoint(const std::string& run_dir, const model::Parameters
     out.set_attribute("/", "tensor_count", static_cast<std::int64_t>(layout.entries().size()));
     out.set_attribute("/", "checksum", sum.hex());
     out.flush();
+    out.close();
+    fsync_path(temporary, false);
+  } catch (const Error& e) {
+    // Nothing partial is left behind; the newest complete checkpoint stays the newest.
+    std::error_code ignored;
+    fs::remove(temporary, ignored);
+    const auto kept = list_checkpoints(run_dir);
+    throw Error(ExitCode::failure, std::string("writing the checkpoint of step ") + std::to_string(state.step) +
+                                       " failed: " + e.what() + "; " +
+                                       (kept.empty() ? "no checkpoint was written before" : "the newest checkpoint is still " + kept.front()));
   }
-  fsync_path(temporary, false);
   fs::rename(temporary, path);
   fsync_path(checkpoint_folder(run_dir), true);
   prune(run_dir, policy);

@@ -10,33 +10,14 @@
 #include "config/deck.hpp"
 #include "core/error.hpp"
 #include "core/views.hpp"
+#include "data/dataset_check.hpp"
 #include "data/shard.hpp"
 #include "data/sentencepiece.hpp"
 #include "data/token_bytes.hpp"
+#include "parallel/watchdog.hpp"
 #include "parallel/world.hpp"
 
 namespace kgpt::train {
-
-// The val split as one token array, cut to whole sequences (plus the one extra target token).
-inline std::vector<std::uint16_t> load_val_tokens(const config::ResolvedDeck& deck) {
-  const auto files = data::find_shards(deck.config.data.val_files);
-  std::vector<std::uint16_t> tokens;
-  for (const auto& file : files) {
-    const auto shard = data::read_shard(file, deck.config.model.vocab_size);
-    tokens.insert(tokens.end(), shard.begin(), shard.end());
-  }
-  const std::size_t seq = deck.config.train.seq_len;
-  std::size_t usable = tokens.empty() ? 0 : (tokens.size() - 1) / seq * seq;
-  if (deck.config.train.val_tokens > 0) {
-    usable = std::min<std::size_t>(usable, static_cast<std::size_t>(deck.config.train.val_tokens) / seq * seq);
-  }
-  if (usable == 0) {
-    throw InputError(deck.where("data.val_files") + ": the val split holds fewer than seq_len + 1 = " +
-                     std::to_string(seq + 1) + " tokens");
-  }
-  tokens.resize(usable + 1);
-  return tokens;
-}
 
 struct Evaluation {
   double loss = 0.0, bpb = 0.0;
@@ -47,7 +28,7 @@ class Evaluator {
   Evaluator(const config::ResolvedDeck& deck, int batch)
       : seq_(deck.config.train.seq_len),
         batch_(batch),
-        tokens_(load_val_tokens(deck)),
+        tokens_(data::load_val_tokens(deck)),
         table_(deck.config.data.tokenizer == config::Tokenizer::byte
                    ? data::byte_tokenizer_table(deck.config.model.vocab_size)
                    : data::load_sentencepiece_table(deck.config.data.vocab_file, deck.config.model.vocab_size)),
@@ -83,7 +64,9 @@ class Evaluator {
       const double mean = model.forward(exec, inputs, targets);
       loss_sum += mean * rows * seq_;
       token_count += static_cast<double>(rows) * seq_;
+      parallel::progress();
     }
+    parallel::progress_detail("summing the evaluation over ranks");
     parallel::sum_in_place(sums, 3);
     Evaluation result;
     result.loss = loss_sum / token_count;

@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "core/profile.hpp"
 #include "optim/schedule.hpp"
+#include "parallel/watchdog.hpp"
 #include "parallel/world.hpp"
 
 namespace kgpt::train {
@@ -67,6 +68,8 @@ StepMetrics TrainStep<T>::run(const ExecSpace& exec, int step, double training_s
   StepMetrics m;
   const auto start = Clock::now();
   const int accum = plan_.grad_accum_steps, b = static_cast<int>(plan_.local_sequences), t = plan_.seq_len;
+  const std::int64_t number = step + 1;
+  parallel::progress(parallel::Phase::data, number);
   // docs/design.md, section 4: this rank's slices of every micro-batch of the step, in one copy.
   for (int micro_step = 0; micro_step < accum; ++micro_step) {
     batches.next(&staged_inputs_(micro_step, 0, 0), &staged_targets_(micro_step, 0, 0));
@@ -93,23 +96,27 @@ StepMetrics TrainStep<T>::run(const ExecSpace& exec, int step, double training_s
     const std::size_t offset = static_cast<std::size_t>(micro_step) * b * t;
     const ConstTokenMatrix inputs(inputs_.data() + offset, b, t), targets(targets_.data() + offset, b, t);
     {
+      parallel::progress(parallel::Phase::forward, number);
       const profile::Phase phase("forward");
       model_.forward(exec, inputs, targets, loss_sum);
     }
     timer.lap(m.forward_seconds);
     {
+      parallel::progress(parallel::Phase::backward, number);
       const profile::Phase phase("backward");
       model_.backward(exec, backward_scale_, last ? ready : model::GradientsReady{});
     }
     timer.lap(m.backward_seconds);
   }
   {
+    parallel::progress(parallel::Phase::averaging, number);
     const profile::Phase phase("averaging");
     const profile::Region region(exec, "gradient averaging (wait)");
     averager_->finish(exec);
   }
   timer.lap(m.backward_seconds);
   m.lr_multiplier = optim::lr_multiplier(train_, step, training_seconds);
+  parallel::progress(parallel::Phase::optimizer, number);
   const profile::Phase phase("optimizer");
   if (train_.grad_clip_norm > 0) {
     // Clipping needs the norm before any update reads a gradient.
@@ -123,6 +130,8 @@ StepMetrics TrainStep<T>::run(const ExecSpace& exec, int step, double training_s
   exec.fence();
   timer.lap(m.optimizer_seconds);
   // docs/design.md, section 7: the logged loss is the mean over all ranks and micro-steps.
+  parallel::progress(parallel::Phase::averaging, number);
+  parallel::progress_detail("summing the loss over ranks");
   const int world_size = averager_->world_size();
   m.loss = parallel::sum(host_sums_(0)) / (accum * world_size);
   m.grad_norm = std::sqrt(host_sums_(1));

@@ -14,6 +14,7 @@
 #include "io/history.hpp"
 #include "model/language_model.hpp"
 #include "optim/optimizer.hpp"
+#include "parallel/watchdog.hpp"
 #include "parallel/world.hpp"
 #include "train/checkpoint.hpp"
 #include "train/evaluator.hpp"
@@ -134,6 +135,11 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
   const config::BatchPlan& plan = deck.plan;
   const parallel::WorldInfo& world = parallel::world();
   const ExecSpace exec;
+  parallel::WatchdogSettings watch;
+  watch.timeout_seconds = c.parallel.stall_timeout_s;
+  watch.who = "kgpt train";
+  watch.log_file = log.path();
+  const parallel::StallWatchdog watchdog(watch);
   Run run = build_run(deck);
   model::LanguageModel<Real>& model = *run.model;
   const Vector<Real>& values = model.parameters().values();
@@ -163,6 +169,7 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
   // Every rank waits for rank 0's write, so that none exits or goes on before the checkpoint is on
   // disk, and a failed write ends every rank with rank 0's message.
   auto save_checkpoint = [&](int steps_done) {
+    parallel::progress(parallel::Phase::checkpoint, steps_done);
     parallel::agreed([&] {
       if (!writes_files) return;
       CheckpointState state;
@@ -187,10 +194,12 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
   log.line("grad_averaging:" + std::string(train_step.averager().transport()) +
            " overlap:" + (c.parallel.overlap ? "on" : "off") + " bucket_mb:" + significant(c.parallel.bucket_mb) +
            " param_checksum:" + (world.size > 1 ? "equal on all ranks" : "single rank"));
-  log.line("val_tokens:" + std::to_string(run.evaluator->tokens()) + " iterations:" + std::to_string(c.train.iterations));
+  log.line("val_tokens:" + std::to_string(run.evaluator->tokens()) + " iterations:" + std::to_string(c.train.iterations) +
+           " stall_watchdog:" + watchdog.summary());
 
   TrainSummary summary;
   auto evaluate = [&](int step) {
+    parallel::progress(parallel::Phase::evaluation, step);
     const Evaluation e = run.evaluator->run(exec, model, world.rank, world.size);
     report.evaluation(step, e);
     summary.final_val_loss = e.loss;
@@ -206,6 +215,7 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
     const int done = step + 1;
     const bool last = done == c.train.iterations;
     const bool capped = c.train.max_wallclock_seconds > 0 && training_seconds >= c.train.max_wallclock_seconds;
+    parallel::progress(parallel::Phase::output, done);
     report.step(done, m, tokens_seen, std::chrono::duration<double>(Clock::now() - run_start).count(), last || capped);
     summary.steps = done;
     summary.final_train_loss = m.loss;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "data/shard.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 
@@ -158,7 +159,8 @@ TEST_CASE("kgpt prepare, check and train on real shards", "[app]") {
   const auto bench = run_kgpt({"bench", dir.file("small.yaml"), "--steps", "1", "--warmup", "1", "--gemm-size", "64"});
   INFO(bench.err);
   CHECK(bench.exit_code == 0);
-  for (const char* field : {"tok/s:", "step_ms:", "model_gflops:", "sgemm_gflops:", "ratio:", "peak_rss_mb:", "view_peak_mb:"}) {
+  for (const char* field : {"tok/s:", "step_ms:", "model_gflops:", "sgemm_gflops:", "ratio:", "peak_rss_mb:", "view_peak_mb:",
+                            "stall_watchdog:600s (this rank) watchdog_ms_per_step:"}) {
     CHECK(bench.out.find(field) != std::string::npos);
   }
   CHECK(bench.out.find("profile steps:") == std::string::npos);
@@ -188,6 +190,58 @@ TEST_CASE("kgpt prepare, check and train on real shards", "[app]") {
   const auto bad = run_kgpt({"train", dir.file("small.yaml"), "--run-dir", dir.file("runs/bad"), "--set", "model.n_head=3"});
   CHECK(bad.exit_code == 2);
   CHECK_FALSE(kgpt::test::file_exists(dir.file("runs/bad")));
+}
+
+// kgpt check is what a user runs before queueing a job: every problem with the data that stops
+// `kgpt train` at start-up must stop `kgpt check` too, with the same message and exit code 2.
+TEST_CASE("kgpt check finds every data problem that kgpt train finds at start-up", "[app][data]") {
+  TempDir dir;
+  prepare_data(dir);
+  write_file(dir.file("small.yaml"), small_deck(dir));
+  const std::string val = dir.file("data/tiny_val_000000.bin"), train = dir.file("data/tiny_train_000000.bin");
+  const std::vector<std::uint16_t> good_val = kgpt::data::read_shard(val, 65536);
+  const std::vector<std::uint16_t> good_train = kgpt::data::read_shard(train, 65536);
+  std::vector<std::uint16_t> bad_id = good_val;
+  bad_id[5] = 300;  // not below model.vocab_size = 257
+  std::vector<std::uint16_t> bad_train = good_train;
+  bad_train[7] = 257;
+  const std::vector<std::uint16_t> short_val(good_val.begin(), good_val.begin() + 10);  // seq_len is 16
+  const std::string second_val = dir.file("data/tiny_val_000001.bin");
+
+  struct Case {
+    const char* name;
+    std::vector<std::uint16_t> val, train, second_val;  // no second val shard when empty
+    std::string want;
+  };
+  const std::vector<Case> cases = {
+      {"a token id beyond the vocabulary in the val split", bad_id, good_train, {},
+       val + ": token 300 at index 5 is not below the vocabulary size 257 (model.vocab_size)"},
+      {"a token id beyond the vocabulary in the first train shard", good_val, bad_train, {},
+       train + ": token 257 at index 7 is not below the vocabulary size 257 (model.vocab_size)"},
+      {"a val split shorter than seq_len + 1", short_val, good_train, {},
+       "data.val_files: the val split holds fewer than seq_len + 1 = 17 tokens"},
+      {"a token id beyond the vocabulary in a later val shard", good_val, good_train, bad_id,
+       second_val + ": token 300 at index 5 is not below the vocabulary size 257 (model.vocab_size)"},
+  };
+  int run = 0;
+  for (const Case& c : cases) {
+    SECTION(c.name) {
+      kgpt::data::write_shard(val, c.val);
+      kgpt::data::write_shard(train, c.train);
+      if (!c.second_val.empty()) kgpt::data::write_shard(second_val, c.second_val);
+      const auto checked = run_kgpt({"check", dir.file("small.yaml")});
+      const auto trained = run_kgpt({"train", dir.file("small.yaml"), "--run-dir", dir.file("runs/r" + std::to_string(run))});
+      INFO(checked.err << trained.out << trained.err);
+      CHECK(checked.exit_code == 2);
+      CHECK(trained.exit_code == 2);
+      CHECK(checked.err.find(c.want) != std::string::npos);
+      const std::string prefix = "kgpt check: error: ";
+      REQUIRE(checked.err.rfind(prefix, 0) == 0);
+      CHECK(trained.err == "kgpt train: error: " + checked.err.substr(prefix.size()));
+      CHECK_FALSE(kgpt::test::file_exists(dir.file("runs/r" + std::to_string(run))));
+    }
+    ++run;
+  }
 }
 
 TEST_CASE("kgpt prepare names a missing input and keeps existing shards", "[app]") {

@@ -14,9 +14,9 @@ import subprocess
 import sys
 import time
 
+from mpi_jobs import ENV, alive, rank_pids, start_train
+
 KGPT, MPIEXEC, DECK, WORKDIR = sys.argv[1:5]
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OPENBLAS_NUM_THREADS="1")
-ENV.pop("SLURM_NTASKS", None)
 failures = []
 
 
@@ -37,39 +37,17 @@ def expect_one_message(name, ranks, args, code, text, env=None):
         failures.append(f"{name}: want exactly one message containing {text!r}, got {errors}")
 
 
-def rank_of(pid):
-    with open(f"/proc/{pid}/environ", "rb") as f:
-        for item in f.read().split(b"\0"):
-            if item.startswith(b"OMPI_COMM_WORLD_RANK="):
-                return int(item.split(b"=", 1)[1])
-    return None
-
-
 def start_long_run(run_dir, marker, *extra):
     """Starts a practically endless 2-rank run; returns the job and its output up to the line that
     starts with `marker`."""
-    command = [MPIEXEC, "--oversubscribe", "-n", "2", KGPT, "train", DECK, "--run-dir", run_dir,
-               "--set", "train.iterations=1000000", "--set", "train.eval_every=0", *extra]
-    job = subprocess.Popen(command, cwd=WORKDIR, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    output = []
-    for line in job.stdout:
-        output.append(line)
-        if line.startswith(marker):
-            break
-    return job, output
+    return start_train(MPIEXEC, KGPT, 2, DECK, WORKDIR, ["--run-dir", run_dir, "--set", "train.iterations=1000000",
+                                                         "--set", "train.eval_every=0", *extra], marker)
 
 
 def kill_one_rank_mid_run():
     run_dir = os.path.join(WORKDIR, "failure_runs", "killed")
     job, output = start_long_run(run_dir, "step:3/")
-    ranks = {}
-    for pid in subprocess.run(["pgrep", "-f", run_dir], capture_output=True, text=True).stdout.split():
-        try:
-            rank = rank_of(int(pid))
-        except OSError:
-            continue
-        if rank is not None:
-            ranks[rank] = int(pid)
+    ranks = rank_pids(run_dir)
     if 1 not in ranks:
         job.kill()
         failures.append(f"kill: could not find rank 1 among {ranks}")
@@ -93,8 +71,7 @@ def kill_one_rank_mid_run():
         failures.append(f"kill: the other rank took {seconds:.1f} s to end")
     if not named:
         failures.append("kill: the output does not name rank 1:\n" + text[-2000:])
-    if any(os.path.exists(f"/proc/{pid}") and open(f"/proc/{pid}/stat").read().split()[2] != "Z"
-           for pid in ranks.values()):
+    if any(alive(pid) for pid in ranks.values()):
         failures.append(f"kill: ranks still alive: {ranks}")
 
 

@@ -11,13 +11,16 @@ SCENARIO is one of
   sweep    `kgpt sweep` of 4 points and slurm/sweep.sbatch as a job array; summarize.py gives 4 rows;
   others   slurm/cpu.sbatch and slurm/multinode.sbatch (on the one node) to completion, and bad input
            to the scripts (a missing deck, a bad key, a sweep without --array): exit code 2, a message
-           naming the problem, no requeue.
+           naming the problem, no requeue;
+  stall    a rank of 8xh100.sbatch stopped with SIGSTOP: exit code 4 and the rank named, no requeue;
+           with KGPT_REQUEUE_ON_STALL=1 the job requeues, resumes and completes.
 DATA_DIR holds the byte shards of tests/parallel/tiny_parallel.yaml (parallel_data/). Exit code 0
 when every check passes; each failure is printed.
 """
 import csv
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -223,8 +226,76 @@ def scenario_others(cluster, kgpt, data_dir, state_dir, tmp):
     check(sorted(os.listdir(runs)) == sorted(good), f"bad input made no run directory: {os.listdir(runs)}")
 
 
+def rank_pid(job, rank):
+    """The pid of `rank` of `job`'s kgpt step: a kgpt process with that SLURM_PROCID whose command line
+    carries the job's run suffix (srun's own command line carries it too, but srun is not kgpt)."""
+    found = subprocess.run(["pgrep", "-f", "--", f"--run-suffix -{job} "], capture_output=True, text=True).stdout.split()
+    for pid in found:
+        try:
+            if os.path.basename(os.readlink(f"/proc/{pid}/exe")) != "kgpt":
+                continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if f"SLURM_PROCID={rank}".encode() in f.read().split(b"\0"):
+                    return int(pid)
+        except OSError:
+            continue
+    return None
+
+
+def scenario_stall(cluster, kgpt, data_dir, state_dir, tmp):
+    """A rank stopped with SIGSTOP: the stall watchdog ends the job with exit code 4 and a message
+    naming the rank; the batch script does not requeue it, unless KGPT_REQUEUE_ON_STALL=1, where the
+    requeued job resumes and completes."""
+    work = workdir_with_data(tmp, data_dir)
+    runs = os.path.join(work, "runs")
+    timeout = 5
+    for requeue in (False, True):
+        env = job_environment(kgpt)
+        if requeue:
+            env["KGPT_REQUEUE_ON_STALL"] = "1"
+        job = cluster.submit(os.path.join(SOURCE, "slurm", "8xh100.sbatch"),
+                             [DECK, *TRAIN_OPTIONS, "--set", f"run.out_dir={runs}", "--set", "run.checkpoint_every=5",
+                              "--set", f"parallel.stall_timeout_s={timeout}"], cwd=work, env=env)
+        run_dir = os.path.join(runs, f"tiny_parallel-{job}")
+        deadline = time.time() + 300
+        while f"checkpoint:{run_dir}/checkpoints/ckpt_00000005.h5" not in read_text(os.path.join(run_dir, "log.txt")):
+            if time.time() > deadline or not cluster.queue(job):
+                check(False, f"job {job} wrote its step-5 checkpoint within 300 s")
+                break
+            time.sleep(0.1)
+        victim = rank_pid(job, 3)
+        if not check(victim is not None, f"job {job}: found the process of rank 3"):
+            cluster.scancel(job)
+            continue
+        stopped_at = time.time()
+        os.kill(victim, signal.SIGSTOP)
+        final = cluster.wait(job, timeout=600)[job]
+        waited = time.time() - stopped_at
+        out = read_text(os.path.join(work, f"kgpt-{job}.out"))
+        print(out[-3000:], flush=True)
+        log = read_text(os.path.join(run_dir, "log.txt"))
+        check("kgpt train: error: stalled: rank 3 has not answered for" in out, f"job {job}: the output names rank 3")
+        check("error: stalled: rank 3 has not answered for" in log, f"job {job}: log.txt names rank 3")
+        check("kgpt job: error: the stall watchdog ended the job (exit code 4)" in out, f"job {job}: the script says why")
+        if not requeue:
+            print(f"stall without requeue: job {job} ended within {waited:.1f} s of the stop (timeout {timeout} s)",
+                  flush=True)
+            check(final.state == "FAILED" and final.exit_status == 4 and final.restarts == 0,
+                  f"job {job}: exit code 4 without requeue: {final.state} {final.exit_code} restarts {final.restarts}")
+            check("not requeued (KGPT_REQUEUE_ON_STALL=1 requeues a stalled job)" in out, f"job {job}: not requeued")
+        else:
+            check(final.state == "COMPLETED" and final.exit_status == 0 and final.restarts == 1,
+                  f"job {job}: requeued once, then completed: {final}")
+            check(f"stalled (exit code 4, KGPT_REQUEUE_ON_STALL=1); requeueing job {job} (restart 1)" in out,
+                  f"job {job}: the script requeued the stalled job")
+            check("resumed_from:" in log and f"step:{STEPS}/{STEPS} val_loss:" in log,
+                  f"job {job}: the requeued job resumed and finished")
+            check(list(history(run_dir)["train"]["step"]) == list(range(1, STEPS + 1)),
+                  f"job {job}: {STEPS} train rows, none twice")
+
+
 SCENARIOS = {"8xh100": scenario_8xh100, "preempt": scenario_preempt, "sweep": scenario_sweep,
-             "others": scenario_others}
+             "others": scenario_others, "stall": scenario_stall}
 
 
 def main():
