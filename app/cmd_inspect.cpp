@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <numeric>
 
 #include "commands.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "io/hdf5_file.hpp"
 #include "train/artifact.hpp"
 
@@ -22,11 +22,7 @@ std::string shape_text(const std::vector<std::size_t>& shape) {
   return text + ")";
 }
 
-std::string number(double value) {
-  char text[64];
-  std::snprintf(text, sizeof(text), "%.6g", value);
-  return text;
-}
+using text::significant;
 
 void print_metadata(const io::Hdf5File& file) {
   if (!file.contains("/metadata")) return;
@@ -51,7 +47,7 @@ void inspect_checkpoint(const io::Hdf5File& file) {
   std::cout << file.path() << ": kgpt checkpoint\n";
   for (const char* key : {"step", "tokens_seen", "stream_position", "training_seconds", "seed"}) {
     const std::string name = std::string("/state/") + key;
-    if (file.contains(name)) std::cout << "  " << key << ": " << number(file.read_doubles(name).at(0)) << "\n";
+    if (file.contains(name)) std::cout << "  " << key << ": " << significant(file.read_doubles(name).at(0)) << "\n";
   }
   print_metadata(file);
   std::size_t count = 0;
@@ -63,7 +59,7 @@ void inspect_checkpoint(const io::Hdf5File& file) {
     const double norm = std::sqrt(std::inner_product(values.begin(), values.end(), values.begin(), 0.0));
     count += values.size();
     std::cout << "    " << name << " " << shape_text(file.shape(path)) << " " << file.dtype(path)
-              << " norm:" << number(norm) << "\n";
+              << " norm:" << significant(norm) << "\n";
   }
   std::cout << "  parameters: " << count << "\n";
   if (file.contains("/optim")) {
@@ -94,7 +90,7 @@ void inspect_artifact(const std::string& path) {
     count += values.size();
     stored += t.stored_bytes();
     std::cout << "    " << t.name << " " << shape_text(t.shape) << " " << train::storage_name(t.storage)
-              << " norm:" << number(norm) << "\n";
+              << " norm:" << significant(norm) << "\n";
   }
   std::cout << "  parameters: " << count << "\n"
             << "  stored bytes before compression: " << stored << " (" << count * 4 << " in fp32)\n";
@@ -109,9 +105,9 @@ void inspect_history(const io::Hdf5File& file) {
   if (!steps.empty()) {
     auto speeds = file.read_doubles("/train/tokens_per_s");
     std::nth_element(speeds.begin(), speeds.begin() + speeds.size() / 2, speeds.end());
-    std::cout << " (steps " << number(steps.front()) << "-" << number(steps.back()) << ")"
-              << ", last train loss " << number(losses.back()) << ", median tokens/s "
-              << number(speeds[speeds.size() / 2]) << ", tokens " << number(file.read_doubles("/train/tokens").back());
+    std::cout << " (steps " << significant(steps.front()) << "-" << significant(steps.back()) << ")"
+              << ", last train loss " << significant(losses.back()) << ", median tokens/s "
+              << significant(speeds[speeds.size() / 2]) << ", tokens " << significant(file.read_doubles("/train/tokens").back());
   }
   std::cout << "\n";
   const auto val_steps = file.read_doubles("/val/step");
@@ -121,9 +117,9 @@ void inspect_history(const io::Hdf5File& file) {
   if (!val_steps.empty()) {
     const std::size_t best = static_cast<std::size_t>(std::min_element(val_losses.begin(), val_losses.end()) -
                                                       val_losses.begin());
-    std::cout << ", last val_loss " << number(val_losses.back()) << " val_bpb " << number(val_bpb.back())
-              << " (step " << number(val_steps.back()) << "), best val_loss " << number(val_losses[best])
-              << " (step " << number(val_steps[best]) << ")";
+    std::cout << ", last val_loss " << significant(val_losses.back()) << " val_bpb " << significant(val_bpb.back())
+              << " (step " << significant(val_steps.back()) << "), best val_loss " << significant(val_losses[best])
+              << " (step " << significant(val_steps[best]) << ")";
   }
   std::cout << "\n";
 }

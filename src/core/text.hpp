@@ -24,4 +24,9 @@ bool parse_bool(const std::string& text, bool& value);
 // "1,234,567" for progress and summaries.
 std::string with_thousands(unsigned long long value);
 
+// Log and summary figures: six significant digits ("%.6g": 0.04, 1.23457e+06), or a fixed number of
+// decimals ("%.*f").
+std::string significant(double value);
+std::string fixed(double value, int digits);
+
 }  // namespace kgpt::text

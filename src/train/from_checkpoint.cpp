@@ -260,12 +260,6 @@ std::vector<std::pair<std::string, std::string>> read_record(const std::string& 
   return fields;
 }
 
-std::string number(double value) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.6f", value);
-  return text;
-}
-
 }  // namespace
 
 ExportSummary export_checkpoint(const std::string& checkpoint, const std::string& out, std::size_t keep_float_max) {
@@ -333,8 +327,8 @@ std::string record_artifact_evaluation(const std::string& artifact_path, const C
   fields.erase(std::remove_if(fields.begin(), fields.end(),
                               [](const auto& f) { return f.first.rfind("roundtrip_", 0) == 0; }),
                fields.end());
-  fields.emplace_back("roundtrip_val_loss", number(result.loss));
-  fields.emplace_back("roundtrip_val_bpb", number(result.bpb));
+  fields.emplace_back("roundtrip_val_loss", text::fixed(result.loss, 6));
+  fields.emplace_back("roundtrip_val_bpb", text::fixed(result.bpb, 6));
   fields.emplace_back("roundtrip_val_tokens", std::to_string(result.tokens));
   write_record(file, fields);
   return file;

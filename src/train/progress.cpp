@@ -1,24 +1,11 @@
 #include "train/progress.hpp"
 
-#include <cstdio>
+#include "core/text.hpp"
 
 namespace kgpt::train {
 
-namespace {
-
-std::string fixed(double value, int digits) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), "%.*f", digits, value);
-  return buffer;
-}
-
-std::string significant(double value) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), "%.6g", value);
-  return buffer;
-}
-
-}  // namespace
+using text::fixed;
+using text::significant;
 
 ProgressReport::ProgressReport(io::RunLog& log, io::History* history, const config::TrainConfig& train,
                                const optim::Optimizer<float>& optimizer)

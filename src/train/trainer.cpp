@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "core/host_copy.hpp"
 #include "core/kokkos_compat.hpp"
+#include "core/text.hpp"
 #include "data/loader.hpp"
 #include "data/shard.hpp"
 #include "io/history.hpp"
@@ -29,11 +30,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Real = float;  // parameters, gradients and optimizer state
 
-std::string significant(double value) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), "%.6g", value);
-  return buffer;
-}
+using text::significant;
 
 // Equal on every rank when the parameters are.
 std::uint64_t parameter_checksum(const Vector<Real>& values) {

@@ -54,3 +54,11 @@ TEST_CASE("doubles print short and read back exactly", "[core][text]") {
   CHECK(with_thousands(0) == "0");
   CHECK(with_thousands(1234567) == "1,234,567");
 }
+
+TEST_CASE("log figures: six significant digits or fixed decimals", "[core][text]") {
+  CHECK(significant(0.04) == "0.04");
+  CHECK(significant(1234567.0) == "1.23457e+06");
+  CHECK(significant(600) == "600");
+  CHECK(fixed(3.85661234, 4) == "3.8566");
+  CHECK(fixed(2.5, 6) == "2.500000");
+}
