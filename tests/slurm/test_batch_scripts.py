@@ -62,6 +62,17 @@ def history(run_dir):
         return {group: {name: f[group][name][()] for name in f[group]} for group in ("train", "val")}
 
 
+def wait_for_log(cluster, job, run_dir, text, what, timeout=300):
+    """Waits until the run's log.txt holds `text`; a failure ("job J <what> within N s") when the job
+    leaves the queue or the time is up first."""
+    deadline = time.time() + timeout
+    while text not in read_text(os.path.join(run_dir, "log.txt")):
+        if time.time() > deadline or not cluster.queue(job):
+            check(False, f"job {job} {what} within {timeout} s")
+            return
+        time.sleep(0.1)
+
+
 def job_environment(kgpt):
     """What the batch scripts need here: the binary, the checkout, and MPI settings for a CI container."""
     return {
@@ -124,12 +135,7 @@ def scenario_preempt(cluster, kgpt, data_dir, state_dir, tmp):
                          "--set", f"run.out_dir={runs}"], cwd=work, env=job_environment(kgpt))
     run_dir = os.path.join(runs, f"tiny_parallel-{job}")
     # Signal the batch shell, as --signal=B:USR1@N does before the time limit, once step 5 is done.
-    deadline = time.time() + 300
-    while f"step:5/{STEPS} train_loss:" not in read_text(os.path.join(run_dir, "log.txt")):
-        if time.time() > deadline or not cluster.queue(job):
-            check(False, f"job {job} reached step 5 within 300 s")
-            break
-        time.sleep(0.1)
+    wait_for_log(cluster, job, run_dir, f"step:5/{STEPS} train_loss:", "reached step 5")
     cluster.scancel(job, signal="USR1", batch=True)
     final = cluster.wait(job, timeout=600)[job]
     out = read_text(os.path.join(work, f"kgpt-{job}.out"))
@@ -257,12 +263,8 @@ def scenario_stall(cluster, kgpt, data_dir, state_dir, tmp):
                              [DECK, *TRAIN_OPTIONS, "--set", f"run.out_dir={runs}", "--set", "run.checkpoint_every=5",
                               "--set", f"parallel.stall_timeout_s={timeout}"], cwd=work, env=env)
         run_dir = os.path.join(runs, f"tiny_parallel-{job}")
-        deadline = time.time() + 300
-        while f"checkpoint:{run_dir}/checkpoints/ckpt_00000005.h5" not in read_text(os.path.join(run_dir, "log.txt")):
-            if time.time() > deadline or not cluster.queue(job):
-                check(False, f"job {job} wrote its step-5 checkpoint within 300 s")
-                break
-            time.sleep(0.1)
+        wait_for_log(cluster, job, run_dir, f"checkpoint:{run_dir}/checkpoints/ckpt_00000005.h5",
+                     "wrote its step-5 checkpoint")
         victim = rank_pid(job, 3)
         if not check(victim is not None, f"job {job}: found the process of rank 3"):
             cluster.scancel(job)

@@ -25,10 +25,11 @@ import time
 import h5py
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "parallel"))
+from mpi_jobs import ENV, start_train  # noqa: E402
+
 KGPT, MPIEXEC, DECK, WORKDIR = sys.argv[1:5]
 ROOT = os.path.join(WORKDIR, "checkpoint_runs")
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OPENBLAS_NUM_THREADS="1")
-ENV.pop("SLURM_NTASKS", None)
 COMMON = ["--set", "train.iterations=30", "--set", "run.checkpoint_every=5", "--set", "train.eval_every=10"]
 failures = []
 
@@ -54,14 +55,7 @@ def history(run_dir):
 
 
 def start_and_wait_for(ranks, run_dir, marker, *extra):
-    job = subprocess.Popen(command(ranks, run_dir, *extra), cwd=WORKDIR, env=ENV, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True)
-    lines = []
-    for line in job.stdout:
-        lines.append(line)
-        if line.startswith(marker):
-            break
-    return job, lines
+    return start_train(MPIEXEC, KGPT, ranks, DECK, WORKDIR, ["--run-dir", run_dir, *COMMON, *extra], marker)
 
 
 shutil.rmtree(ROOT, ignore_errors=True)
