@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "config/config.hpp"
@@ -98,6 +100,37 @@ inline TokenMatrix random_tokens(int b, int t, int vocab, std::uint64_t stream) 
   return tokens;
 }
 
+// The mean loss of one batch and the gradient of the whole parameter buffer, from zeroed gradients.
+template <class Model>
+std::pair<double, std::vector<double>> loss_and_gradient(Model& model, const TokenMatrix& inputs,
+                                                         const TokenMatrix& targets) {
+  using T = typename std::decay_t<decltype(model.parameters().grads())>::non_const_value_type;
+  Kokkos::deep_copy(model.parameters().grads(), T(0));
+  const double loss = model.forward(ExecSpace(), inputs, targets);
+  model.backward(ExecSpace(), T(1));
+  auto g = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model.parameters().grads());
+  return {loss, std::vector<double>(g.data(), g.data() + g.span())};
+}
+
+// A float model and a model with bf16 activations holding the same parameters. Activations rounded at
+// 2^-8 relative through a few blocks move the loss by a few 1e-3 of itself and the gradient by a few
+// percent of its norm: the loss must agree within 1e-2 relative, the gradient within 5e-2 of its
+// norm, and the losses must differ (equal results would mean bf16 never ran).
+template <class Float, class Low>
+void check_bf16_near_float(Float& reference, Low& low, const TokenMatrix& inputs, const TokenMatrix& targets) {
+  const auto [loss, grad] = loss_and_gradient(reference, inputs, targets);
+  const auto [low_loss, low_grad] = loss_and_gradient(low, inputs, targets);
+  CHECK(low_loss == Approx(loss).epsilon(1e-2));
+  CHECK(low_loss != loss);
+  REQUIRE(low_grad.size() == grad.size());
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < grad.size(); ++i) {
+    diff += (low_grad[i] - grad[i]) * (low_grad[i] - grad[i]);
+    norm += grad[i] * grad[i];
+  }
+  CHECK(std::sqrt(diff / norm) < 5e-2);
+}
+
 // One model with the GEMM and with the fused attention (config.attention set to each), its
 // parameters set by `randomize`: the loss and every gradient agree to rounding.
 template <class Model, class Config, class Randomize>
@@ -108,12 +141,9 @@ void check_attention_kinds_agree(Config config, int vocab, const Randomize& rand
     config.attention = kind;
     Model model(config, 2, 9);
     randomize(model);
-    const auto inputs = random_tokens(2, 9, vocab, 7), targets = random_tokens(2, 9, vocab, 8);
-    Kokkos::deep_copy(model.parameters().grads(), 0.0);
-    losses.push_back(model.forward(ExecSpace(), inputs, targets));
-    model.backward(ExecSpace(), 1.0);
-    auto g = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model.parameters().grads());
-    grads.emplace_back(g.data(), g.data() + g.span());
+    auto [loss, grad] = loss_and_gradient(model, random_tokens(2, 9, vocab, 7), random_tokens(2, 9, vocab, 8));
+    losses.push_back(loss);
+    grads.push_back(std::move(grad));
   }
   CHECK(losses[1] == Approx(losses[0]).epsilon(1e-13));
   double worst = 0;
