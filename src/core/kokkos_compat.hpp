@@ -8,6 +8,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <string>
+#include <type_traits>
 
 #ifdef KOKKOS_ENABLE_CUDA
 #include <cuda_runtime_api.h>
@@ -108,6 +109,21 @@ void blas_gemm(const ExecSpace& space, const char* trans_a, const char* trans_b,
 #endif
 }
 
+// Whether Kokkos passes a parallel_for of this functor and policy to a CUDA kernel as its argument.
+// Kokkos 4 copies a kernel whose driver (functor, policy and bookkeeping) is 512 bytes or more to
+// constant memory instead, and waits on the host before each such launch until the last one has
+// read its copy. Always true off CUDA.
+template <class Functor, class Policy>
+constexpr bool launches_as_argument() {
+#ifdef KOKKOS_ENABLE_CUDA
+  if constexpr (std::is_same<typename Policy::execution_space, Kokkos::Cuda>::value) {
+    return sizeof(Kokkos::Impl::ParallelFor<Functor, Policy, Kokkos::Cuda>) <
+           Kokkos::Impl::CudaTraits::ConstantMemoryUseThreshold;
+  }
+#endif
+  return true;
+}
+
 // The number of GPUs this process sees; -1 when this Kokkos has no GPU backend.
 inline int device_count() {
 #ifdef KOKKOS_ENABLE_CUDA
@@ -115,6 +131,18 @@ inline int device_count() {
   return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
 #else
   return -1;
+#endif
+}
+
+// The name of the GPU this process drives ("NVIDIA H100 80GB HBM3"), or "" without a GPU backend.
+inline std::string device_name() {
+#ifdef KOKKOS_ENABLE_CUDA
+  int device = 0;
+  cudaDeviceProp properties{};
+  if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&properties, device) != cudaSuccess) return "";
+  return properties.name;
+#else
+  return "";
 #endif
 }
 

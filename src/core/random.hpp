@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "core/kernel.hpp"
+
 namespace kgpt::random {
 
 // SplitMix64 finaliser: a strong 64-bit mix of one counter.
@@ -38,7 +40,7 @@ template <class View>
 void fill_normal(const View& view, std::uint64_t seed, std::uint64_t stream, double std_dev) {
   using T = typename View::non_const_value_type;
   auto flat = Kokkos::View<T*, typename View::memory_space, Kokkos::MemoryUnmanaged>(view.data(), view.span());
-  Kokkos::parallel_for(
+  kgpt::parallel_for(
       "kgpt::random::fill_normal", Kokkos::RangePolicy<typename View::execution_space>(0, view.span()),
       KOKKOS_LAMBDA(const std::size_t i) { flat(i) = static_cast<T>(std_dev * normal(seed, stream, i)); });
 }
@@ -48,7 +50,7 @@ template <class View>
 void fill_uniform(const View& view, std::uint64_t seed, std::uint64_t stream, double low, double high) {
   using T = typename View::non_const_value_type;
   auto flat = Kokkos::View<T*, typename View::memory_space, Kokkos::MemoryUnmanaged>(view.data(), view.span());
-  Kokkos::parallel_for(
+  kgpt::parallel_for(
       "kgpt::random::fill_uniform", Kokkos::RangePolicy<typename View::execution_space>(0, view.span()),
       KOKKOS_LAMBDA(const std::size_t i) { flat(i) = static_cast<T>(low + (high - low) * uniform(seed, stream, i)); });
 }

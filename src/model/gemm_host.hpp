@@ -11,6 +11,7 @@
 
 #include "core/kokkos_compat.hpp"
 #include "model/gemm_types.hpp"
+#include "core/kernel.hpp"
 
 namespace kgpt::model {
 
@@ -31,7 +32,7 @@ inline HostMatrix<float> scratch(int slot, std::size_t rows, std::size_t cols) {
 template <class Dst, class Src>
 void widen(const ExecSpace& exec, const Dst& dst, const Src& src) {
   const std::size_t rows = src.extent(0), cols = src.extent(1);
-  Kokkos::parallel_for(
+  kgpt::parallel_for(
       "kgpt::gemm::widen", Kokkos::RangePolicy<ExecSpace>(exec, 0, rows), KOKKOS_LAMBDA(const std::size_t i) {
         for (std::size_t j = 0; j < cols; ++j) dst(i, j) = static_cast<typename Dst::value_type>(src(i, j));
       });
@@ -48,7 +49,7 @@ template <class D, class Bias>
 void add_bias(const ExecSpace& exec, const D& d, const Bias& bias) {
   if (bias.extent(0) == 0) return;
   const std::size_t rows = d.extent(0), cols = d.extent(1);
-  Kokkos::parallel_for(
+  kgpt::parallel_for(
       "kgpt::gemm::bias", Kokkos::RangePolicy<ExecSpace>(exec, 0, rows), KOKKOS_LAMBDA(const std::size_t i) {
         for (std::size_t j = 0; j < cols; ++j) d(i, j) += bias(j);
       });
@@ -67,7 +68,7 @@ template <class D>
 void scale(const ExecSpace& exec, const D& d, GemmScalar<typename D::value_type> beta) {
   const std::size_t rows = d.extent(0), cols = d.extent(1);
   using V = typename D::value_type;
-  Kokkos::parallel_for(
+  kgpt::parallel_for(
       "kgpt::gemm::scale", Kokkos::RangePolicy<ExecSpace>(exec, 0, rows), KOKKOS_LAMBDA(const std::size_t i) {
         for (std::size_t j = 0; j < cols; ++j) d(i, j) = static_cast<V>(beta == 0 ? decltype(beta)(0) : beta * d(i, j));
       });
@@ -108,7 +109,7 @@ struct GemmBackend<backend::Host> {
       }
       if (bias.extent(0) != 0) {
         const std::size_t rows = d.extent(0), cols = d.extent(1);
-        Kokkos::parallel_for(
+        kgpt::parallel_for(
             "kgpt::gemm::bias", Kokkos::RangePolicy<ExecSpace>(exec, 0, rows), KOKKOS_LAMBDA(const std::size_t i) {
               for (std::size_t j = 0; j < cols; ++j) d32(i, j) += static_cast<float>(bias(j));
             });

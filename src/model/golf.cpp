@@ -108,7 +108,7 @@ GolfModel<T, A>::GolfModel(const config::ModelConfig& config, int max_batch, int
   partials_ = stats("column_partials", ops::ColumnSums<T, 2>::workspace(n, std::max<std::size_t>(c, heads_)));
   attention_ = make_attention<A>(resolve_attention(config), attention_shape(config, max_batch, max_seq), "kgpt::golf::");
   for (int s = 0; s < skips_; ++s) d_skips_.push_back(buffer("d_skip", n * c));
-  if (backend::on_gpu) sort_space_ = ops::EmbeddingSortSpace(n, static_cast<std::size_t>(vocab_));
+  if (backend::on_gpu) sort_space_ = ops::EmbeddingSortSpace<T>(n, static_cast<std::size_t>(vocab_), c);
   prepare_gemm();
   initialize(params_, 0);
 }
@@ -124,7 +124,10 @@ void GolfModel<T, A>::forward(const ExecSpace& exec, const ConstTokenMatrix& inp
   seq_ = stage_.seq();
   rows_ = batch_ * seq_;
   const std::size_t n = rows_, c = width_;
-  if constexpr (!std::is_same<A, T>::value) refresh_shadow(exec, params_.values(), shadow_);
+  const bool reuse_shadow = this->take_shadow_reuse();
+  if constexpr (!std::is_same<A, T>::value) {
+    if (!reuse_shadow) refresh_shadow(exec, params_.values(), shadow_);
+  }
   ops::embedding_rmsnorm_forward<T>(exec, stage_.inputs(), w_.tok_emb, x0_.mat(n, c), rstd0_.vec(n), T(kRmsEps));
   for (int l = 0; l < config_.n_layer; ++l) block_forward(exec, l, l == 0 ? x0_.mat(n, c) : layers_[l - 1].x_out.mat(n, c));
   ops::rmsnorm_forward<T>(exec, layers_.back().x_out.mat(n, c), final_.mat(n, c), rstd_final_.vec(n), T(kRmsEps));

@@ -134,7 +134,7 @@ class GolfModel final : public LanguageModel<T> {
   Buffer<A> dx_, dx0_, d_branch_, d_hidden_, d_h_, d_o_, d_qf_, d_kf_, d_qkv_;
   std::unique_ptr<Attention<A>> attention_;
   std::vector<Buffer<A>> d_skips_;
-  ops::EmbeddingSortSpace sort_space_;
+  ops::EmbeddingSortSpace<T> sort_space_;
 };
 
 }  // namespace kgpt::model

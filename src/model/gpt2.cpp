@@ -80,7 +80,7 @@ Gpt2Model<T, A>::Gpt2Model(const config::ModelConfig& config, int max_batch, int
   d_qkv_ = buffer("backward_qkv", n * 3 * c);
   partials_ = stats("column_partials", ops::ColumnSums<T, 2>::workspace(n, std::max<std::size_t>(3 * c, f)));
   attention_ = make_attention<A>(resolve_attention(config), attention_shape(config, max_batch, max_seq), "kgpt::gpt2::");
-  if (backend::on_gpu) sort_space_ = ops::EmbeddingSortSpace(n, static_cast<std::size_t>(vocab_));
+  if (backend::on_gpu) sort_space_ = ops::EmbeddingSortSpace<T>(n, static_cast<std::size_t>(vocab_), c);
   prepare_gemm();
   initialize(params_, 0);
 }
@@ -104,7 +104,10 @@ void Gpt2Model<T, A>::forward(const ExecSpace& exec, const ConstTokenMatrix& inp
   const std::size_t n = rows_, c = width_, f = hidden_;
   const int b = batch_;
   using CM = ConstMatrix<A>;
-  if constexpr (!std::is_same<A, T>::value) refresh_shadow(exec, params_.values(), shadow_);
+  const bool reuse_shadow = this->take_shadow_reuse();
+  if constexpr (!std::is_same<A, T>::value) {
+    if (!reuse_shadow) refresh_shadow(exec, params_.values(), shadow_);
+  }
   ops::embedding_forward<T>(exec, stage_.inputs(), w_.wte, w_.wpe, block_input(0));
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     Layer& L = layers_[l];

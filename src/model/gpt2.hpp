@@ -121,7 +121,7 @@ class Gpt2Model final : public LanguageModel<T> {
   Kokkos::View<double, MemSpace> loss_scratch_;
   Buffer<A> dx_, d_h_, d_o_, d_hidden_, d_qkv_;
   std::unique_ptr<Attention<A>> attention_;
-  ops::EmbeddingSortSpace sort_space_;
+  ops::EmbeddingSortSpace<T> sort_space_;
 };
 
 }  // namespace kgpt::model

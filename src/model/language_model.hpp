@@ -38,13 +38,27 @@ class LanguageModel {
   // `ready`, when given, hears each span of the gradient buffer as soon as its gradients are final.
   virtual void backward(const ExecSpace& exec, T grad_scale, const GradientsReady& ready) = 0;
   void backward(const ExecSpace& exec, T grad_scale) { backward(exec, grad_scale, GradientsReady{}); }
+  // A bf16 model reads its weights through a rounded copy of the fp32 values, made by a pass at the
+  // start of every forward. A caller that knows the values have not changed since the last forward
+  // (the later micro-steps of an optimizer step, the later batches of an evaluation) calls this
+  // first, and the next forward, that one only, reads the copy it has.
+  void reuse_weight_shadow() { reuse_shadow_ = true; }
   // Logits (B*T, V) of the last forward (softcapped where the model caps them); overwritten by backward.
   virtual Matrix<T> logits() const = 0;
   // The attention implementation in use ("gemm", "fused", "cudnn"), for logs and benchmarks.
   virtual const char* attention_name() const = 0;
 
+ protected:
+  // Whether this forward may read the weight copy as it is; true once after reuse_weight_shadow.
+  bool take_shadow_reuse() {
+    const bool reuse = reuse_shadow_;
+    reuse_shadow_ = false;
+    return reuse;
+  }
+
  private:
   Kokkos::View<double, MemSpace> loss_;
+  bool reuse_shadow_ = false;
 };
 
 // The deck's model family, with activations for micro-batches of up to max_batch sequences of up

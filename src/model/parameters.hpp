@@ -19,6 +19,7 @@
 
 #include "core/bf16.hpp"
 #include "core/views.hpp"
+#include "core/kernel.hpp"
 
 namespace kgpt::model {
 
@@ -148,7 +149,7 @@ void initialize(const Parameters<T>& params, std::uint64_t seed);
 // shadow = values rounded to A (the weights the products of a bf16 model read).
 template <class T, class A>
 void refresh_shadow(const ExecSpace& exec, const Vector<T>& values, const Vector<A>& shadow) {
-  Kokkos::parallel_for(
+  kgpt::parallel_for(
       "kgpt::parameters::shadow", Kokkos::RangePolicy<ExecSpace>(exec, 0, values.extent(0)),
       KOKKOS_LAMBDA(const std::size_t i) { shadow(i) = static_cast<A>(values(i)); });
 }

@@ -13,6 +13,7 @@
 #include "core/kokkos_compat.hpp"
 #include "core/views.hpp"
 #include "model/gemm.hpp"
+#include "core/kernel.hpp"
 
 namespace kgpt::optim {
 
@@ -54,7 +55,7 @@ Orthogonalised<X> newton_schulz_core(const ExecSpace& exec, const ConstMatrix<T>
         acc += v * v;
       },
       norm);
-  Kokkos::parallel_for(
+  kgpt::parallel_for(
       "kgpt::newton_schulz::normalise", Kokkos::RangePolicy<ExecSpace>(exec, 0, rows * cols),
       KOKKOS_LAMBDA(const std::size_t e) {
         const std::size_t i = e / cols, j = e % cols;
@@ -80,7 +81,7 @@ void newton_schulz(const ExecSpace& exec, const ConstMatrix<T>& g, const Matrix<
   const Matrix<X> x = r.x;
   const bool transposed = r.transposed;
   const std::size_t rows = g.extent(0), cols = g.extent(1);
-  Kokkos::parallel_for(
+  kgpt::parallel_for(
       "kgpt::newton_schulz::store", Kokkos::RangePolicy<ExecSpace>(exec, 0, rows * cols), KOKKOS_LAMBDA(const std::size_t e) {
         const std::size_t i = e / cols, j = e % cols;
         out(i, j) = T(transposed ? x(j, i) : x(i, j));

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "core/kernel.hpp"
 #include "core/kokkos_compat.hpp"
 #include "optim/updates.hpp"
 
@@ -93,7 +94,7 @@ void Optimizer<T>::step(const ExecSpace& exec, int step, double lr_multiplier, c
   if (norm_sq == nullptr) return;
   const auto parts = norm_parts_;
   const std::size_t count = entries.size();
-  Kokkos::parallel_for(
+  kgpt::parallel_for(
       "kgpt::optim::norm_sum", Kokkos::RangePolicy<ExecSpace>(exec, 0, 1), KOKKOS_LAMBDA(const int) {
         double sum = 0;
         for (std::size_t i = 0; i < count; ++i) sum += parts(i);
@@ -105,7 +106,7 @@ template <class T>
 void gradient_norm(const ExecSpace& exec, const Vector<T>& grads, double max_norm,
                    const Kokkos::View<double, MemSpace>& norm_sq, const Kokkos::View<double, MemSpace>& factor) {
   update_pass<T>(exec, "kgpt::optim::grad_norm", grads.extent(0), grads, norm_sq.data(), KOKKOS_LAMBDA(const std::size_t) {});
-  Kokkos::parallel_for(
+  kgpt::parallel_for(
       "kgpt::optim::clip_factor", Kokkos::RangePolicy<ExecSpace>(exec, 0, 1), KOKKOS_LAMBDA(const int) {
         const double norm = compat::sqrt(norm_sq());
         // As the gradients would be scaled in T.

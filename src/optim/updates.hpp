@@ -17,6 +17,7 @@
 #include "core/kokkos_compat.hpp"
 #include "core/views.hpp"
 #include "optim/newton_schulz.hpp"
+#include "core/kernel.hpp"
 
 namespace kgpt::optim {
 
@@ -53,7 +54,7 @@ template <class T, class Body>
 void update_pass(const ExecSpace& exec, const char* label, std::size_t n, const ConstVector<T>& g, double* norm_part,
                  const Body& body) {
   if (norm_part == nullptr) {
-    Kokkos::parallel_for(label, Kokkos::RangePolicy<ExecSpace>(exec, 0, n), body);
+    kgpt::parallel_for(label, Kokkos::RangePolicy<ExecSpace>(exec, 0, n), body);
     return;
   }
   if constexpr (backend::on_gpu) {
@@ -135,7 +136,7 @@ void muon_update(const ExecSpace& exec, const Matrix<T>& p, const ConstMatrix<T>
   const T step = T(lr * std::sqrt(std::max(1.0, static_cast<double>(rows) / static_cast<double>(cols))));
   const T decay = T(1.0 - lr * weight_decay);
   const bool decays = weight_decay > 0;
-  Kokkos::parallel_for(
+  kgpt::parallel_for(
       "kgpt::muon::apply", Kokkos::RangePolicy<ExecSpace>(exec, 0, rows * cols), KOKKOS_LAMBDA(const std::size_t e) {
         const std::size_t i = e / cols, j = e % cols;
         const T u = T(transposed ? x(j, i) : x(i, j));

@@ -61,6 +61,7 @@ class Evaluator {
       const TokenMatrix inputs(inputs_.data(), rows, seq_), targets(targets_.data(), rows, seq_);
       Kokkos::deep_copy(exec, inputs, Kokkos::subview(host_inputs_, std::make_pair(0, rows), Kokkos::ALL()));
       Kokkos::deep_copy(exec, targets, Kokkos::subview(host_targets_, std::make_pair(0, rows), Kokkos::ALL()));
+      if (first != mine_begin) model.reuse_weight_shadow();  // the weights do not change during an evaluation
       const double mean = model.forward(exec, inputs, targets);
       loss_sum += mean * rows * seq_;
       token_count += static_cast<double>(rows) * seq_;

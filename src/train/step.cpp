@@ -98,6 +98,7 @@ StepMetrics TrainStep<T>::run(const ExecSpace& exec, int step, double training_s
     {
       parallel::progress(parallel::Phase::forward, number);
       const profile::Phase phase("forward");
+      if (micro_step > 0) model_.reuse_weight_shadow();  // the weights change only in the optimizer step
       model_.forward(exec, inputs, targets, loss_sum);
     }
     timer.lap(m.forward_seconds);

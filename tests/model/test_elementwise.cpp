@@ -178,3 +178,59 @@ TEST_CASE("the residual ops in float and bf16 agree with double", "[model][eleme
   CHECK(test::max_difference(std::get<7>(r16), std::get<7>(r64)) < 6e-2);
   CHECK(test::max_difference(std::get<8>(r16), std::get<8>(r64)) < 6e-2);
 }
+
+namespace {
+
+// out = a + 3 b + j (j the column) by map_elements, against a host loop, for storage type A.
+template <class A, class Out, class In>
+void check_map(const Out& out, const In& a, const In& b) {
+  // Copies of the inputs as they are before the op (out may be one of them).
+  auto ha = Kokkos::create_mirror(a);
+  auto hb = Kokkos::create_mirror(b);
+  Kokkos::deep_copy(ha, a);
+  Kokkos::deep_copy(hb, b);
+  model::ops::map_elements<float>(
+      ExecSpace(), "test::map", KOKKOS_LAMBDA(const std::size_t j, const float x, const float y) {
+        return x + 3.0f * y + static_cast<float>(j);
+      },
+      out, a, b);
+  auto ho = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), out);
+  int wrong = 0;
+  for (std::size_t i = 0; i < out.extent(0); ++i) {
+    for (std::size_t j = 0; j < out.extent(1); ++j) {
+      const A expected = store<A>(float(ha(i, j)) + 3.0f * float(hb(i, j)) + static_cast<float>(j));
+      wrong += float(ho(i, j)) != float(expected);
+    }
+  }
+  CHECK(wrong == 0);
+}
+
+}  // namespace
+
+TEST_CASE("map_elements: 16-byte packs where the arrays allow them, one element per thread where not",
+          "[model][elementwise][bf16]") {
+  // 24 columns: packs of 8 bf16 or 4 floats. 21 columns, or a column slice starting at column 1,
+  // leave the packs unaligned and take the per-element path; both give the same values.
+  for (const std::size_t cols : {std::size_t(24), std::size_t(21)}) {
+    Matrix<bf16> a("a", 9, cols), b("b", 9, cols), out("out", 9, cols);
+    random::fill_normal(a, 90, 0, 1.0);
+    random::fill_normal(b, 90, 1, 1.0);
+    check_map<bf16>(out, a, b);
+    Matrix<float> af("af", 9, cols), bf("bf", 9, cols), outf("outf", 9, cols);
+    random::fill_normal(af, 91, 0, 1.0);
+    random::fill_normal(bf, 91, 1, 1.0);
+    check_map<float>(outf, af, bf);
+    check_map<float>(af, af, bf);  // in place
+  }
+  Matrix<bf16> wide("wide", 6, 33), other("other", 6, 33), out("out", 6, 33);
+  random::fill_normal(wide, 92, 0, 1.0);
+  random::fill_normal(other, 92, 1, 1.0);
+  const auto slice = [](const Matrix<bf16>& m) { return Kokkos::subview(m, Kokkos::ALL(), std::make_pair(1, 25)); };
+  check_map<bf16>(slice(out), slice(wide), slice(other));
+  // Mixed storage: float inputs, bf16 output, packs of 8.
+  Matrix<float> fa("fa", 5, 16), fb("fb", 5, 16);
+  Matrix<bf16> low("low", 5, 16);
+  random::fill_normal(fa, 93, 0, 1.0);
+  random::fill_normal(fb, 93, 1, 1.0);
+  check_map<bf16>(low, fa, fb);
+}

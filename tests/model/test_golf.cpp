@@ -142,3 +142,24 @@ TEST_CASE("golf: the bf16 model's loss and gradients stay within bf16 rounding o
   const auto inputs = test::random_tokens(4, 16, 61, 11), targets = test::random_tokens(4, 16, 61, 12);
   test::check_bf16_near_float(fp32, low, inputs, targets);
 }
+
+TEST_CASE("golf: a bf16 forward rounds the weights again unless told they are unchanged", "[model][golf][bf16]") {
+  config::ModelConfig m = tiny_golf();
+  m.precision = config::Precision::bf16;
+  model::GolfModel<float, bf16> model(m, 2, 8);
+  random::fill_normal(model.parameters().values(), 7, 0, 0.3);
+  const auto inputs = test::random_tokens(2, 8, 19, 13), targets = test::random_tokens(2, 8, 19, 14);
+  const double first = model.forward(ExecSpace(), inputs, targets);
+  model.reuse_weight_shadow();
+  CHECK(model.forward(ExecSpace(), inputs, targets) == first);
+  // A new matrix (the products read matrices through the copy): a forward told the values are
+  // unchanged still reads the old copy; the next one reads the new values.
+  random::fill_normal(model.parameters().matrix("blocks.0.mlp.fc.weight"), 8, 0, 0.3);
+  model.reuse_weight_shadow();
+  CHECK(model.forward(ExecSpace(), inputs, targets) == first);
+  const double second = model.forward(ExecSpace(), inputs, targets);
+  CHECK(second != first);
+  model::GolfModel<float, bf16> fresh(m, 2, 8);
+  Kokkos::deep_copy(fresh.parameters().values(), model.parameters().values());
+  CHECK(fresh.forward(ExecSpace(), inputs, targets) == second);
+}

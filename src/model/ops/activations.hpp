@@ -17,45 +17,43 @@ namespace kgpt::model::ops {
 
 template <class T, class X, class Y>
 void relu_squared_forward(const ExecSpace& exec, const X& x, const Y& y) {
-  using A = typename Y::value_type;
-  for_each_element(exec, "kgpt::relu_squared::forward", x.extent(0), x.extent(1),
-                   KOKKOS_LAMBDA(const std::size_t i, const std::size_t j) {
-                     const T r = T(x(i, j)) > T(0) ? T(x(i, j)) : T(0);
-                     y(i, j) = store<A>(r * r);
-                   });
+  map_elements<T>(
+      exec, "kgpt::relu_squared::forward",
+      KOKKOS_LAMBDA(std::size_t, const T v) {
+        const T r = v > T(0) ? v : T(0);
+        return r * r;
+      },
+      y, x);
 }
 
 template <class T, class X, class DY, class DX>
 void relu_squared_backward(const ExecSpace& exec, const X& x, const DY& dy, const DX& dx) {
-  using A = typename DX::value_type;
-  for_each_element(exec, "kgpt::relu_squared::backward", x.extent(0), x.extent(1),
-                   KOKKOS_LAMBDA(const std::size_t i, const std::size_t j) {
-                     const T v = T(x(i, j));
-                     dx(i, j) = store<A>(v > T(0) ? T(2) * v * T(dy(i, j)) : T(0));
-                   });
+  map_elements<T>(
+      exec, "kgpt::relu_squared::backward",
+      KOKKOS_LAMBDA(std::size_t, const T v, const T g) { return v > T(0) ? T(2) * v * g : T(0); }, dx, x, dy);
 }
 
 template <class T, class X, class Y>
 void gelu_tanh_forward(const ExecSpace& exec, const X& x, const Y& y) {
-  using A = typename Y::value_type;
-  for_each_element(exec, "kgpt::gelu::forward", x.extent(0), x.extent(1),
-                   KOKKOS_LAMBDA(const std::size_t i, const std::size_t j) {
-                     const T v = T(x(i, j));
-                     const T u = T(0.7978845608028654) * (v + T(0.044715) * v * v * v);
-                     y(i, j) = store<A>(v / (T(1) + compat::exp(T(-2) * u)));
-                   });
+  map_elements<T>(
+      exec, "kgpt::gelu::forward",
+      KOKKOS_LAMBDA(std::size_t, const T v) {
+        const T u = T(0.7978845608028654) * (v + T(0.044715) * v * v * v);
+        return v / (T(1) + compat::exp(T(-2) * u));
+      },
+      y, x);
 }
 
 template <class T, class X, class DY, class DX>
 void gelu_tanh_backward(const ExecSpace& exec, const X& x, const DY& dy, const DX& dx) {
-  using A = typename DX::value_type;
-  for_each_element(exec, "kgpt::gelu::backward", x.extent(0), x.extent(1),
-                   KOKKOS_LAMBDA(const std::size_t i, const std::size_t j) {
-                     const T v = T(x(i, j));
-                     const T s = T(1) / (T(1) + compat::exp(T(-2) * T(0.7978845608028654) * (v + T(0.044715) * v * v * v)));
-                     const T du = T(0.7978845608028654) * (T(1) + T(3) * T(0.044715) * v * v);
-                     dx(i, j) = store<A>(T(dy(i, j)) * (s + T(2) * v * s * (T(1) - s) * du));
-                   });
+  map_elements<T>(
+      exec, "kgpt::gelu::backward",
+      KOKKOS_LAMBDA(std::size_t, const T v, const T g) {
+        const T s = T(1) / (T(1) + compat::exp(T(-2) * T(0.7978845608028654) * (v + T(0.044715) * v * v * v)));
+        const T du = T(0.7978845608028654) * (T(1) + T(3) * T(0.044715) * v * v);
+        return g * (s + T(2) * v * s * (T(1) - s) * du);
+      },
+      dx, x, dy);
 }
 
 }  // namespace kgpt::model::ops

@@ -18,6 +18,7 @@
 #include "core/views.hpp"
 #include "model/gemm.hpp"
 #include "model/heads.hpp"
+#include "core/kernel.hpp"
 
 namespace kgpt::model::ops {
 
@@ -53,7 +54,7 @@ void causal_softmax(const ExecSpace& exec, const Kokkos::View<S****, Layout, Mem
   using T = compute_t<S>;
   const int b = static_cast<int>(p.extent(0)), h = static_cast<int>(p.extent(1)), t = static_cast<int>(p.extent(2));
   using Team = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  Kokkos::parallel_for(
+  kgpt::parallel_for(
       "kgpt::attention::softmax_forward", Kokkos::TeamPolicy<ExecSpace>(exec, b * h * t, Kokkos::AUTO),
       KOKKOS_LAMBDA(const Team& team) {
         const int row = team.league_rank();
@@ -82,7 +83,7 @@ void softmax_backward(const ExecSpace& exec, const Kokkos::View<const P****, Lay
   using T = compute_t<G>;
   const int b = static_cast<int>(p.extent(0)), h = static_cast<int>(p.extent(1)), t = static_cast<int>(p.extent(2));
   using Team = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  Kokkos::parallel_for(
+  kgpt::parallel_for(
       "kgpt::attention::softmax_backward", Kokkos::TeamPolicy<ExecSpace>(exec, b * h * t, Kokkos::AUTO),
       KOKKOS_LAMBDA(const Team& team) {
         const int row = team.league_rank();

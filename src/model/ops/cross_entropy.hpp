@@ -15,6 +15,7 @@
 #include "core/views.hpp"
 #include "model/gemm.hpp"
 #include "model/ops/launch.hpp"
+#include "core/kernel.hpp"
 
 namespace kgpt::model::ops {
 
@@ -26,7 +27,7 @@ void cross_entropy_forward(const ExecSpace& exec, const X& x, const W& w, const 
   gemm(exec, Op::none, Op::transpose, T(1), x, w, T(0), logits);
   const int n = static_cast<int>(logits.extent(0)), v = static_cast<int>(logits.extent(1));
   const int seq = static_cast<int>(targets.extent(1));
-  Kokkos::parallel_for(
+  kgpt::parallel_for(
       "kgpt::cross_entropy::forward", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO),
       KOKKOS_LAMBDA(const Team& team) {
         const int row = team.league_rank();
@@ -52,7 +53,7 @@ void cross_entropy_forward(const ExecSpace& exec, const X& x, const W& w, const 
   Kokkos::parallel_reduce(
       "kgpt::cross_entropy::sum", Kokkos::RangePolicy<ExecSpace>(exec, 0, n),
       KOKKOS_LAMBDA(const int row, double& acc) { acc += static_cast<double>(losses(row)); }, scratch);
-  Kokkos::parallel_for(
+  kgpt::parallel_for(
       "kgpt::cross_entropy::mean", Kokkos::RangePolicy<ExecSpace>(exec, 0, 1),
       KOKKOS_LAMBDA(const int) { loss_sum() += scratch() / n; });
 }

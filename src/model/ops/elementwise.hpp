@@ -20,11 +20,9 @@ namespace kgpt::model::ops {
 
 template <class T, class Base, class S, class Y, class Out>
 void scaled_add_forward(const ExecSpace& exec, const Base& base, const S& s, const Y& y, const Out& out) {
-  using A = typename Out::value_type;
-  for_each_element(exec, "kgpt::scaled_add::forward", out.extent(0), out.extent(1),
-                   KOKKOS_LAMBDA(const std::size_t i, const std::size_t j) {
-                     out(i, j) = store<A>(T(base(i, j)) + T(s(j)) * T(y(i, j)));
-                   });
+  map_elements<T>(
+      exec, "kgpt::scaled_add::forward", KOKKOS_LAMBDA(const std::size_t j, const T b, const T v) { return b + T(s(j)) * v; },
+      out, base, y);
 }
 
 template <class T, class Y, class S, class DX, class DY, class DS>
@@ -74,18 +72,13 @@ void skip_backward(const ExecSpace& exec, const X& src, const W& w, const DX& dx
 // y += x, elementwise on (N, C): joins gradients that reach one tensor by two paths.
 template <class T, class X, class Y>
 void add_into(const ExecSpace& exec, const X& x, const Y& y) {
-  using A = typename Y::value_type;
-  for_each_element(exec, "kgpt::add_into", y.extent(0), y.extent(1), KOKKOS_LAMBDA(const std::size_t i, const std::size_t j) {
-    y(i, j) = store<A>(T(y(i, j)) + T(x(i, j)));
-  });
+  map_elements<T>(exec, "kgpt::add_into", KOKKOS_LAMBDA(std::size_t, const T a, const T b) { return a + b; }, y, y, x);
 }
 
 template <class T, class Bias, class Y>
 void bias_forward(const ExecSpace& exec, const Bias& bias, const Y& y) {
-  using A = typename Y::value_type;
-  for_each_element(exec, "kgpt::bias::forward", y.extent(0), y.extent(1), KOKKOS_LAMBDA(const std::size_t i, const std::size_t j) {
-    y(i, j) = store<A>(T(y(i, j)) + T(bias(j)));
-  });
+  map_elements<T>(
+      exec, "kgpt::bias::forward", KOKKOS_LAMBDA(const std::size_t j, const T v) { return v + T(bias(j)); }, y, y);
 }
 
 template <class T, class DY, class DB>

@@ -5,12 +5,11 @@
 //             dtable(v, c) += sum of dout(n, c) over the n with token(n) = v
 //   position: dwpe(t, c) += sum over b of dx(b*T + t, c)
 // The tables are parameters (float or double); out and dout are activations (any storage type).
-// The table gradients are summed per channel in increasing n order, without atomics, so they are
-// the same bit for bit on every run. On the host one pass per channel over all rows does that
+// The table gradients are summed in a fixed order, without atomics, so they are the same bit for
+// bit on every run. On the host one pass per channel over all rows in order does that
 // (embedding_backward_host.hpp); on a GPU it would leave all but C threads idle through N dependent
-// steps, so there the rows are first put in (token, row) order by a counting sort and a team per
-// token walks only its own rows, in the same order (embedding_backward_cuda.hpp): the two give the
-// same bits.
+// steps, so there the rows are put in (token, row) order by a counting sort and summed in segments
+// of 32 rows, then per token (embedding_backward_cuda.hpp).
 
 #include "core/backend.hpp"
 #include "core/bf16.hpp"
@@ -52,17 +51,26 @@ void position_embedding_backward(const ExecSpace& exec, int seq, const DX& dx, c
                    });
 }
 
-// The workspace of the GPU's counting sort (empty on the host), sized once for max_rows rows.
+// The workspace of the GPU's table gradient (empty on the host), sized once for max_rows rows of
+// `width` channels: the counting sort's arrays and the partial sums of the segments.
+template <class T>
 struct EmbeddingSortSpace {
-  static constexpr int rows_per_block = 256;
+  static constexpr int rows_per_block = 256;   // of the sort's per-block counts
+  static constexpr int rows_per_segment = 32;  // rows one team adds for a frequent token
+  // Slots of segment partials that N rows can need: segments of large tokens, plus the gaps the keys leave.
+  static int slots(std::size_t rows) { return static_cast<int>(2 * ((rows + rows_per_segment - 1) / rows_per_segment) + 1); }
   EmbeddingSortSpace() = default;
-  EmbeddingSortSpace(std::size_t max_rows, std::size_t vocab)
+  EmbeddingSortSpace(std::size_t max_rows, std::size_t vocab, std::size_t width)
       : order("kgpt::embedding::order", max_rows),
         offsets("kgpt::embedding::offsets", (max_rows + rows_per_block - 1) / rows_per_block * vocab),
-        start("kgpt::embedding::start", vocab + 1) {}
+        start("kgpt::embedding::start", vocab + 1),
+        key("kgpt::embedding::segment_key", vocab),
+        partials("kgpt::embedding::segment_partials", static_cast<std::size_t>(slots(max_rows)) * width) {}
   Kokkos::View<int*, MemSpace> order;    // rows in (token, row) order
   Kokkos::View<int*, MemSpace> offsets;  // per (token, block): counts, then where the block's rows go
   Kokkos::View<int*, MemSpace> start;    // first position of each token; start(V) = N
+  Kokkos::View<int*, MemSpace> key;      // first partial slot of each token's segments
+  Kokkos::View<T*, MemSpace> partials;   // (slots, width): each segment's sum per channel
 };
 
 // The table gradient's implementations differ by backend; backend::Current picks one.
@@ -78,7 +86,7 @@ namespace kgpt::model::ops {
 
 template <class T, class DOut, class DTable>
 void embedding_backward(const ExecSpace& exec, const ConstTokenMatrix& tokens, const DOut& dout, const DTable& dtable,
-                        const EmbeddingSortSpace& space = {}) {
+                        const EmbeddingSortSpace<T>& space = {}) {
   EmbeddingBackward<backend::Current>::template run<T>(exec, tokens, dout, dtable, space);
 }
 

@@ -4,9 +4,11 @@
 
 #include "core/backend.hpp"
 #include "core/views.hpp"
+#include "core/kernel.hpp"
 
 namespace kgpt::model::ops {
 
+template <class T>
 struct EmbeddingSortSpace;
 
 // One thread per channel, every row in order: the host's way.
@@ -15,7 +17,7 @@ void embedding_backward_by_channel(const ExecSpace& exec, const ConstTokenMatrix
                                    const DTable& dtable) {
   const int seq = static_cast<int>(tokens.extent(1));
   const int n = static_cast<int>(dout.extent(0)), c = static_cast<int>(dout.extent(1));
-  Kokkos::parallel_for(
+  kgpt::parallel_for(
       "kgpt::embedding::backward", Kokkos::RangePolicy<ExecSpace>(exec, 0, c), KOKKOS_LAMBDA(const int j) {
         for (int row = 0; row < n; ++row) dtable(tokens(row / seq, row % seq), j) += T(dout(row, j));
       });
@@ -28,7 +30,7 @@ template <>
 struct EmbeddingBackward<backend::Host> {
   template <class T, class DOut, class DTable>
   static void run(const ExecSpace& exec, const ConstTokenMatrix& tokens, const DOut& dout, const DTable& dtable,
-                  const EmbeddingSortSpace&) {
+                  const EmbeddingSortSpace<T>&) {
     embedding_backward_by_channel<T>(exec, tokens, dout, dtable);
   }
 };

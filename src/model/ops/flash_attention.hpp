@@ -19,6 +19,7 @@
 #include "core/kokkos_compat.hpp"
 #include "core/views.hpp"
 #include "model/heads.hpp"
+#include "core/kernel.hpp"
 
 namespace kgpt::model::ops {
 
@@ -145,11 +146,11 @@ template <class A, template <class, int> class Kernel, class Make>
 void launch(const ExecSpace& exec, const char* label, int rows, int d, const Make& make) {
   const Kokkos::RangePolicy<ExecSpace> policy(exec, 0, rows);
   switch (d) {
-    case 8: Kokkos::parallel_for(label, policy, make(Kernel<A, 8>{})); return;
-    case 16: Kokkos::parallel_for(label, policy, make(Kernel<A, 16>{})); return;
-    case 32: Kokkos::parallel_for(label, policy, make(Kernel<A, 32>{})); return;
-    case 64: Kokkos::parallel_for(label, policy, make(Kernel<A, 64>{})); return;
-    case 128: Kokkos::parallel_for(label, policy, make(Kernel<A, 128>{})); return;
+    case 8: kgpt::parallel_for(label, policy, make(Kernel<A, 8>{})); return;
+    case 16: kgpt::parallel_for(label, policy, make(Kernel<A, 16>{})); return;
+    case 32: kgpt::parallel_for(label, policy, make(Kernel<A, 32>{})); return;
+    case 64: kgpt::parallel_for(label, policy, make(Kernel<A, 64>{})); return;
+    case 128: kgpt::parallel_for(label, policy, make(Kernel<A, 128>{})); return;
     default: break;
   }
   throw Error(ExitCode::failure, "fused attention: head dimension " + std::to_string(d) +

@@ -1,19 +1,26 @@
 #pragma once
 // How kgpt's kernels map work to threads, so that on a GPU every warp reads consecutive addresses:
 //   flat_for        one thread per element of contiguous storage
-//   for_each_element a team per row of an (N, C) array, threads over its columns (elementwise ops)
+//   for_each_element a team per row of an (N, C) array, threads over its columns
+//   map_elements    elementwise ops: a thread per 16 bytes of each array (8 bf16, 4 floats), with
+//                   16-byte loads and stores, where the arrays are aligned for it
 //   rows of width C a team per row, its threads over the row (norms over d_model, softmax rows)
 //   short rows      several rows per team, one row per thread of a team and its vector lanes over
 //                   the row: a warp per row of D = 64 (the q/k norms); one thread per row on the host
-//   column sums     two stages, both coalesced and in a fixed order: a team sums a block of rows
-//                   into partial sums per column (threads over columns, the block's rows in order),
-//                   then one thread per column adds the blocks' partials in order
+//   column sums     stages, all coalesced and in a fixed order: a team sums a block of 32 rows
+//                   into partial sums per column (threads over a tile of columns, the block's rows
+//                   in order), the partials are summed the same way while more than 32 remain,
+//                   then one thread per column adds the last ones in order
 // On the host every team is one thread, so rows are walked in order with the columns inside.
 
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "core/backend.hpp"
+#include "core/bf16.hpp"
 #include "core/views.hpp"
+#include "core/kernel.hpp"
 
 namespace kgpt::model::ops {
 
@@ -21,18 +28,121 @@ using Team = Kokkos::TeamPolicy<ExecSpace>::member_type;
 
 template <class F>
 void flat_for(const ExecSpace& exec, const char* label, std::size_t n, const F& f) {
-  Kokkos::parallel_for(label, Kokkos::RangePolicy<ExecSpace>(exec, 0, n), f);
+  kgpt::parallel_for(label, Kokkos::RangePolicy<ExecSpace>(exec, 0, n), f);
 }
 
 // f(i, j) for every element of an (n, c) array: a team per row, its threads over the columns (no
 // index division per element, consecutive threads on consecutive columns).
 template <class F>
 void for_each_element(const ExecSpace& exec, const char* label, std::size_t n, std::size_t c, const F& f) {
-  Kokkos::parallel_for(
+  kgpt::parallel_for(
       label, Kokkos::TeamPolicy<ExecSpace>(exec, static_cast<int>(n), Kokkos::AUTO), KOKKOS_LAMBDA(const Team& team) {
         const std::size_t i = static_cast<std::size_t>(team.league_rank());
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c), [&](const std::size_t j) { f(i, j); });
       });
+}
+
+namespace detail {
+
+struct alignas(16) Bytes16 {
+  std::uint32_t word[4];
+};
+
+// W consecutive elements at p (16-byte aligned) as T, read 16 bytes at a time.
+template <int W, class T, class A>
+KOKKOS_INLINE_FUNCTION void load_pack(const A* p, T* out) {
+  constexpr int per_load = 16 / static_cast<int>(sizeof(A));
+  for (int load = 0; load < W / per_load; ++load) {
+    const Bytes16 bytes = reinterpret_cast<const Bytes16*>(p)[load];
+    A values[per_load];
+    std::memcpy(values, &bytes, sizeof bytes);
+    for (int k = 0; k < per_load; ++k) out[load * per_load + k] = T(values[k]);
+  }
+}
+
+// The W values in `in` stored at p (16-byte aligned) as A, written 16 bytes at a time.
+template <int W, class T, class A>
+KOKKOS_INLINE_FUNCTION void store_pack(A* p, const T* in) {
+  constexpr int per_store = 16 / static_cast<int>(sizeof(A));
+  for (int chunk = 0; chunk < W / per_store; ++chunk) {
+    A values[per_store];
+    for (int k = 0; k < per_store; ++k) values[k] = store<A>(in[chunk * per_store + k]);
+    Bytes16 bytes;
+    std::memcpy(&bytes, values, sizeof bytes);
+    reinterpret_cast<Bytes16*>(p)[chunk] = bytes;
+  }
+}
+
+// Whether an (n, c) View's packs of W elements start on 16 bytes: rows contiguous inside, the data
+// and each row's start aligned.
+template <int W, class V>
+bool packs_aligned(const V& v) {
+  using A = typename V::value_type;
+  constexpr std::size_t per_16 = 16 / sizeof(A);
+  const std::size_t ld = v.extent(0) > 1 ? v.stride(0) : v.extent(1);
+  return (v.extent(1) <= 1 || v.stride(1) == 1) && reinterpret_cast<std::uintptr_t>(v.data()) % 16 == 0 &&
+         ld % per_16 == 0;
+}
+
+}  // namespace detail
+
+// out(i, j) = op(j, in(i, j)...) for every element of (n, c) arrays, computed in T and stored in
+// out's type (one or two inputs; out may be one of them). Where C is a multiple of W (16 bytes of the
+// narrowest array: 8 bf16, 4 floats) and every array's packs start on 16 bytes, each thread takes W
+// consecutive elements with 16-byte loads and stores: one 2-byte access per thread leaves a GPU's
+// memory system far from its bandwidth. Otherwise a thread per element (for_each_element).
+template <class T, class Op, class Out, class In>
+void map_elements(const ExecSpace& exec, const char* label, const Op& op, const Out& out, const In& in) {
+  using A = typename Out::value_type;
+  using I = std::remove_const_t<typename In::value_type>;
+  constexpr int W = 16 / static_cast<int>(sizeof(A) < sizeof(I) ? sizeof(A) : sizeof(I));
+  const std::size_t n = out.extent(0), c = out.extent(1);
+  if (c % W == 0 && detail::packs_aligned<W>(out) && detail::packs_aligned<W>(in)) {
+    const RowView<A> o(out);
+    const RowView<const I> x(in);
+    const std::size_t packs_per_row = c / W;
+    flat_for(exec, label, n * packs_per_row, KOKKOS_LAMBDA(const std::size_t p) {
+      const std::size_t i = p / packs_per_row, j = p % packs_per_row * W;
+      T a[W], r[W];
+      detail::load_pack<W>(&x(i, j), a);
+      for (int k = 0; k < W; ++k) r[k] = op(j + k, a[k]);
+      detail::store_pack<W>(&o(i, j), r);
+    });
+    return;
+  }
+  for_each_element(exec, label, n, c, KOKKOS_LAMBDA(const std::size_t i, const std::size_t j) {
+    out(i, j) = store<A>(op(j, T(in(i, j))));
+  });
+}
+
+template <class T, class Op, class Out, class In1, class In2>
+void map_elements(const ExecSpace& exec, const char* label, const Op& op, const Out& out, const In1& in1,
+                  const In2& in2) {
+  using A = typename Out::value_type;
+  using I1 = std::remove_const_t<typename In1::value_type>;
+  using I2 = std::remove_const_t<typename In2::value_type>;
+  constexpr std::size_t narrowest = sizeof(A) < sizeof(I1) ? (sizeof(A) < sizeof(I2) ? sizeof(A) : sizeof(I2))
+                                                           : (sizeof(I1) < sizeof(I2) ? sizeof(I1) : sizeof(I2));
+  constexpr int W = 16 / static_cast<int>(narrowest);
+  const std::size_t n = out.extent(0), c = out.extent(1);
+  if (c % W == 0 && detail::packs_aligned<W>(out) && detail::packs_aligned<W>(in1) && detail::packs_aligned<W>(in2)) {
+    const RowView<A> o(out);
+    const RowView<const I1> x(in1);
+    const RowView<const I2> y(in2);
+    const std::size_t packs_per_row = c / W;
+    flat_for(exec, label, n * packs_per_row, KOKKOS_LAMBDA(const std::size_t p) {
+      const std::size_t i = p / packs_per_row, j = p % packs_per_row * W;
+      T a[W], b[W], r[W];
+      detail::load_pack<W>(&x(i, j), a);
+      detail::load_pack<W>(&y(i, j), b);
+      for (int k = 0; k < W; ++k) r[k] = op(j + k, a[k], b[k]);
+      detail::store_pack<W>(&o(i, j), r);
+    });
+    return;
+  }
+  for_each_element(exec, label, n, c, KOKKOS_LAMBDA(const std::size_t i, const std::size_t j) {
+    out(i, j) = store<A>(op(j, T(in1(i, j)), T(in2(i, j))));
+  });
 }
 
 // Short rows: team t and thread r of it take row t * rows_per_team + r; vector lanes split the row.
@@ -48,48 +158,92 @@ struct ShortRows {
   }
 };
 
-// Column sums of an (N, C) term in two stages. Each column j has `K` sums (K terms per element).
-// term(i, j, acc) adds its K terms at (i, j) to acc[0..K) and may write elementwise outputs at
-// (i, j) in the same pass. The partials, (blocks, K * C) of T, come from the caller's workspace;
-// finish(k, j, sum) receives each column's total, added over the blocks in block order. Without
-// partials from the caller (tests), run allocates them.
+// Column sums of an (N, C) term, in stages that are coalesced and keep a fixed order. Each column j
+// has `K` sums (K terms per element). term(i, j, acc) adds its K terms at (i, j) to acc[0..K) and
+// may write elementwise outputs at (i, j) in the same pass. Stage 1 adds blocks of rows_per_block
+// rows, in order, into partials (blocks, K * C): on a GPU a team of team_columns threads takes one
+// block of rows and a tile of columns, a thread per column, so a thread walks 32 rows (not a whole
+// column) and every block is a team of its own. While more than rows_per_block partial rows are
+// left, the same pass adds blocks of them; then one thread per column adds the last ones in order
+// and finish(k, j, sum) receives each column's total. The partials of every stage come from the
+// caller's workspace (`workspace` elements); without it (tests), run allocates them.
 template <class T, int K>
 struct ColumnSums {
-  static constexpr int rows_per_block = 128;
+  static constexpr std::size_t rows_per_block = 32;
+  static constexpr int team_columns = backend::on_gpu ? 128 : 0;  // 0: one team takes every column
   static std::size_t blocks(std::size_t n) { return (n + rows_per_block - 1) / rows_per_block; }
-  static std::size_t workspace(std::size_t n, std::size_t c) { return blocks(n) * K * c; }
+  // Partial rows of every stage for N rows: blocks(N), blocks(blocks(N)), ... while above one block.
+  static std::size_t partial_rows(std::size_t n) {
+    std::size_t total = 0;
+    for (std::size_t rows = blocks(n); rows > 0; rows = blocks(rows)) {
+      total += rows;
+      if (rows <= rows_per_block) break;
+    }
+    return total;
+  }
+  static std::size_t workspace(std::size_t n, std::size_t c) { return partial_rows(n) * K * c; }
 
   template <class Term, class Finish>
   static void run(const ExecSpace& exec, const char* label, std::size_t n, std::size_t c, T* partial_memory,
                   const Term& term, const Finish& finish) {
-    const std::size_t block_count = blocks(n);
     const std::size_t width = K * c;
     Kokkos::View<T*, MemSpace> owned;
     if (partial_memory == nullptr) {
-      owned = Kokkos::View<T*, MemSpace>("kgpt::column_sums::partials", block_count * width);
+      owned = Kokkos::View<T*, MemSpace>("kgpt::column_sums::partials", workspace(n, c));
       partial_memory = owned.data();
     }
-    const Kokkos::View<T**, Layout, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> partial(partial_memory,
-                                                                                                 block_count, width);
-    Kokkos::parallel_for(
-        label, Kokkos::TeamPolicy<ExecSpace>(exec, static_cast<int>(block_count), Kokkos::AUTO),
-        KOKKOS_LAMBDA(const Team& team) {
-          const std::size_t block = static_cast<std::size_t>(team.league_rank());
-          const std::size_t first = block * rows_per_block;
-          const std::size_t last = first + rows_per_block < n ? first + rows_per_block : n;
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c), [&](const std::size_t j) {
-            T acc[K];
-            for (int k = 0; k < K; ++k) acc[k] = 0;
-            for (std::size_t i = first; i < last; ++i) term(i, j, acc);
-            for (int k = 0; k < K; ++k) partial(block, k * c + j) = acc[k];
-          });
-        });
-    Kokkos::parallel_for(
+    using Partials = Kokkos::View<T**, Layout, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+    Partials partial(partial_memory, blocks(n), width);
+    block_pass<K>(exec, label, n, c, term, KOKKOS_LAMBDA(const std::size_t block, const std::size_t j, const T* acc) {
+      for (int k = 0; k < K; ++k) partial(block, k * c + j) = acc[k];
+    });
+    std::size_t rows = blocks(n);
+    T* next = partial_memory + rows * width;
+    while (rows > rows_per_block) {
+      const Partials from = partial;
+      const Partials to(next, blocks(rows), width);
+      block_pass<1>(
+          exec, "kgpt::column_sums::partials", rows, width,
+          KOKKOS_LAMBDA(const std::size_t i, const std::size_t x, T* acc) { acc[0] += from(i, x); },
+          KOKKOS_LAMBDA(const std::size_t block, const std::size_t x, const T* acc) { to(block, x) = acc[0]; });
+      partial = to;
+      next += blocks(rows) * width;
+      rows = blocks(rows);
+    }
+    const Partials last = partial;
+    kgpt::parallel_for(
         "kgpt::column_sums::finish", Kokkos::RangePolicy<ExecSpace>(exec, 0, width), KOKKOS_LAMBDA(const std::size_t x) {
           T total = 0;
-          for (std::size_t b = 0; b < block_count; ++b) total += partial(b, x);
+          for (std::size_t b = 0; b < rows; ++b) total += last(b, x);
           finish(static_cast<int>(x / c), x % c, total);
         });
+  }
+
+  // store(block, j, acc) of each block of rows_per_block rows and each column j < cols, the rows
+  // added in order. (Public: CUDA's extended lambdas cannot live in a private member function.)
+  template <int KK, class Term, class Store>
+  static void block_pass(const ExecSpace& exec, const char* label, std::size_t rows, std::size_t cols, const Term& term,
+                         const Store& store) {
+    const std::size_t block_count = blocks(rows);
+    if (block_count == 0 || cols == 0) return;
+    const std::size_t tile = team_columns > 0 ? static_cast<std::size_t>(team_columns) : cols;
+    const std::size_t tiles = (cols + tile - 1) / tile;
+    const auto teams = static_cast<int>(block_count * tiles);
+    const auto policy = team_columns > 0 ? Kokkos::TeamPolicy<ExecSpace>(exec, teams, team_columns)
+                                         : Kokkos::TeamPolicy<ExecSpace>(exec, teams, Kokkos::AUTO);
+    kgpt::parallel_for(label, policy, KOKKOS_LAMBDA(const Team& team) {
+      const std::size_t block = static_cast<std::size_t>(team.league_rank()) / tiles;
+      const std::size_t first_col = static_cast<std::size_t>(team.league_rank()) % tiles * tile;
+      const std::size_t last_col = first_col + tile < cols ? first_col + tile : cols;
+      const std::size_t first = block * rows_per_block;
+      const std::size_t last = first + rows_per_block < rows ? first + rows_per_block : rows;
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, first_col, last_col), [&](const std::size_t j) {
+        T acc[KK];
+        for (int k = 0; k < KK; ++k) acc[k] = 0;
+        for (std::size_t i = first; i < last; ++i) term(i, j, acc);
+        store(block, j, acc);
+      });
+    });
   }
 };
 

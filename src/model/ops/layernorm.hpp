@@ -10,6 +10,7 @@
 #include "core/kokkos_compat.hpp"
 #include "core/views.hpp"
 #include "model/ops/launch.hpp"
+#include "core/kernel.hpp"
 
 namespace kgpt::model::ops {
 
@@ -18,7 +19,7 @@ void layernorm_forward(const ExecSpace& exec, const X& x, const W& w, const B& b
                        const Vector<T>& rstd, T eps) {
   using A = typename Y::value_type;
   const int n = static_cast<int>(x.extent(0)), c = static_cast<int>(x.extent(1));
-  Kokkos::parallel_for(
+  kgpt::parallel_for(
       "kgpt::layernorm::forward", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO), KOKKOS_LAMBDA(const Team& team) {
         const int row = team.league_rank();
         T sum = 0;
@@ -48,7 +49,7 @@ void layernorm_backward(const ExecSpace& exec, const X& x, const W& w, const Con
                         T* partials = nullptr, bool accumulate = false) {
   using A = typename DX::value_type;
   const int n = static_cast<int>(x.extent(0)), c = static_cast<int>(x.extent(1));
-  Kokkos::parallel_for(
+  kgpt::parallel_for(
       "kgpt::layernorm::backward_input", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO),
       KOKKOS_LAMBDA(const Team& team) {
         const int row = team.league_rank();

@@ -19,6 +19,7 @@
 #include "core/kokkos_compat.hpp"
 #include "core/views.hpp"
 #include "model/ops/launch.hpp"
+#include "core/kernel.hpp"
 
 namespace kgpt::model::ops {
 
@@ -51,7 +52,16 @@ void qk_norm_rope_forward(const ExecSpace& exec, const Raw& raw, const QkShape& 
   using A = typename Out::value_type;
   const std::size_t n = raw.extent(0), q_rows = n * s.heads, rows = q_rows + n * s.kv_heads;
   const int half = s.dim / 2;
-  Kokkos::parallel_for(
+  // Arrays as pointers and leading dimensions: as Views they would not fit a kernel argument.
+  const auto in = row_view(raw);
+  const auto cos_t = row_view(cos_table);
+  const auto sin_t = row_view(sin_table);
+  const auto q = row_view(q_out);
+  const auto k = row_view(k_out);
+  const auto* g_in = gain.data();
+  T* const q_r = q_rstd.data();
+  T* const k_r = k_rstd.data();
+  kgpt::parallel_for(
       "kgpt::qk_norm_rope::forward", ShortRows::policy(exec, rows), KOKKOS_LAMBDA(const Team& team) {
         const std::size_t row = ShortRows::row(team);
         if (row >= rows) return;
@@ -66,22 +76,22 @@ void qk_norm_rope_forward(const ExecSpace& exec, const Raw& raw, const QkShape& 
         Kokkos::parallel_reduce(
             Kokkos::ThreadVectorRange(team, half),
             [&](const int i, T& acc) {
-              const T x1 = T(raw(token, in_col + i)), x2 = T(raw(token, in_col + i + half));
+              const T x1 = T(in(token, in_col + i)), x2 = T(in(token, in_col + i + half));
               acc += x1 * x1 + x2 * x2;
             },
             sum_sq);
         const T r = T(1) / compat::sqrt(sum_sq / T(s.dim) + eps);
-        const T g = is_q ? T(gain(h)) : T(1);
-        const auto& out = is_q ? q_out : k_out;
+        const T g = is_q ? T(g_in[h]) : T(1);
+        const auto& out = is_q ? q : k;
         Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, half), [&](const int i) {
-          const T x1 = T(raw(token, in_col + i)) * r, x2 = T(raw(token, in_col + i + half)) * r;
-          const T c = cos_table(t, i), sn = sin_table(t, i);
+          const T x1 = T(in(token, in_col + i)) * r, x2 = T(in(token, in_col + i + half)) * r;
+          const T c = cos_t(t, i), sn = sin_t(t, i);
           out(token, out_col + i) = store<A>(g * (x1 * c + x2 * sn));
           out(token, out_col + i + half) = store<A>(g * (x2 * c - x1 * sn));
         });
         Kokkos::single(Kokkos::PerThread(team), [&]() {
-          if (is_q) q_rstd(r_index) = r;
-          else k_rstd(r_index) = r;
+          if (is_q) q_r[r_index] = r;
+          else k_r[r_index] = r;
         });
       });
 }
@@ -95,7 +105,18 @@ void qk_norm_rope_backward(const ExecSpace& exec, const Raw& raw, const QkShape&
   using A = typename DRaw::value_type;
   const std::size_t n = raw.extent(0), q_rows = n * s.heads, rows = q_rows + n * s.kv_heads;
   const int half = s.dim / 2;
-  Kokkos::parallel_for(
+  // Arrays as pointers and leading dimensions: as Views they would not fit a kernel argument.
+  const auto in = row_view(raw);
+  const auto cos_t = row_view(cos_table);
+  const auto sin_t = row_view(sin_table);
+  const auto d_q = row_view(dq);
+  const auto d_k = row_view(dk);
+  const auto d_in = row_view(d_raw);
+  const auto gains = row_view(gain_rows);
+  const auto* g_in = gain.data();
+  const T* const q_r = q_rstd.data();
+  const T* const k_r = k_rstd.data();
+  kgpt::parallel_for(
       "kgpt::qk_norm_rope::backward", ShortRows::policy(exec, rows), KOKKOS_LAMBDA(const Team& team) {
         const std::size_t row = ShortRows::row(team);
         if (row >= rows) return;
@@ -106,16 +127,16 @@ void qk_norm_rope_backward(const ExecSpace& exec, const Raw& raw, const QkShape&
         const int h = static_cast<int>(r_index % head_count);
         const int in_col = (is_q ? s.q_offset : s.k_offset) + h * s.dim, out_col = h * s.dim;
         const int t = static_cast<int>(token % s.seq);
-        const T r = is_q ? q_rstd(r_index) : k_rstd(r_index);
-        const T g = is_q ? T(gain(h)) : T(1);
-        const auto& dy = is_q ? dq : dk;
+        const T r = is_q ? q_r[r_index] : k_r[r_index];
+        const T g = is_q ? T(g_in[h]) : T(1);
+        const auto& dy = is_q ? d_q : d_k;
         // sum z dy (the gain's term) and sum dxn x (the norm's), over the row.
         T gain_term = 0, dot = 0;
         Kokkos::parallel_reduce(
             Kokkos::ThreadVectorRange(team, half),
             [&](const int i, T& acc) {
-              const T x1 = T(raw(token, in_col + i)), x2 = T(raw(token, in_col + i + half));
-              const T c = cos_table(t, i), sn = sin_table(t, i);
+              const T x1 = T(in(token, in_col + i)), x2 = T(in(token, in_col + i + half));
+              const T c = cos_t(t, i), sn = sin_t(t, i);
               const T dy1 = T(dy(token, out_col + i)), dy2 = T(dy(token, out_col + i + half));
               acc += (x1 * c + x2 * sn) * r * dy1 + (x2 * c - x1 * sn) * r * dy2;
             },
@@ -123,22 +144,22 @@ void qk_norm_rope_backward(const ExecSpace& exec, const Raw& raw, const QkShape&
         Kokkos::parallel_reduce(
             Kokkos::ThreadVectorRange(team, half),
             [&](const int i, T& acc) {
-              const T x1 = T(raw(token, in_col + i)), x2 = T(raw(token, in_col + i + half));
-              const T c = cos_table(t, i), sn = sin_table(t, i);
+              const T x1 = T(in(token, in_col + i)), x2 = T(in(token, in_col + i + half));
+              const T c = cos_t(t, i), sn = sin_t(t, i);
               const T dz1 = g * T(dy(token, out_col + i)), dz2 = g * T(dy(token, out_col + i + half));
               acc += (c * dz1 - sn * dz2) * x1 + (sn * dz1 + c * dz2) * x2;
             },
             dot);
         const T coefficient = r * r * r * dot / T(s.dim);
         Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, half), [&](const int i) {
-          const T x1 = T(raw(token, in_col + i)), x2 = T(raw(token, in_col + i + half));
-          const T c = cos_table(t, i), sn = sin_table(t, i);
+          const T x1 = T(in(token, in_col + i)), x2 = T(in(token, in_col + i + half));
+          const T c = cos_t(t, i), sn = sin_t(t, i);
           const T dz1 = g * T(dy(token, out_col + i)), dz2 = g * T(dy(token, out_col + i + half));
-          d_raw(token, in_col + i) = store<A>(r * (c * dz1 - sn * dz2) - coefficient * x1);
-          d_raw(token, in_col + i + half) = store<A>(r * (sn * dz1 + c * dz2) - coefficient * x2);
+          d_in(token, in_col + i) = store<A>(r * (c * dz1 - sn * dz2) - coefficient * x1);
+          d_in(token, in_col + i + half) = store<A>(r * (sn * dz1 + c * dz2) - coefficient * x2);
         });
         Kokkos::single(Kokkos::PerThread(team), [&]() {
-          if (is_q) gain_rows(token, h) = gain_term;
+          if (is_q) gains(token, h) = gain_term;
         });
       });
   ColumnSums<T, 1>::run(

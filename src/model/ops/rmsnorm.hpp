@@ -18,6 +18,7 @@
 #include "core/kokkos_compat.hpp"
 #include "core/views.hpp"
 #include "model/ops/launch.hpp"
+#include "core/kernel.hpp"
 
 namespace kgpt::model::ops {
 
@@ -38,7 +39,7 @@ KOKKOS_INLINE_FUNCTION void normalize_row(const Team& team, int row, int c, T su
 template <class T, class X, class Y>
 void rmsnorm_forward(const ExecSpace& exec, const X& x, const Y& y, const Vector<T>& rstd, T eps) {
   const int n = static_cast<int>(x.extent(0)), c = static_cast<int>(x.extent(1));
-  Kokkos::parallel_for(
+  kgpt::parallel_for(
       "kgpt::rmsnorm::forward", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO), KOKKOS_LAMBDA(const Team& team) {
         const int row = team.league_rank();
         T sum_sq = 0;
@@ -59,7 +60,7 @@ void rmsnorm_backward(const ExecSpace& exec, const X& x, const ConstVector<T>& r
                       bool accumulate = false) {
   using A = typename DX::value_type;
   const int n = static_cast<int>(x.extent(0)), c = static_cast<int>(x.extent(1));
-  Kokkos::parallel_for(
+  kgpt::parallel_for(
       "kgpt::rmsnorm::backward", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO), KOKKOS_LAMBDA(const Team& team) {
         const int row = team.league_rank();
         T dot = 0;
@@ -82,7 +83,7 @@ void embedding_rmsnorm_forward(const ExecSpace& exec, const ConstTokenMatrix& to
   using A = typename Y::value_type;
   const int n = static_cast<int>(y.extent(0)), c = static_cast<int>(y.extent(1));
   const int seq = static_cast<int>(tokens.extent(1));
-  Kokkos::parallel_for(
+  kgpt::parallel_for(
       "kgpt::embedding_rmsnorm::forward", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO),
       KOKKOS_LAMBDA(const Team& team) {
         const int row = team.league_rank();
@@ -110,7 +111,7 @@ void embedding_rmsnorm_backward(const ExecSpace& exec, const ConstTokenMatrix& t
   using A = typename DX::value_type;
   const int n = static_cast<int>(dy.extent(0)), c = static_cast<int>(dy.extent(1));
   const int seq = static_cast<int>(tokens.extent(1));
-  Kokkos::parallel_for(
+  kgpt::parallel_for(
       "kgpt::embedding_rmsnorm::backward", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO),
       KOKKOS_LAMBDA(const Team& team) {
         const int row = team.league_rank();
@@ -136,7 +137,17 @@ void mix_rmsnorm_forward(const ExecSpace& exec, const X& x_prev, const X& skip, 
   using A = typename Y::value_type;
   const int n = static_cast<int>(x_mix.extent(0)), c = static_cast<int>(x_mix.extent(1));
   const bool with_skip = skip.extent(0) != 0;
-  Kokkos::parallel_for(
+  // Nine arrays: as RowViews and pointers, so that the kernel fits a CUDA kernel argument.
+  const auto prev = row_view(x_prev);
+  const auto skipped = row_view(skip);
+  const auto first = row_view(x0);
+  const auto mixes = row_view(mix);
+  const auto in_out = row_view(x_in);
+  const auto mix_out = row_view(x_mix);
+  const auto h_out = row_view(h);
+  const auto* skip_weight = w.data();
+  T* const r_out = rstd.data();
+  kgpt::parallel_for(
       "kgpt::mix_rmsnorm::forward", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO),
       KOKKOS_LAMBDA(const Team& team) {
         const int row = team.league_rank();
@@ -144,18 +155,20 @@ void mix_rmsnorm_forward(const ExecSpace& exec, const X& x_prev, const X& skip, 
         Kokkos::parallel_reduce(
             Kokkos::TeamThreadRange(team, c),
             [&](const int j, T& acc) {
-              T in = T(x_prev(row, j));
+              T in = T(prev(row, j));
               if (with_skip) {
-                const A stored = store<A>(in + T(w(j)) * T(skip(row, j)));
-                x_in(row, j) = stored;
+                const A stored = store<A>(in + T(skip_weight[j]) * T(skipped(row, j)));
+                in_out(row, j) = stored;
                 in = T(stored);
               }
-              const A m = store<A>(T(mix(0, j)) * in + T(mix(1, j)) * T(x0(row, j)));
-              x_mix(row, j) = m;
+              const A m = store<A>(T(mixes(0, j)) * in + T(mixes(1, j)) * T(first(row, j)));
+              mix_out(row, j) = m;
               acc += T(m) * T(m);
             },
             sum_sq);
-        rmsnorm_detail::normalize_row(team, row, c, sum_sq, eps, x_mix, h, rstd);
+        const T r = T(1) / compat::sqrt(sum_sq / T(c) + eps);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c), [&](const int j) { h_out(row, j) = store<A>(T(mix_out(row, j)) * r); });
+        Kokkos::single(Kokkos::PerTeam(team), [&]() { r_out[row] = r; });
       });
 }
 
@@ -165,7 +178,7 @@ void residual_rmsnorm_forward(const ExecSpace& exec, const X& base, const S& s, 
                               const Y& h, const Vector<T>& rstd, T eps) {
   using A = typename Y::value_type;
   const int n = static_cast<int>(x_sum.extent(0)), c = static_cast<int>(x_sum.extent(1));
-  Kokkos::parallel_for(
+  kgpt::parallel_for(
       "kgpt::residual_rmsnorm::forward", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO),
       KOKKOS_LAMBDA(const Team& team) {
         const int row = team.league_rank();
