@@ -89,6 +89,7 @@ struct ModelConfig {
   bool tie_embeddings = true;          // false: a separate output head (lm_head.weight)
   double tied_embed_init_std = 0.005;  // contextual: 0.005 for golf, 0.02 for gpt2
   Attention attention = Attention::automatic;
+  bool attention_deterministic = true;  // cudnn: the deterministic backward algorithm
   // The deck key is train.precision; it lives here because the model is built for it, so that
   // eval, sample and resume run a checkpoint in the precision it was trained in.
   Precision precision = Precision::fp32;

@@ -109,6 +109,18 @@ std::string golf_only(const Config& c) {
   return c.model.family == Family::golf ? "" : "model.family is gpt2";
 }
 
+// Whether model.attention resolves to cudnn (model::resolve_attention makes the same choice).
+std::string cudnn_only(const Config& c) {
+  const Attention a = c.model.attention;
+  if (a == Attention::gemm || a == Attention::fused) return std::string("model.attention is ") + name_of(a);
+#ifndef KGPT_HAVE_CUDNN
+  return "this build of kgpt has no cuDNN attention";
+#else
+  if (c.model.precision != Precision::bf16) return "train.precision is fp32 (cudnn attention takes bf16)";
+  return "";
+#endif
+}
+
 std::string muon_only(const Config& c) {
   return c.optim.matrix_optimizer == MatrixOptimizer::muon ? "" : "optim.matrix_optimizer is adamw";
 }
@@ -179,6 +191,11 @@ std::vector<KeySpec> build_schema() {
           "128); gemm (strided batched GEMMs, keeps the (B, H, T, T) probabilities for the backward); fused "
           "(Kokkos kernels on CUDA cores, head dimension 8, 16, 32, 64 or 128, keeps only a log-sum-exp per "
           "row); auto takes cudnn where this build and deck allow it, else gemm."),
+      acting(key("model", "attention_deterministic", &Config::model, &MC::attention_deterministic, VK::boolean, none,
+                 "cudnn attention: true runs cuDNN's deterministic backward, so runs repeat bit for bit (on "
+                 "Hopper it needs a large workspace, which kgpt bench's view_peak_mb counts); false lets cuDNN "
+                 "pick its faster, non-deterministic backward. gemm and fused are deterministic always."),
+             cudnn_only, "cudnn attention"),
       // data
       key("data", "train_files", &Config::data, &DC::train_files, VK::string, none,
           "Glob of training shards, read in sorted order and wrapped around."),

@@ -22,6 +22,7 @@ struct State {
   std::vector<std::pair<std::string, Clock::time_point>> open_kernels;
   bool tracking_memory = false;
   double live_bytes = 0, peak_bytes = 0;
+  double library_bytes = 0;  // workspaces kgpt allocates for libraries, live now
   long long allocations = 0;
 
   void add(const std::string& name, double seconds) {
@@ -86,7 +87,7 @@ bool track_memory(bool on) {
   State& s = state();
   if (on && (s.tracking_memory || foreign_tool_loaded())) return s.tracking_memory;
   s.tracking_memory = on;
-  s.live_bytes = s.peak_bytes = 0;
+  s.live_bytes = s.peak_bytes = on ? s.library_bytes : 0;
   s.allocations = 0;
   namespace tools = Kokkos::Tools::Experimental;
   tools::set_allocate_data_callback(on ? allocated : nullptr);
@@ -95,6 +96,14 @@ bool track_memory(bool on) {
 }
 
 double peak_memory_bytes() { return state().peak_bytes; }
+
+void library_memory(double bytes) {
+  State& s = state();
+  s.library_bytes += bytes;
+  if (!s.tracking_memory) return;
+  s.live_bytes += bytes;
+  if (s.live_bytes > s.peak_bytes) s.peak_bytes = s.live_bytes;
+}
 
 long long allocation_count() { return state().allocations; }
 

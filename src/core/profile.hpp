@@ -29,12 +29,15 @@ bool enabled();
 // The table so far, in the order entries first appeared.
 std::vector<Entry> entries();
 
-// Counts the bytes of Views allocated in MemSpace (the GPU on a CUDA build) from now on: live and
-// the high-water mark, kgpt's own peak memory. Memory that libraries allocate themselves (the
-// cuBLASLt and cuDNN workspaces, the CUDA context) is not in it. Returns false, counting nothing,
-// when a Kokkos Tools library is loaded.
+// Counts the bytes of Views allocated in MemSpace (the GPU on a CUDA build) from now on, with the
+// library workspaces alive then and later (library_memory): live and the high-water mark, kgpt's
+// own peak memory. What libraries allocate on their own (cuDNN's and cuBLASLt's handles, the CUDA
+// context) is not in it. Returns false, counting nothing, when a Kokkos Tools library is loaded.
 bool track_memory(bool on);
 double peak_memory_bytes();
+// Device memory kgpt allocates outside Views for a library to use (the cuBLASLt and cuDNN
+// workspaces): +bytes when allocated, -bytes when freed.
+void library_memory(double bytes);
 // Views allocated in any memory space since tracking started (a step should allocate none).
 long long allocation_count();
 

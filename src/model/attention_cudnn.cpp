@@ -91,17 +91,22 @@ struct CudnnAttention::Graphs {
     check(g.get_workspace_size(bytes), "workspace size");
     if (bytes <= workspace_bytes) return;
     if (workspace != nullptr) check(cudaFree(workspace), "cudaFree of the cuDNN workspace");
+    profile::library_memory(-static_cast<double>(workspace_bytes));
     workspace = nullptr;
+    workspace_bytes = 0;
     check(cudaMalloc(&workspace, static_cast<std::size_t>(bytes)), "cudaMalloc of the cuDNN workspace");
     workspace_bytes = bytes;
+    profile::library_memory(static_cast<double>(bytes));
   }
 
   ~Graphs() {
     if (workspace != nullptr) cudaFree(workspace);
+    profile::library_memory(-static_cast<double>(workspace_bytes));
   }
 };
 
-CudnnAttention::CudnnAttention(const AttentionShape& shape, const std::string& prefix) : graphs_(new Graphs()) {
+CudnnAttention::CudnnAttention(const AttentionShape& shape, const std::string& prefix)
+    : graphs_(new Graphs()), deterministic_(shape.deterministic) {
   if (!cudnn_attention_supports(shape.head_dim)) {
     throw Error(ExitCode::failure, "cudnn attention: head dimension " + std::to_string(shape.head_dim) +
                                        " is not a multiple of 8 up to 128 (use model.attention: gemm)");
@@ -170,7 +175,7 @@ void CudnnAttention::backward(const ExecSpace& exec, int layer, const Heads<cons
     auto options = fe::graph::SDPA_backward_attributes()
                        .set_name("kgpt_attention_backward")
                        .set_causal_mask(true)
-                       .set_deterministic_algorithm(true)
+                       .set_deterministic_algorithm(deterministic_)
                        .set_attn_scale(1.0f / std::sqrt(static_cast<float>(q.dim)));
     auto [dQ, dK, dV] = g->sdpa_backward(Q, K, V, O, dO, stats, options);
     dQ->set_output(true).set_uid(dq_uid).set_dim(dims(gq)).set_stride(strides(gq));

@@ -3,7 +3,7 @@
 // forward and backward on the tensor cores, bf16 q, k, v, o and gradients read and written in place
 // through the strides of the token-major heads (no reordering kernel), causal, grouped-query
 // attention, the softmax statistics in fp32 (one (B, H, T) array per layer, kept for the backward).
-// The backward is cuDNN's deterministic algorithm, so that runs repeat bit for bit.
+// The backward is cuDNN's deterministic algorithm unless model.attention_deterministic is false.
 // cudnn-frontend builds one graph per shape and set of strides, the first time it is met (the first
 // step, and an evaluation's last, shorter batch), with the workspace it needs.
 
@@ -35,6 +35,7 @@ class CudnnAttention final : public Attention<bf16> {
   struct Graphs;  // cudnn-frontend's graphs, by shape and strides
   std::unique_ptr<Graphs> graphs_;
   std::vector<Buffer<float>> stats_;  // (B, H, T) per layer: the softmax statistics
+  bool deterministic_;                // the deterministic backward (model.attention_deterministic)
 };
 
 }  // namespace kgpt::model

@@ -35,12 +35,14 @@ class Attention {
 
 struct AttentionShape {
   int layers = 0, max_batch = 0, heads = 0, kv_heads = 0, max_seq = 0, head_dim = 0;
+  bool deterministic = true;  // cudnn: the deterministic backward (model.attention_deterministic)
 };
 
 // The attention of a model of this configuration built for micro-batches of up to max_batch
 // sequences of up to max_seq tokens.
 inline AttentionShape attention_shape(const config::ModelConfig& m, int max_batch, int max_seq) {
-  return AttentionShape{m.n_layer, max_batch, m.n_head, m.n_kv_head, max_seq, m.d_model / m.n_head};
+  return AttentionShape{m.n_layer, max_batch, m.n_head, m.n_kv_head, max_seq, m.d_model / m.n_head,
+                        m.attention_deterministic};
 }
 
 // True when this build runs model.attention: cudnn (a CUDA build found cuDNN and cudnn-frontend).

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "core/error.hpp"
+#include "core/profile.hpp"
 
 namespace kgpt::model::cuda_gemm {
 
@@ -92,6 +93,7 @@ class Engine {
     }
     handle_ = made;
     check(cudaMalloc(&workspace_, kWorkspaceBytes), "cudaMalloc of the cuBLASLt workspace");
+    profile::library_memory(static_cast<double>(kWorkspaceBytes));
   }
   // Kept until the process ends: Kokkos finalises the device before static destructors run.
 

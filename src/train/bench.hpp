@@ -12,7 +12,11 @@
 
 namespace kgpt::train {
 
+// The synthetic tokens' distribution: uniform over the vocabulary, or Zipf's law (as real text).
+enum class TokenDistribution { uniform, zipf };
+
 struct BenchOptions {
+  TokenDistribution tokens = TokenDistribution::uniform;
   int warmup_steps = 2;
   int steps = 5;
   int gemm_size = 1024;
@@ -22,7 +26,8 @@ struct BenchOptions {
 struct BenchResult {
   double sgemm_flops = 0;        // FLOP/s of an n^3 fp32 GEMM
   double step_ms = 0;            // mean optimizer step, all micro-steps included
-  double forward_ms = 0, backward_ms = 0, optimizer_ms = 0;  // its parts (backward includes zeroing)
+  // With profile_steps > 0: the parts of a profiled step, each phase fenced (backward includes zeroing).
+  double forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
   double tokens_per_s = 0;
   double model_flops = 0;        // FLOP/s by the 6N + attention estimate
   double flops_per_token = 0;
