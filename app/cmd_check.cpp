@@ -5,24 +5,35 @@
 #include "commands.hpp"
 #include "config/deck.hpp"
 #include "core/error.hpp"
+#include "core/kokkos_compat.hpp"
 #include "core/text.hpp"
+#include "core/versions.hpp"
 #include "data/dataset_check.hpp"
+#include "model/attention_probe.hpp"
 
 namespace kgpt::app {
 
 const CommandSpec& check_spec() {
   static const CommandSpec spec{
       "check",
-      "DECK [--set section.key=value]... [--world-size N] [--no-data]\n       kgpt check --reference",
+      "DECK [--set section.key=value]... [--world-size N] [--no-data] [--device]\n       kgpt check --reference",
       "validate a deck and its data, print the resolved deck",
       "Reads DECK, applies the --set overrides, validates every key and the rules between keys for\n"
       "the given world size, checks that the train and val shards exist and have valid headers, and\n"
       "prints the fully resolved deck (every key, its value, and where it came from) on stdout.\n"
-      "Nothing is written. Exit code 0 when the deck is valid, 2 with one message per problem if not.",
+      "Nothing is written. Exit code 0 when the deck is valid, 2 with one message per problem if not.\n"
+      "\n"
+      "--device also runs the deck's attention on this machine's device (the GPU of a CUDA build):\n"
+      "the implementation model.attention resolves to, at one rank's micro-batch, forward and\n"
+      "backward on random inputs (cuDNN's graphs are built as training builds them), timed, and on\n"
+      "one sequence compared with another implementation of the same function. It prints the\n"
+      "device, the cuDNN found at run time and the figures; exit code 1 with the library's message\n"
+      "when the attention cannot run here or disagrees.",
       {
           {"set", "section.key=value", "override a deck key (repeatable; validated like the deck)"},
           {"world-size", "N", "number of MPI ranks the deck is meant for (default 1)"},
           {"no-data", "", "skip the check of the data files"},
+          {"device", "", "also run the deck's attention on this machine's device and compare it"},
           {"reference", "", "print the Markdown reference of every deck key and exit"},
       },
       0,
@@ -36,6 +47,35 @@ config::ResolvedDeck load_deck_from_args(const ParsedArgs& args, int world_size)
   options.overrides = args.all("set");
   return config::load_deck(args.positional().at(0), options);
 }
+
+namespace {
+
+// Runs the deck's attention on this machine's device (model/attention_probe.hpp) and says how it went.
+void check_device(const config::ResolvedDeck& deck) {
+  const config::ModelConfig& m = deck.config.model;
+  const int batch = static_cast<int>(deck.plan.local_sequences), seq = deck.config.train.seq_len;
+  const std::string device = compat::device_name();
+  std::cerr << "kgpt check: device: " << compat::enabled_backends() << (device.empty() ? "" : " (" + device + ")")
+            << "; cuDNN: " << versions().cudnn << "\n";
+  try {
+    const model::AttentionProbe p = model::probe_attention(m, batch, seq);
+    std::cerr << "kgpt check: attention " << p.attention << " (" << config::name_of(m.precision) << ") at " << p.batch
+              << "x" << p.seq << ", " << p.heads << " heads, " << p.kv_heads << " kv heads, head dim " << p.head_dim
+              << ": forward " << text::fixed(p.forward_ms, 2) << " ms, backward " << text::fixed(p.backward_ms, 2)
+              << " ms";
+    if (p.compared_with.empty()) {
+      std::cerr << "; no other implementation to compare with\n";
+    } else {
+      std::cerr << "; against " << p.compared_with << " on one sequence: " << text::significant(p.max_difference)
+                << " (allowed " << text::significant(p.tolerance) << ")\n";
+    }
+  } catch (const Error& e) {
+    throw Error(ExitCode::failure, deck.where("model.attention") + ": this machine cannot run the deck's attention: " +
+                                       e.what());
+  }
+}
+
+}  // namespace
 
 int run_check(const ParsedArgs& args) {
   if (args.has("reference")) {
@@ -55,6 +95,7 @@ int run_check(const ParsedArgs& args) {
   std::cout << config::render_resolved(deck);
   for (const auto& note : deck.notes) std::cerr << "kgpt check: note: " << note << "\n";
   std::cerr << "kgpt check: " << deck.path << " is valid for world size " << world_size << "; " << data_note << "\n";
+  if (args.has("device")) check_device(deck);
   return 0;
 }
 

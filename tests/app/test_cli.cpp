@@ -385,3 +385,27 @@ TEST_CASE("every shipped sweep expands", "[app][inputs][sweep]") {
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("sweep tiny_cpu_lr: 4 points"));
 }
+
+TEST_CASE("kgpt check --device runs the deck's attention here and compares it with another implementation",
+          "[app][device]") {
+  TempDir dir;
+  const std::string deck = dir.file("deck.yaml");
+  // Head dimension 16: the host's gemm attention is compared with the fused kernels.
+  write_file(deck, "model:\n  vocab_size: 257\n  n_layer: 2\n  d_model: 32\n  n_head: 2\n  n_kv_head: 1\n"
+                   "data:\n  tokenizer: byte\ntrain:\n  seq_len: 64\n  global_batch_tokens: 4096\n");
+  for (const char* precision : {"fp32", "bf16"}) {
+    INFO(precision);
+    const auto r = run_kgpt({"check", deck, "--no-data", "--device", "--set", std::string("train.precision=") + precision});
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.find("kgpt check: device: Serial") != std::string::npos);
+    CHECK(r.err.find("attention gemm (" + std::string(precision) + ") at 8x64, 2 heads, 1 kv heads, head dim 16") !=
+          std::string::npos);
+    CHECK(r.err.find("against fused on one sequence: ") != std::string::npos);
+  }
+  // Head dimension 12 has no fused kernel: nothing to compare with, said so.
+  const auto odd = run_kgpt({"check", deck, "--no-data", "--device", "--set", "model.d_model=24"});
+  INFO(odd.err);
+  CHECK(odd.exit_code == 0);
+  CHECK(odd.err.find("no other implementation to compare with") != std::string::npos);
+}
