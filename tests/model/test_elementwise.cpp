@@ -182,14 +182,14 @@ TEST_CASE("the residual ops in float and bf16 agree with double", "[model][eleme
 namespace {
 
 // out = a + 3 b + j (j the column) by map_elements, against a host loop, for storage type A.
-template <class A, class Out, class In>
+template <class A, bool Packs, class Out, class In>
 void check_map(const Out& out, const In& a, const In& b) {
   // Copies of the inputs as they are before the op (out may be one of them).
   auto ha = Kokkos::create_mirror(a);
   auto hb = Kokkos::create_mirror(b);
   Kokkos::deep_copy(ha, a);
   Kokkos::deep_copy(hb, b);
-  model::ops::map_elements<float>(
+  model::ops::map_elements<float, Packs>(
       ExecSpace(), "test::map", KOKKOS_LAMBDA(const std::size_t j, const float x, const float y) {
         return x + 3.0f * y + static_cast<float>(j);
       },
@@ -203,6 +203,14 @@ void check_map(const Out& out, const In& a, const In& b) {
     }
   }
   CHECK(wrong == 0);
+}
+
+// out = a + 3 b + j (j the column) by map_elements with 16-byte packs where the arrays allow them
+// (as on a GPU) and without (as on the host), against a host loop, for storage type A.
+template <class A, class Out, class In>
+void check_map(const Out& out, const In& a, const In& b) {
+  check_map<A, true>(out, a, b);
+  check_map<A, false>(out, a, b);
 }
 
 }  // namespace

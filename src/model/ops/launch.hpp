@@ -87,17 +87,18 @@ bool packs_aligned(const V& v) {
 }  // namespace detail
 
 // out(i, j) = op(j, in(i, j)...) for every element of (n, c) arrays, computed in T and stored in
-// out's type (one or two inputs; out may be one of them). Where C is a multiple of W (16 bytes of the
-// narrowest array: 8 bf16, 4 floats) and every array's packs start on 16 bytes, each thread takes W
-// consecutive elements with 16-byte loads and stores: one 2-byte access per thread leaves a GPU's
-// memory system far from its bandwidth. Otherwise a thread per element (for_each_element).
-template <class T, class Op, class Out, class In>
+// out's type (one or two inputs; out may be one of them). On a GPU (Packs), where C is a multiple of
+// W (16 bytes of the narrowest array: 8 bf16, 4 floats) and every array's packs start on 16 bytes,
+// each thread takes W consecutive elements with 16-byte loads and stores: one 2-byte access per
+// thread leaves a GPU's memory system far from its bandwidth. Otherwise, and on the host, where
+// the compiler vectorises the plain loop, an element per thread (for_each_element). Tests run both.
+template <class T, bool Packs = backend::on_gpu, class Op, class Out, class In>
 void map_elements(const ExecSpace& exec, const char* label, const Op& op, const Out& out, const In& in) {
   using A = typename Out::value_type;
   using I = std::remove_const_t<typename In::value_type>;
   constexpr int W = 16 / static_cast<int>(sizeof(A) < sizeof(I) ? sizeof(A) : sizeof(I));
   const std::size_t n = out.extent(0), c = out.extent(1);
-  if (c % W == 0 && detail::packs_aligned<W>(out) && detail::packs_aligned<W>(in)) {
+  if (Packs && c % W == 0 && detail::packs_aligned<W>(out) && detail::packs_aligned<W>(in)) {
     const RowView<A> o(out);
     const RowView<const I> x(in);
     const std::size_t packs_per_row = c / W;
@@ -115,7 +116,7 @@ void map_elements(const ExecSpace& exec, const char* label, const Op& op, const 
   });
 }
 
-template <class T, class Op, class Out, class In1, class In2>
+template <class T, bool Packs = backend::on_gpu, class Op, class Out, class In1, class In2>
 void map_elements(const ExecSpace& exec, const char* label, const Op& op, const Out& out, const In1& in1,
                   const In2& in2) {
   using A = typename Out::value_type;
@@ -125,7 +126,8 @@ void map_elements(const ExecSpace& exec, const char* label, const Op& op, const 
                                                            : (sizeof(I1) < sizeof(I2) ? sizeof(I1) : sizeof(I2));
   constexpr int W = 16 / static_cast<int>(narrowest);
   const std::size_t n = out.extent(0), c = out.extent(1);
-  if (c % W == 0 && detail::packs_aligned<W>(out) && detail::packs_aligned<W>(in1) && detail::packs_aligned<W>(in2)) {
+  if (Packs && c % W == 0 && detail::packs_aligned<W>(out) && detail::packs_aligned<W>(in1) &&
+      detail::packs_aligned<W>(in2)) {
     const RowView<A> o(out);
     const RowView<const I1> x(in1);
     const RowView<const I2> y(in2);
