@@ -184,7 +184,7 @@ TEST_CASE("deck files that cannot be read are named", "[config]") {
   CHECK(deck.where("model.n_layer") == dir.file("ok.yaml") + ":2:12: model.n_layer");
 }
 
-TEST_CASE("choice keys become enums; some defaults follow the family and the embedding's tying", "[config]") {
+TEST_CASE("choice keys become enums, and some defaults follow the family and the embedding's tying", "[config]") {
   using namespace kgpt::config;
   const auto golf = parse_deck("model:\n  family: golf\n", "golf.yaml", {});
   CHECK(golf.config.model.mlp_mult == 2);
@@ -211,6 +211,7 @@ TEST_CASE("choice keys become enums; some defaults follow the family and the emb
   // A hand-built configuration gets the same defaults.
   Config by_hand;
   by_hand.model.family = Family::gpt2;
+  by_hand.model.n_kv_head = 8;
   resolve_contextual_defaults(by_hand);
   CHECK(snapshot(by_hand) == snapshot(gpt2.config));
 }
