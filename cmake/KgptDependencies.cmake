@@ -22,6 +22,20 @@ if(TARGET trilinos_kokkoscore)
   endif()
 endif()
 
+# CUDA builds embed the GPU's machine code (SASS) only, not PTX as well: upstream Kokkos asks nvcc for
+# both (-arch=sm_XX), which adds the PTX of every kernel to every executable, and kgpt is built for
+# the GPU it runs on (-arch=compute_XX -code=sm_XX, as the cuda preset's CMAKE_CXX_FLAGS say too:
+# nvcc_wrapper refuses two different architecture flags).
+if(TARGET Kokkos::kokkoscore AND "CUDA" IN_LIST Kokkos_DEVICES)
+  foreach(_kgpt_property INTERFACE_COMPILE_OPTIONS INTERFACE_LINK_OPTIONS)
+    get_target_property(_kgpt_options Kokkos::kokkoscore ${_kgpt_property})
+    if(_kgpt_options)
+      string(REGEX REPLACE "-arch=sm_([0-9]+a?)" "-arch=compute_\\1;-code=sm_\\1" _kgpt_options "${_kgpt_options}")
+      set_target_properties(Kokkos::kokkoscore PROPERTIES ${_kgpt_property} "${_kgpt_options}")
+    endif()
+  endforeach()
+endif()
+
 # Kokkos Kernels: upstream exports Kokkos::kokkoskernels; Debian exports trilinos_kokkoskernels
 # without include folders and ships no version file, so no version is asked for.
 find_package(KokkosKernels REQUIRED)

@@ -1,118 +1,213 @@
 #!/usr/bin/env bash
-# Checks of a CUDA build of kgpt on a GPU machine that has the CUDA toolkit, cuDNN and PyTorch but
-# none of kgpt's Debian libraries: the unit tests, 10 training steps compared with CPU runs of the
-# same deck, `kgpt bench --profile` and bench/torch_reference.py on the same GPU in the same run.
-# Logs go to $OUT (default /tmp/kgpt-cuda).
+# The checks of a CUDA build of kgpt on a GPU machine (CUDA toolkit or wheels, cuDNN, NCCL, PyTorch;
+# none of kgpt's Debian libraries), in the working tree's root, after make_payload.sh:
 #
-#   tar -xJf PAYLOAD_DIR/payload.tar.xz -C / && bash bench/device/run_cuda_checks.sh PAYLOAD_DIR [tests] [train] [bench] [torch]
+#   bash bench/device/run_cuda_checks.sh PAYLOAD_DIR STEP... [--budget SECONDS]
 #
-# bench/device/make_payload.sh makes PAYLOAD_DIR: the kgpt tree and its CUDA executables at the
-# paths they were built in, the Debian libraries they load under a prefix of their own, data/tiny_cpu
-# and the CPU runs' history.h5 files; payload.env names them: KGPT_TREE, KGPT_BUILD, KGPT_LIBROOT,
-# KGPT_CPU_RUNS. cuDNN comes from the machine: the toolkit's folders, or PyTorch's nvidia-cudnn wheel.
+# Steps, in the order given, each with its own time limit inside the budget (default 530 s, for a
+# command that must end within 9 minutes):
+#   device  the GPU, `kgpt --version` (cuDNN at run time beside the one built against), and
+#           `kgpt check --device` on golf's and gpt2's bench decks: cuDNN's forward and backward
+#           graphs at their micro-batch, compared with the gemm attention. Stops everything if
+#           they cannot run.
+#   tests   every ctest group of kgpt_tests, and the PyTorch reference comparison (reference_dump)
+#   train   10 steps of inputs/tiny_cpu.yaml (golf and gpt2, fp32 and bf16) against the CPU runs
+#   bench   kgpt bench --profile of golf 64x1024 (accum 8) and gpt2-124M 16x1024 in bf16; the
+#           same with the non-deterministic cuDNN backward, with Zipf tokens, in fp32; kgpt train
+#           of the golf deck for 12 steps (tokens/s against the bench's)
+#   torch   bench/torch_reference.py for both, on the same GPU
+# A device call runs "device tests train" in one command and "device bench torch" in the next.
+#
+# Output in $OUT (default /tmp/kgpt-cuda), three files, each rewritten after every step so that a
+# command stopped at its limit still brings back what it did: summary.txt (the lines printed on
+# stdout), details.log (every command's full output) and files.tar.gz (run directories, Catch2
+# reports, profiles).
 set -uo pipefail
-payload=$(cd "${1:?payload folder}" && pwd)
+payload_dir=$(cd "${1:?payload folder}" && pwd)
 shift
-steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(tests train bench torch)
+budget=530
+steps=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --budget) budget=$2; shift 2 ;;
+    *) steps+=("$1"); shift ;;
+  esac
+done
+[ ${#steps[@]} -eq 0 ] && steps=(device tests train)
+start_s=$(date +%s)
+deadline=$((start_s + budget))
 out=${OUT:-/tmp/kgpt-cuda}
 mkdir -p "$out"
-summary=$out/summary.txt
+summary=$out/summary.txt details=$out/details.log
+work=/tmp/kgpt-check   # run directories, reports: what files.tar.gz packs
+mkdir -p "$work"
 say() { echo "$*" | tee -a "$summary"; }
-wants() { local s; for s in "${steps[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
-
-# shellcheck disable=SC1091
-source "$payload/payload.env"
-here=$(pwd)
-
-# Libraries: Debian's (unpacked under KGPT_LIBROOT), then the GPU machine's CUDA, cuBLAS and NCCL.
-lib=$KGPT_LIBROOT/usr/lib/x86_64-linux-gnu
-found_dir() { dirname "$(find /usr/local/cuda*/ /usr/lib /usr/local/lib /opt /root -name "$1" 2>/dev/null | head -n 1)"; }
-nccl_dir=$(found_dir 'libnccl.so.2')
-cudnn_dir=$(found_dir 'libcudnn.so.9')
-nvrtc_dir=$(found_dir 'libnvrtc.so.1[23]')
-export LD_LIBRARY_PATH=$lib:$lib/hdf5/serial:$lib/openmpi/lib:/usr/local/cuda/lib64:$nccl_dir:$cudnn_dir:$nvrtc_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-# Open MPI unpacked away from /usr: one rank without mpiexec (singleton), components from the prefix.
-export OPAL_PREFIX=$KGPT_LIBROOT/usr OMPI_MCA_ess_singleton_isolated=1
-export OMPI_MCA_mca_base_component_path=$lib/openmpi/lib/openmpi3 OMPI_MCA_mca_base_component_show_load_errors=0
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
-export PYTHONUNBUFFERED=1
-kgpt=$KGPT_BUILD/kgpt
-
-say "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)"
-say "nccl: $nccl_dir cudnn: $cudnn_dir"
-"$kgpt" --version 2>&1 | tee -a "$summary"
-missing=$(ldd "$kgpt" | grep 'not found')
-[ -n "$missing" ] && say "missing libraries: $missing"
-
-if wants tests; then
-  say "== unit tests (each Catch2 executable of the build, as ctest runs them in CUDA builds)"
-  for exe in "$KGPT_BUILD"/tests/test_*; do
-    [ -x "$exe" ] || continue
-    (cd "$KGPT_BUILD/tests" && timeout 300 "$exe" > "$out/catch_$(basename "$exe").txt" 2>&1)
-    say "$(basename "$exe"): exit $? $(grep -E 'test cases|All tests passed' "$out/catch_$(basename "$exe").txt" | tail -n 1)"
-  done
-  (cd "$out" && tar -czf catch_logs.tar.gz catch_*.txt && rm -f catch_*.txt)
-  if [ -x "$KGPT_BUILD/tests/reference_dump" ]; then
-    for family in golf gpt2; do
-      "$KGPT_BUILD/tests/reference_dump" $family /tmp/${family}_reference.h5 > /dev/null 2>&1 &&
-        timeout 300 python3 "$KGPT_TREE/tests/reference/compare.py" /tmp/${family}_reference.h5 > "$out/reference_$family.txt" 2>&1
-      say "reference $family against PyTorch: exit $? $(tail -n 1 "$out/reference_$family.txt" 2>/dev/null)"
-    done
+log() { echo "$*" >> "$details"; }
+# files.tar.gz: logs, histories, reports and profiles; no checkpoint (a device call brings back files
+# of at most 16 MiB).
+pack() {
+  (cd "$work" && tar -czf "$out/files.tar.gz.part" --exclude=checkpoints --exclude='*_reference.h5' . 2>/dev/null &&
+    mv "$out/files.tar.gz.part" "$out/files.tar.gz")
+}
+# Seconds a step may take: its own limit, or what the budget has left (keeping 15 s to pack up).
+limit() {
+  local left=$((deadline - $(date +%s) - 15))
+  [ "$left" -lt "$1" ] && echo "$left" || echo "$1"
+}
+# run NAME LIMIT COMMAND...: the command's output to details.log, its exit status in $status.
+run() {
+  local name=$1 seconds
+  seconds=$(limit "$2")
+  shift 2
+  if [ "$seconds" -le 5 ]; then
+    status=124
+    say "$name: skipped, the budget is spent"
+    return
   fi
-fi
+  log "== $name ($(date -u +%T), limit ${seconds}s): $*"
+  timeout -k 5 "$seconds" "$@" >> "$details" 2>&1
+  status=$?
+  [ "$status" -eq 124 ] && log "== $name: stopped at its limit of ${seconds}s"
+}
 
-if wants train; then
-  say "== 10 training steps on CUDA, compared with the CPU run of the same deck (history.h5 train/loss)"
-  cd "$KGPT_TREE"
-  common=(--set train.iterations=10 --set train.log_every=1 --set train.warmdown_iters=0 --set train.eval_every=10)
-  gpt2=(--set model.family=gpt2 --set model.n_kv_head=4 --set model.logit_softcap=0 --set optim.matrix_lr=0.001
-        --set optim.embed_lr=0.001 --set optim.scalar_lr=0.001)
-  rm -rf /tmp/kgpt_runs
-  timeout 300 "$kgpt" train inputs/tiny_cpu.yaml "${common[@]}" --run-dir /tmp/kgpt_runs/golf > "$out/train.log" 2>&1
-  say "train golf: exit $?"
-  timeout 300 "$kgpt" train inputs/tiny_cpu.yaml "${common[@]}" "${gpt2[@]}" --run-dir /tmp/kgpt_runs/gpt2 >> "$out/train.log" 2>&1
-  say "train gpt2: exit $?"
-  # The same decks with bf16 activations (cuDNN attention where built): compared with the CPU build's
-  # bf16 path (same roundings, other summation orders) and, for scale, with the fp32 runs.
-  bf16=(--set train.precision=bf16)
-  timeout 300 "$kgpt" train inputs/tiny_cpu.yaml "${common[@]}" "${bf16[@]}" --run-dir /tmp/kgpt_runs/golf_bf16 >> "$out/train.log" 2>&1
-  say "train golf bf16: exit $?"
-  timeout 300 "$kgpt" train inputs/tiny_cpu.yaml "${common[@]}" "${gpt2[@]}" "${bf16[@]}" --run-dir /tmp/kgpt_runs/gpt2_bf16 >> "$out/train.log" 2>&1
-  say "train gpt2 bf16: exit $?"
-  python3 "$KGPT_TREE/bench/device/compare_losses.py" "$KGPT_CPU_RUNS" /tmp/kgpt_runs golf@1e-5 gpt2@1e-5 \
-    golf_bf16@2e-2 gpt2_bf16@2e-2 golf:golf_bf16@0 gpt2:gpt2_bf16@0 > "$out/compare_losses.txt" 2>&1
-  say "compare_losses: exit $?"
-  grep 'loss agreement' "$out/compare_losses.txt" | tee -a "$summary"
-  (cd /tmp/kgpt_runs && tar -czf "$out/cuda_runs.tar.gz" */log.txt */history.h5)
-  cd "$here"
+# The payload: unpacked once per machine; the test executables look for the tree and for kgpt
+# where they were built.
+if [ ! -x /tmp/kgpt-payload/bin/kgpt ]; then
+  tar -xJf "$payload_dir/payload.tar.xz" -C / || { say "payload: cannot unpack $payload_dir/payload.tar.xz"; exit 2; }
 fi
+stage=/tmp/kgpt-payload
+# shellcheck disable=SC1091
+source "$stage/payload.env"
+tree=$(pwd)
+if [ "$KGPT_SOURCE_DIR" != "$tree" ] && [ ! -e "$KGPT_SOURCE_DIR" ]; then
+  mkdir -p "$(dirname "$KGPT_SOURCE_DIR")" && ln -s "$tree" "$KGPT_SOURCE_DIR"
+fi
+mkdir -p "$(dirname "$KGPT_BUILT_EXE")"
+[ -e "$KGPT_BUILT_EXE" ] || ln -s "$stage/bin/kgpt" "$KGPT_BUILT_EXE"
+[ -e "$tree/data/tiny_cpu" ] || { mkdir -p "$tree/data" && ln -s "$stage/data/tiny_cpu" "$tree/data/tiny_cpu"; }
 
-if wants bench; then
-  say "== kgpt bench (bf16 with the attention auto picks, and the profile; then bf16 gemm attention and fp32)"
-  cd "$KGPT_TREE"
-  golf=(inputs/golf_8xh100.yaml)
-  gpt2=(inputs/gpt2_124m_bench.yaml --set train.seq_len=1024 --set train.global_batch_tokens=16384)
-  for deck in golf gpt2; do
-    declare -n args=$deck
-    timeout 200 "$kgpt" bench "${args[@]}" --set train.precision=bf16 --steps 5 --warmup 2 --profile \
-      > "$out/bench_${deck}_bf16_profile.txt" 2>&1
-    say "bench $deck bf16 --profile: exit $?"
-    grep -E '^(bench|tok/s|view_peak|device_mem|profile)' "$out/bench_${deck}_bf16_profile.txt" | tee -a "$summary"
-    for options in "--set train.precision=bf16 --set model.attention=gemm" "--set train.precision=fp32"; do
-      # shellcheck disable=SC2086
-      timeout 150 "$kgpt" bench "${args[@]}" $options --steps 3 --warmup 1 2>&1 | tee -a "$out/bench.log" | tee -a "$summary"
-    done
-    unset -n args
-  done
-  cd "$here"
-fi
+# Libraries: the payload's Debian ones first, then the GPU machine's CUDA, cuDNN, NCCL and NVRTC (the
+# toolkit's folders or PyTorch's nvidia-* wheels). Only kgpt's processes see them (kgpt_env), so that
+# Python keeps its own.
+found_dir() {
+  local hit
+  hit=$(find /usr/local/cuda*/ /usr/lib /usr/local/lib /opt /root -name "$1" 2>/dev/null | head -n 1)
+  [ -n "$hit" ] && dirname "$hit"
+}
+cuda_dirs=$(for lib in 'libcudart.so.1[23]' 'libcublasLt.so.1[23]' 'libcudnn.so.9' 'libnccl.so.2' 'libnvrtc.so.1[23]'; do
+              found_dir "$lib"; done | awk '!seen[$0]++' | paste -sd:)
+kgpt_env=(env "LD_LIBRARY_PATH=$stage/lib:$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+          "OPAL_PREFIX=$stage/openmpi/usr" OMPI_MCA_ess_singleton_isolated=1 OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1
+          OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mca_base_component_show_load_errors=0)
+kgpt=$stage/bin/kgpt
+export PYTHONUNBUFFERED=1
+python=${PYTHON:-python3}   # the machine's, with PyTorch, h5py and numpy
 
-if wants torch; then
-  say "== PyTorch reference (torch.compile, bf16 autocast, SDPA)"
-  timeout 300 python3 "$KGPT_TREE/bench/torch_reference.py" golf --batch 64 --seq 1024 --accum 8 --steps 5 --warmup 3 \
-    2>&1 | tee -a "$out/torch.log" | grep torch_reference | tee -a "$summary"
-  timeout 240 python3 "$KGPT_TREE/bench/torch_reference.py" gpt2 --batch 16 --seq 1024 --accum 1 --steps 10 --warmup 3 \
-    2>&1 | tee -a "$out/torch.log" | grep torch_reference | tee -a "$summary"
-fi
-say "== done $(date -u +%FT%TZ)"
+say "== $(date -u +%FT%TZ) steps: ${steps[*]} (budget ${budget}s)"
+for step in "${steps[@]}"; do
+  case $step in
+    device)
+      say "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1)"
+      say "libraries: $cuda_dirs"
+      run version 30 "${kgpt_env[@]}" "$kgpt" --version
+      say "kgpt --version: exit $status; $(grep -E '^(Kokkos |NCCL|cuDNN)' "$details" | tail -n 3 | paste -sd';')"
+      for deck in golf gpt2; do
+        case $deck in
+          golf) args=(inputs/golf_8xh100.yaml) ;;
+          gpt2) args=(inputs/gpt2_124m_bench.yaml --set train.seq_len=1024 --set train.global_batch_tokens=16384) ;;
+        esac
+        run "check $deck --device" 120 "${kgpt_env[@]}" "$kgpt" check "${args[@]}" --set train.precision=bf16 --no-data --device
+        say "kgpt check --device $deck bf16: exit $status; $(grep -E '^kgpt check: (attention|device)|error' "$details" | tail -n 2 | paste -sd' ')"
+        if [ "$status" -ne 0 ]; then
+          say "STOP: the deck's attention cannot run on this machine; the other steps would fail the same way"
+          pack
+          exit 1
+        fi
+      done
+      ;;
+    tests)
+      mkdir -p "$work/catch"
+      passed=0 failed=0
+      while read -r name tags; do
+        run "$name" 240 "${kgpt_env[@]}" "$stage/bin/kgpt_tests" "-#" "$tags" -r junit -o "$work/catch/$name.xml"
+        # The junit report's totals (Catch2 counts assertions as its "tests").
+        result=$(grep -o '<testsuite [^>]*>' "$work/catch/$name.xml" 2>/dev/null | grep -oE '(failures|tests)="[0-9]+"' |
+                 sed 's/tests=/assertions=/' | paste -sd' ')
+        say "$name: exit $status ${result:-no report}"
+        [ "$status" -eq 0 ] && passed=$((passed + 1)) || failed=$((failed + 1))
+        pack
+      done < "$stage/test_groups"
+      say "test groups: $passed passed, $failed failed"
+      for family in golf gpt2 golf-untied gpt2-muon; do
+        run "reference $family dump" 120 "${kgpt_env[@]}" "$stage/bin/reference_dump" "$family" "$work/${family}_reference.h5"
+        if [ "$status" -eq 0 ]; then
+          run "reference $family compare" 180 "$python" "$tree/tests/reference/compare.py" "$work/${family}_reference.h5"
+        fi
+        say "reference $family against PyTorch: exit $status $(tail -n 1 "$details")"
+        pack
+      done
+      ;;
+    train)
+      rm -rf "$work/runs"
+      common=(--set train.iterations=10 --set train.log_every=1 --set train.warmdown_iters=0 --set train.eval_every=10)
+      gpt2=(--set model.family=gpt2 --set model.n_kv_head=4 --set model.logit_softcap=0 --set optim.matrix_lr=0.001
+            --set optim.embed_lr=0.001 --set optim.scalar_lr=0.001)
+      bf16=(--set train.precision=bf16)
+      for run_name in golf gpt2 golf_bf16 gpt2_bf16; do
+        options=("${common[@]}")
+        [[ $run_name == gpt2* ]] && options+=("${gpt2[@]}")
+        [[ $run_name == *bf16 ]] && options+=("${bf16[@]}")
+        run "train $run_name" 120 "${kgpt_env[@]}" "$kgpt" train inputs/tiny_cpu.yaml "${options[@]}" --run-dir "$work/runs/$run_name"
+        say "train $run_name: exit $status $(grep -o 'step:10/10 train_loss:[0-9.]*.*tok/s:[0-9]*' "$work/runs/$run_name/log.txt" 2>/dev/null)"
+        pack
+      done
+      run compare 60 "$python" "$tree/bench/device/compare_losses.py" "$stage/cpu_runs" "$work/runs" golf@1e-5 gpt2@1e-5 \
+        golf_bf16@2e-2 gpt2_bf16@2e-2 golf:golf_bf16@0 gpt2:gpt2_bf16@0
+      say "compare_losses: exit $status"
+      grep 'loss agreement' "$details" | tail -n 6 | tee -a "$summary"
+      ;;
+    bench)
+      mkdir -p "$work/bench"
+      golf=(inputs/golf_8xh100.yaml)
+      gpt2=(inputs/gpt2_124m_bench.yaml --set train.seq_len=1024 --set train.global_batch_tokens=16384)
+      for deck in golf gpt2; do
+        declare -n args=$deck
+        run "bench $deck bf16 profile" 200 "${kgpt_env[@]}" "$kgpt" bench "${args[@]}" --set train.precision=bf16 \
+          --steps 5 --warmup 2 --profile
+        awk '/^== bench '"$deck"' bf16 profile/ {on = 1; next} /^== / {on = 0} on' "$details" > "$work/bench/${deck}_bf16_profile.txt"
+        say "bench $deck bf16 --profile: exit $status"
+        grep -E '^(tok/s|view_peak|device_mem|profile steps)' "$work/bench/${deck}_bf16_profile.txt" | tee -a "$summary"
+        grep -E '^(forward|backward|optimizer) ' "$work/bench/${deck}_bf16_profile.txt" | sort -k4 -g -r | head -n 5 | tee -a "$summary"
+        pack
+        for variant in "nondeterministic:--set model.attention_deterministic=false" "zipf:--tokens zipf" \
+                       "fp32:--set train.precision=fp32"; do
+          label=${variant%%:*} options=${variant#*:}
+          precision=(--set train.precision=bf16)
+          [ "$label" = fp32 ] && precision=()
+          # shellcheck disable=SC2086
+          run "bench $deck $label" 120 "${kgpt_env[@]}" "$kgpt" bench "${args[@]}" "${precision[@]}" $options --steps 3 --warmup 1
+          say "bench $deck $label: exit $status $(grep -E '^tok/s' "$details" | tail -n 1)"
+          pack
+        done
+        unset -n args
+      done
+      # kgpt train on the same deck and GPU: tokens/s of steps 3..12 against the bench's.
+      run "train golf" 180 "${kgpt_env[@]}" "$kgpt" train inputs/golf_8xh100.yaml --set data.tokenizer=byte \
+        --set data.train_files=data/tiny_cpu/fortunes_train_000000.bin --set data.val_files=data/tiny_cpu/fortunes_val_000000.bin \
+        --set train.iterations=12 --set train.log_every=1 --set train.eval_every=0 --set train.val_tokens=65536 \
+        --set train.max_wallclock_seconds=0 --run-dir "$work/train_golf"
+      say "train golf (12 steps): exit $status; tok/s of steps 3-12: $(grep -o 'tok/s:[0-9]*' "$work/train_golf/log.txt" 2>/dev/null | tail -n 10 | cut -d: -f2 | sort -n | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)] " (median)"}')"
+      pack
+      ;;
+    torch)
+      run "torch golf" 300 "$python" "$tree/bench/torch_reference.py" golf --batch 64 --seq 1024 --accum 8 --steps 5 --warmup 3
+      say "torch golf: exit $status $(grep torch_reference "$details" | tail -n 1)"
+      run "torch gpt2" 240 "$python" "$tree/bench/torch_reference.py" gpt2 --batch 16 --seq 1024 --accum 1 --steps 10 --warmup 3
+      say "torch gpt2: exit $status $(grep torch_reference "$details" | tail -n 1)"
+      pack
+      ;;
+    *) say "unknown step '$step' (device, tests, train, bench, torch)" ;;
+  esac
+done
+say "== done in $(($(date +%s) - start_s))s"
+pack
