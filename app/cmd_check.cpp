@@ -9,7 +9,7 @@
 #include "core/text.hpp"
 #include "core/versions.hpp"
 #include "data/dataset_check.hpp"
-#include "model/attention_probe.hpp"
+#include "model/attention/probe.hpp"
 
 namespace kgpt::app {
 
@@ -50,7 +50,7 @@ config::ResolvedDeck load_deck_from_args(const ParsedArgs& args, int world_size)
 
 namespace {
 
-// Runs the deck's attention on this machine's device (model/attention_probe.hpp) and says how it went.
+// Runs the deck's attention on this machine's device (model/attention/probe.hpp) and says how it went.
 void check_device(const config::ResolvedDeck& deck) {
   const config::ModelConfig& m = deck.config.model;
   const int batch = static_cast<int>(deck.plan.local_sequences), seq = deck.config.train.seq_len;

@@ -7,7 +7,7 @@
 #include "commands.hpp"
 #include "core/error.hpp"
 #include "parallel/world.hpp"
-#include "train/from_checkpoint.hpp"
+#include "inference/from_checkpoint.hpp"
 
 namespace kgpt::app {
 
@@ -34,16 +34,16 @@ int run_eval(const ParsedArgs& args) {
   config::ResolvedDeck deck;
   // Evaluation splits the val sequences over any number of ranks: the deck's batch plan is read for
   // one rank, whatever the world size.
-  parallel::agreed([&] { deck = train::checkpoint_deck(path, args.all("set"), 1); });
-  train::CheckpointEvaluation result;
-  parallel::agreed([&] { result = train::evaluate_checkpoint(deck, path); });
+  parallel::agreed([&] { deck = inference::checkpoint_deck(path, args.all("set"), 1); });
+  inference::CheckpointEvaluation result;
+  parallel::agreed([&] { result = inference::evaluate_checkpoint(deck, path); });
   if (parallel::world().rank == 0) {
     char line[256];
     std::snprintf(line, sizeof(line), " step:%lld val_loss:%.6f val_bpb:%.6f val_tokens:%zu",
                   static_cast<long long>(result.step), result.loss, result.bpb, result.tokens);
     std::cout << (result.artifact ? "artifact:" : "checkpoint:") << path << line << std::endl;
     if (result.artifact) {
-      const std::string record = train::record_artifact_evaluation(path, result);
+      const std::string record = inference::record_artifact_evaluation(path, result);
       if (!record.empty()) std::cout << "recorded in " << record << std::endl;
     }
   }
@@ -76,16 +76,16 @@ const CommandSpec& sample_spec() {
 
 int run_sample(const ParsedArgs& args) {
   const std::string path = args.positional().at(0);
-  train::SampleOptions options;
+  inference::SampleOptions options;
   options.prompt = args.get("prompt");
   options.max_new_tokens = static_cast<int>(int_option(args, "max-new-tokens", options.max_new_tokens, 0, 1 << 24));
   options.temperature = double_option(args, "temperature", options.temperature);
   if (!(options.temperature >= 0)) throw InputError("--temperature: must be >= 0");
   options.top_k = static_cast<int>(int_option(args, "top-k", options.top_k, 0, 1 << 20));
   options.seed = static_cast<std::uint64_t>(int_option(args, "seed", 1, 0, 1LL << 62));
-  const config::ResolvedDeck deck = train::checkpoint_deck(path, args.all("set"), 1);
+  const config::ResolvedDeck deck = inference::checkpoint_deck(path, args.all("set"), 1);
   std::cout << options.prompt << std::flush;
-  train::sample_checkpoint(deck, path, options, [](const std::string& piece) { std::cout << piece << std::flush; });
+  inference::sample_checkpoint(deck, path, options, [](const std::string& piece) { std::cout << piece << std::flush; });
   std::cout << std::endl;
   return 0;
 }
@@ -116,7 +116,7 @@ int run_export(const ParsedArgs& args) {
   const std::string path = args.positional().at(0);
   if (!args.has("out")) throw InputError("export: --out FILE names the artifact to write");
   const auto keep = static_cast<std::size_t>(int_option(args, "keep-float-max", 65536, 0, 1LL << 40));
-  const train::ExportSummary s = train::export_checkpoint(path, args.get("out"), keep);
+  const inference::ExportSummary s = inference::export_checkpoint(path, args.get("out"), keep);
   char line[512];
   for (const auto& t : s.tensors) {
     std::string shape = "(";

@@ -10,7 +10,7 @@
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "io/hdf5_file.hpp"
-#include "train/artifact.hpp"
+#include "io/artifact.hpp"
 
 namespace kgpt::app {
 
@@ -70,7 +70,7 @@ void inspect_checkpoint(const io::Hdf5File& file) {
 }
 
 void inspect_artifact(const std::string& path) {
-  const train::Artifact artifact = train::read_artifact(path);
+  const io::Artifact artifact = io::read_artifact(path);
   std::size_t bytes = 0;
   {
     std::ifstream in(path, std::ios::binary | std::ios::ate);
@@ -89,7 +89,7 @@ void inspect_artifact(const std::string& path) {
     const double norm = std::sqrt(std::inner_product(values.begin(), values.end(), values.begin(), 0.0));
     count += values.size();
     stored += t.stored_bytes();
-    std::cout << "    " << t.name << " " << shape_text(t.shape) << " " << train::storage_name(t.storage)
+    std::cout << "    " << t.name << " " << shape_text(t.shape) << " " << io::storage_name(t.storage)
               << " norm:" << significant(norm) << "\n";
   }
   std::cout << "  parameters: " << count << "\n"
@@ -143,7 +143,7 @@ const CommandSpec& inspect_spec() {
 }
 
 int run_inspect(const ParsedArgs& args) {
-  if (train::is_artifact_file(args.positional().at(0))) {
+  if (io::is_artifact_file(args.positional().at(0))) {
     inspect_artifact(args.positional().at(0));
     return 0;
   }

@@ -10,7 +10,7 @@
 #include "data/dataset_check.hpp"
 #include "io/run_directory.hpp"
 #include "io/run_log.hpp"
-#include "model/causal_attention.hpp"
+#include "model/attention/attention.hpp"
 #include "parallel/world.hpp"
 #include "train/checkpoint.hpp"
 #include "train/trainer.hpp"

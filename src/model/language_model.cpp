@@ -2,8 +2,8 @@
 
 #include <type_traits>
 
-#include "model/golf.hpp"
-#include "model/gpt2.hpp"
+#include "model/families/golf/golf.hpp"
+#include "model/families/gpt2/gpt2.hpp"
 
 namespace kgpt::model {
 

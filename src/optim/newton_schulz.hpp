@@ -12,7 +12,7 @@
 #include "core/bf16.hpp"
 #include "core/kokkos_compat.hpp"
 #include "core/views.hpp"
-#include "model/gemm.hpp"
+#include "model/gemm/gemm.hpp"
 #include "core/kernel.hpp"
 
 namespace kgpt::optim {

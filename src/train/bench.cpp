@@ -8,7 +8,7 @@
 
 #include "core/kokkos_compat.hpp"
 #include "core/random.hpp"
-#include "model/gemm.hpp"
+#include "model/gemm/gemm.hpp"
 #include "model/language_model.hpp"
 #include "optim/optimizer.hpp"
 #include "parallel/watchdog.hpp"

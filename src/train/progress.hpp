@@ -10,7 +10,7 @@
 #include "io/history.hpp"
 #include "io/run_log.hpp"
 #include "optim/optimizer.hpp"
-#include "train/evaluator.hpp"
+#include "inference/evaluator.hpp"
 #include "train/step.hpp"
 
 namespace kgpt::train {
@@ -25,7 +25,7 @@ class ProgressReport {
   // `wall_seconds` is the time since the run (or its resumption) started. `force_line` prints the
   // log line whatever train.log_every says (the last step, a wall-clock stop).
   void step(int step, const StepMetrics& metrics, std::int64_t tokens, double wall_seconds, bool force_line);
-  void evaluation(int step, const Evaluation& evaluation);
+  void evaluation(int step, const inference::Evaluation& evaluation);
 
  private:
   io::RunLog& log_;

@@ -18,7 +18,7 @@
 #include "parallel/watchdog.hpp"
 #include "parallel/world.hpp"
 #include "train/checkpoint.hpp"
-#include "train/evaluator.hpp"
+#include "inference/evaluator.hpp"
 #include "train/progress.hpp"
 #include "train/signals.hpp"
 #include "train/step.hpp"
@@ -82,7 +82,7 @@ struct Run {
   std::unique_ptr<model::LanguageModel<Real>> model;
   std::unique_ptr<optim::Optimizer<Real>> optimizer;
   std::unique_ptr<data::DistributedLoader> loader;
-  std::unique_ptr<Evaluator> evaluator;
+  std::unique_ptr<inference::Evaluator> evaluator;
 };
 
 Run build_run(const config::ResolvedDeck& deck) {
@@ -96,7 +96,7 @@ Run build_run(const config::ResolvedDeck& deck) {
     run.loader = std::make_unique<data::DistributedLoader>(
         data::TokenStream(data::find_shards(c.data.train_files), c.model.vocab_size), parallel::world().rank,
         deck.plan.world_size, deck.plan.local_tokens, c.train.seq_len);
-    run.evaluator = std::make_unique<Evaluator>(deck, batch);
+    run.evaluator = std::make_unique<inference::Evaluator>(deck, batch);
   });
   return run;
 }
@@ -197,7 +197,7 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
   TrainSummary summary;
   auto evaluate = [&](int step) {
     parallel::progress(parallel::Phase::evaluation, step);
-    const Evaluation e = run.evaluator->run(exec, model, world.rank, world.size);
+    const inference::Evaluation e = run.evaluator->run(exec, model, world.rank, world.size);
     report.evaluation(step, e);
     summary.final_val_loss = e.loss;
     summary.final_val_bpb = e.bpb;

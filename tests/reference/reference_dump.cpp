@@ -13,8 +13,8 @@
 #include "core/kokkos_compat.hpp"
 #include "core/random.hpp"
 #include "io/hdf5_file.hpp"
-#include "model/golf.hpp"
-#include "model/gpt2.hpp"
+#include "model/families/golf/golf.hpp"
+#include "model/families/gpt2/gpt2.hpp"
 #include "optim/optimizer.hpp"
 
 using namespace kgpt;

@@ -12,7 +12,7 @@
 #include "core/host_copy.hpp"
 #include "core/random.hpp"
 #include "io/hdf5_file.hpp"
-#include "model/golf.hpp"
+#include "model/families/golf/golf.hpp"
 #include "optim/optimizer.hpp"
 #include "support/temp_dir.hpp"
 #include "train/checkpoint.hpp"

@@ -13,7 +13,7 @@
 #include "core/bf16.hpp"
 #include "core/kokkos_compat.hpp"
 #include "core/views.hpp"
-#include "model/gemm.hpp"
+#include "model/gemm/gemm.hpp"
 #include "model/ops/launch.hpp"
 #include "core/kernel.hpp"
 

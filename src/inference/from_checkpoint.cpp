@@ -1,0 +1,337 @@
+#include "inference/from_checkpoint.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "core/files.hpp"
+#include "core/host_copy.hpp"
+#include "core/random.hpp"
+#include "core/text.hpp"
+#include "core/versions.hpp"
+#include "data/byte_tokenizer.hpp"
+#include "data/sentencepiece.hpp"
+#include "io/hdf5_file.hpp"
+#include "model/language_model.hpp"
+#include "optim/optimizer.hpp"
+#include "io/artifact.hpp"
+#include "train/checkpoint.hpp"
+#include "inference/evaluator.hpp"
+
+namespace kgpt::inference {
+
+namespace {
+
+using Real = float;
+
+// The deck's model (in the precision of its deck) built for `batch` sequences of `seq` tokens and
+// loaded from the checkpoint or artifact; its step comes back through `step`.
+std::unique_ptr<model::LanguageModel<Real>> loaded_model(const config::ResolvedDeck& deck, const std::string& path,
+                                                          int batch, int seq, std::int64_t& step) {
+  auto model = model::make_model<Real>(deck.config.model, batch, seq);
+  if (io::is_artifact_file(path)) {
+    const io::Artifact artifact = io::read_artifact(path);
+    load_artifact_weights(path, artifact, model->parameters());
+    step = artifact.step;
+    return model;
+  }
+  // The optimizer state is read too: the checksum covers it.
+  optim::Optimizer<Real> optimizer(model->parameters(), deck.config);
+  step = train::load_checkpoint(path, model->parameters(), optimizer).step;
+  return model;
+}
+
+std::string absolute(const std::string& path) {
+  char resolved[PATH_MAX];
+  return ::realpath(path.c_str(), resolved) ? std::string(resolved) : path;
+}
+
+bool is_directory(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+// <run>/checkpoints/ckpt_*.h5 -> <run>, or "" for a checkpoint outside a run directory.
+std::string run_directory_of(const std::string& checkpoint) {
+  const std::string path = absolute(checkpoint);
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) return "";
+  const std::string folder = path.substr(0, slash);
+  const std::string suffix = "/checkpoints";
+  if (folder.size() <= suffix.size() || folder.compare(folder.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return "";
+  }
+  const std::string run = folder.substr(0, folder.size() - suffix.size());
+  return is_directory(run) ? run : "";
+}
+
+std::string quoted(const std::string& text) {
+  std::string out = "\"";
+  for (char ch : text) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+config::ResolvedDeck checkpoint_deck(const std::string& path, const std::vector<std::string>& overrides,
+                                     int world_size) {
+  std::string text;
+  if (io::is_artifact_file(path)) {
+    text = io::read_artifact(path).deck_text;
+  } else {
+    io::Hdf5File file(path, io::Hdf5File::Mode::read);
+    if (!file.contains("/metadata/deck")) throw InputError(path + ": not a kgpt checkpoint (no /metadata/deck)");
+    text = file.read_string("/metadata/deck");
+  }
+  config::DeckOptions options;
+  options.world_size = world_size;
+  options.overrides = overrides;
+  return config::load_deck_text(text, path + " (its deck)", options);
+}
+
+CheckpointEvaluation evaluate_checkpoint(const config::ResolvedDeck& deck, const std::string& path) {
+  const auto& world = parallel::world();
+  const int batch = static_cast<int>(deck.plan.local_sequences), seq = deck.config.train.seq_len;
+  CheckpointEvaluation result;
+  result.artifact = io::is_artifact_file(path);
+  const auto model = loaded_model(deck, path, batch, seq, result.step);
+  Evaluator evaluator(deck, batch);
+  const Evaluation e = evaluator.run(ExecSpace(), *model, world.rank, world.size);
+  result.loss = e.loss;
+  result.bpb = e.bpb;
+  result.tokens = evaluator.tokens();
+  return result;
+}
+
+namespace {
+
+// How sample turns text into tokens and back: the byte tokenizer, or the deck's SentencePiece model.
+class TextCodec {
+ public:
+  TextCodec(const config::ResolvedDeck& deck, const std::string& path) {
+    if (deck.config.data.tokenizer == config::Tokenizer::byte) return;
+    const std::string& file = deck.config.data.vocab_file;
+    if (!data::is_model_file(file)) {
+      throw InputError(path + ": kgpt sample encodes and decodes text with the SentencePiece model, and this deck's "
+                       "data.vocab_file is '" + file + "'; name the .model with --set data.vocab_file=PATH.model");
+    }
+    model_ = std::make_unique<data::SentencePieceModel>(data::SentencePieceModel::load(file));
+    if (model_->vocab_size() > deck.config.model.vocab_size) {
+      throw InputError(file + ": the model has " + std::to_string(model_->vocab_size()) + " pieces, more than model.vocab_size = " +
+                       std::to_string(deck.config.model.vocab_size) + " of " + path);
+    }
+  }
+
+  // The document start, then the prompt's tokens.
+  std::vector<int> prompt(const std::string& text) const {
+    if (!model_) {
+      std::vector<int> tokens = {data::kByteDocumentBoundary};
+      for (unsigned char byte : text) tokens.push_back(byte);
+      return tokens;
+    }
+    std::vector<int> tokens = {model_->bos_id()};
+    const std::vector<int> encoded = model_->encode_text(text);
+    tokens.insert(tokens.end(), encoded.begin(), encoded.end());
+    return tokens;
+  }
+
+  bool ends_document(int token) const { return model_ ? model_->is_boundary(token) : token > 255; }
+
+  // The text of the generated tokens; unless `final`, without a UTF-8 character whose bytes have
+  // not all come yet (byte-fallback pieces arrive one byte at a time).
+  std::string text(const std::vector<int>& tokens, bool final) const {
+    if (!model_) return std::string(tokens.begin(), tokens.end());
+    std::size_t take = tokens.size();
+    if (!final) {
+      std::size_t first_byte = tokens.size();
+      while (first_byte > 0 && model_->byte_value(tokens[first_byte - 1]) >= 0) --first_byte;
+      for (std::size_t i = first_byte; i < tokens.size();) {
+        const int lead = model_->byte_value(tokens[i]);
+        const std::size_t length = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+        if (i + length > tokens.size()) {
+          take = i;
+          break;
+        }
+        i += length;
+      }
+    }
+    return model_->decode(std::vector<int>(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(take)));
+  }
+
+ private:
+  std::unique_ptr<data::SentencePieceModel> model_;
+};
+
+}  // namespace
+
+std::string sample_checkpoint(const config::ResolvedDeck& deck, const std::string& path, const SampleOptions& options,
+                              const std::function<void(const std::string&)>& emit) {
+  const TextCodec codec(deck, path);
+  const int seq = deck.config.train.seq_len, vocab = deck.config.model.vocab_size;
+  std::vector<int> tokens = codec.prompt(options.prompt), generated;
+  std::string shown;
+  std::int64_t step = 0;
+  const auto loaded = loaded_model(deck, path, 1, seq, step);
+  model::LanguageModel<Real>& model = *loaded;
+  {
+    const ExecSpace exec;
+    TokenMatrix inputs("kgpt::sample::inputs", 1, seq), targets("kgpt::sample::targets", 1, seq);
+    auto host_inputs = Kokkos::create_mirror_view(inputs);
+    std::vector<double> probabilities(static_cast<std::size_t>(vocab));
+    std::vector<int> order(static_cast<std::size_t>(vocab));
+    for (int i = 0; i < options.max_new_tokens; ++i) {
+      // The newest seq tokens are the context: the model knows no positions beyond seq_len.
+      const int length = std::min<int>(seq, static_cast<int>(tokens.size()));
+      for (int t = 0; t < length; ++t) host_inputs(0, t) = tokens[tokens.size() - length + t];
+      const TokenMatrix window(inputs.data(), 1, length), window_targets(targets.data(), 1, length);
+      Kokkos::deep_copy(exec, window, Kokkos::subview(host_inputs, Kokkos::ALL(), std::make_pair(0, length)));
+      model.forward(exec, window, window_targets);
+      auto logits = Kokkos::create_mirror(model.logits());
+      Kokkos::deep_copy(logits, model.logits());
+      const int last = length - 1;
+      int next = 0;
+      if (options.temperature <= 0) {
+        for (int v = 1; v < vocab; ++v) next = logits(last, v) > logits(last, next) ? v : next;
+      } else {
+        std::iota(order.begin(), order.end(), 0);
+        const int keep = options.top_k > 0 ? std::min(options.top_k, vocab) : vocab;
+        std::partial_sort(order.begin(), order.begin() + keep, order.end(),
+                          [&](int a, int b) { return logits(last, a) > logits(last, b); });
+        const double top = logits(last, order[0]);
+        double total = 0;
+        for (int k = 0; k < keep; ++k) {
+          probabilities[k] = std::exp((logits(last, order[k]) - top) / options.temperature);
+          total += probabilities[k];
+        }
+        double u = random::uniform(options.seed, 11, static_cast<std::uint64_t>(i)) * total;
+        next = order[keep - 1];
+        for (int k = 0; k < keep; ++k) {
+          if ((u -= probabilities[k]) <= 0) {
+            next = order[k];
+            break;
+          }
+        }
+      }
+      if (codec.ends_document(next)) break;
+      tokens.push_back(next);
+      generated.push_back(next);
+      const std::string now = codec.text(generated, false);
+      if (now.size() > shown.size() && now.compare(0, shown.size(), shown) == 0) {
+        emit(now.substr(shown.size()));
+        shown = now;
+      }
+    }
+  }
+  const std::string all = codec.text(generated, true);
+  if (all.size() > shown.size() && all.compare(0, shown.size(), shown) == 0) emit(all.substr(shown.size()));
+  return all;
+}
+
+namespace {
+
+void write_record(const std::string& file, const std::vector<std::pair<std::string, std::string>>& fields) {
+  std::ostringstream out;
+  out << "# the newest artifact exported from this run: written by kgpt export, completed by kgpt eval\n";
+  for (const auto& [key, value] : fields) out << key << ": " << value << "\n";
+  write_file_atomically(file, out.str());
+}
+
+// The record's fields in order (a flat "key: value" YAML written by write_record).
+std::vector<std::pair<std::string, std::string>> read_record(const std::string& file) {
+  std::vector<std::pair<std::string, std::string>> fields;
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const auto colon = line.find(": ");
+    if (colon != std::string::npos) fields.emplace_back(line.substr(0, colon), line.substr(colon + 2));
+  }
+  return fields;
+}
+
+}  // namespace
+
+ExportSummary export_checkpoint(const std::string& checkpoint, const std::string& out, std::size_t keep_float_max) {
+  const config::ResolvedDeck deck = checkpoint_deck(checkpoint, {}, 1);
+  std::int64_t step = 0;
+  const auto model = loaded_model(deck, checkpoint, 1, 1, step);
+  const std::vector<float> values = to_host(model->parameters().values());
+
+  io::Artifact artifact;
+  {
+    io::Hdf5File file(checkpoint, io::Hdf5File::Mode::read);
+    artifact.deck_text = file.read_string("/metadata/deck");
+  }
+  artifact.step = step;
+  const std::string run = run_directory_of(checkpoint);
+  artifact.metadata = {{"kgpt_version", versions().kgpt},
+                       {"git_sha", versions().git_sha},
+                       {"checkpoint", absolute(checkpoint)},
+                       {"run_dir", run}};
+  ExportSummary summary;
+  summary.step = step;
+  for (const auto& entry : model->parameters().layout().entries()) {
+    const float* tensor = values.data() + entry.offset;
+    io::ArtifactTensor stored = io::quantize_tensor(entry.spec.name, entry.spec.shape, tensor, keep_float_max);
+    ExportedTensor report;
+    report.name = entry.spec.name;
+    report.storage = storage_name(stored.storage);
+    report.shape = entry.spec.shape;
+    const std::vector<float> back = stored.dequantized();
+    double squares = 0;
+    for (std::size_t i = 0; i < back.size(); ++i) {
+      const double error = std::fabs(static_cast<double>(back[i]) - tensor[i]);
+      report.max_error = std::max(report.max_error, error);
+      report.max_abs = std::max(report.max_abs, std::fabs(static_cast<double>(tensor[i])));
+      squares += error * error;
+    }
+    report.rms_error = back.empty() ? 0.0 : std::sqrt(squares / static_cast<double>(back.size()));
+    summary.float32_bytes += back.size() * sizeof(float);
+    summary.payload_bytes += stored.stored_bytes();
+    summary.tensors.push_back(report);
+    artifact.tensors.push_back(std::move(stored));
+  }
+  const auto slash = out.rfind('/');
+  if (slash != std::string::npos && slash > 0) make_directories(out.substr(0, slash));
+  summary.bytes = io::write_artifact(out, artifact);
+  if (!run.empty()) {
+    summary.record = run + "/artifact.yaml";
+    write_record(summary.record, {{"artifact", quoted(absolute(out))},
+                                  {"checkpoint", quoted(absolute(checkpoint))},
+                                  {"step", std::to_string(step)},
+                                  {"bytes", std::to_string(summary.bytes)},
+                                  {"float32_bytes", std::to_string(summary.float32_bytes)}});
+  }
+  return summary;
+}
+
+std::string record_artifact_evaluation(const std::string& artifact_path, const CheckpointEvaluation& result) {
+  const io::Artifact artifact = io::read_artifact(artifact_path);
+  const auto run = artifact.metadata.find("run_dir");
+  if (run == artifact.metadata.end() || run->second.empty()) return "";
+  const std::string file = run->second + "/artifact.yaml";
+  auto fields = read_record(file);
+  const auto named = std::find_if(fields.begin(), fields.end(), [](const auto& f) { return f.first == "artifact"; });
+  if (named == fields.end() || named->second != quoted(absolute(artifact_path))) return "";
+  fields.erase(std::remove_if(fields.begin(), fields.end(),
+                              [](const auto& f) { return f.first.rfind("roundtrip_", 0) == 0; }),
+               fields.end());
+  fields.emplace_back("roundtrip_val_loss", text::fixed(result.loss, 6));
+  fields.emplace_back("roundtrip_val_bpb", text::fixed(result.bpb, 6));
+  fields.emplace_back("roundtrip_val_tokens", std::to_string(result.tokens));
+  write_record(file, fields);
+  return file;
+}
+
+}  // namespace kgpt::inference

@@ -1,0 +1,70 @@
+#pragma once
+// What can be done with a checkpoint besides resuming: evaluate it on the val split (on every rank
+// of the job), generate text from it, and export it as a compressed artifact (io/artifact.hpp).
+// Each rebuilds the model from the resolved deck stored in the checkpoint and loads it with
+// load_checkpoint's checks. Evaluation and sampling take artifacts as well as checkpoints.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "config/deck.hpp"
+
+namespace kgpt::inference {
+
+// The resolved deck stored in the checkpoint or artifact at `path`, with `overrides` applied
+// ("section.key=value").
+config::ResolvedDeck checkpoint_deck(const std::string& path, const std::vector<std::string>& overrides,
+                                     int world_size);
+
+struct CheckpointEvaluation {
+  bool artifact = false;  // `path` was an artifact
+  std::int64_t step = 0;
+  double loss = 0.0, bpb = 0.0;
+  std::size_t tokens = 0;
+};
+
+// Collective: every rank evaluates its share of the val split.
+CheckpointEvaluation evaluate_checkpoint(const config::ResolvedDeck& deck, const std::string& path);
+
+struct SampleOptions {
+  std::string prompt;
+  int max_new_tokens = 200;
+  double temperature = 1.0;  // 0: always the most likely token
+  int top_k = 0;             // 0: all tokens
+  std::uint64_t seed = 1;
+};
+
+// Continues the prompt one token at a time, handing each new piece of text to `emit`; stops after
+// max_new_tokens or at a document boundary (byte token 256, or any control piece of a SentencePiece
+// model). SentencePiece decks need data.vocab_file to be the .model. Returns the new text.
+std::string sample_checkpoint(const config::ResolvedDeck& deck, const std::string& path, const SampleOptions& options,
+                              const std::function<void(const std::string&)>& emit);
+
+struct ExportedTensor {
+  std::string name, storage;
+  std::vector<std::size_t> shape;
+  double max_abs = 0, max_error = 0, rms_error = 0;  // of the values, and of values minus their round trip
+};
+
+struct ExportSummary {
+  std::int64_t step = 0;
+  std::size_t bytes = 0;          // the artifact file
+  std::size_t float32_bytes = 0;  // the same tensors in fp32
+  std::size_t payload_bytes = 0;  // the stored tensors before compression
+  std::vector<ExportedTensor> tensors;
+  std::string record;  // the run directory's artifact.yaml that was written, or ""
+};
+
+// Writes the artifact of the checkpoint at `checkpoint` to `out`. When the checkpoint lies in a run
+// directory (<run>/checkpoints/ckpt_*.h5), <run>/artifact.yaml records the artifact's path, step
+// and bytes for postprocess/summarize.py.
+ExportSummary export_checkpoint(const std::string& checkpoint, const std::string& out,
+                                std::size_t keep_float_max);
+
+// After `kgpt eval` of an artifact: adds the round-trip val_loss and val_bpb to the artifact.yaml of
+// the run it came from, when that file still names this artifact. Returns the file written, or "".
+std::string record_artifact_evaluation(const std::string& artifact_path, const CheckpointEvaluation& result);
+
+}  // namespace kgpt::inference

@@ -1,0 +1,64 @@
+#pragma once
+// Causal self-attention of every layer of a model, with the storage its backward needs, behind one
+// interface over token-major heads (model/attention/heads.hpp). Implementations compute the same function
+// (tested against each other, finite differences and causality):
+//   gemm  (attention/gemm.hpp): strided batched GEMMs; keeps P (B, H, T, T) per layer
+//   fused (attention/fused.hpp): Kokkos kernels with an online softmax on CUDA cores; keeps only the
+//         row log-sum-exp (B, H, T) per layer
+//   cudnn (attention/cudnn.hpp, CUDA builds with cuDNN): cuDNN's fused flash attention on the tensor
+//         cores, bf16 inputs, fp32 softmax statistics; keeps the row statistics per layer
+// model.attention picks one; resolve_attention turns auto into the fastest one this build and
+// precision have, and make_attention is the one place that builds them.
+
+#include <memory>
+#include <string>
+
+#include "config/config.hpp"
+#include "core/views.hpp"
+#include "model/attention/heads.hpp"
+
+namespace kgpt::model {
+
+template <class A>
+class Attention {
+ public:
+  virtual ~Attention() = default;
+  virtual const char* name() const = 0;
+  // q, o: (B, H, T, D) heads; k, v: (B, KV, T, D) heads.
+  virtual void forward(const ExecSpace& exec, int layer, const Heads<const A>& q, const Heads<const A>& k,
+                       const Heads<const A>& v, const Heads<A>& o) = 0;
+  // Writes dq, dk and dv from d_o, with the inputs and output of the same layer's forward.
+  virtual void backward(const ExecSpace& exec, int layer, const Heads<const A>& q, const Heads<const A>& k,
+                        const Heads<const A>& v, const Heads<const A>& o, const Heads<const A>& d_o,
+                        const Heads<A>& dq, const Heads<A>& dk, const Heads<A>& dv) = 0;
+};
+
+struct AttentionShape {
+  int layers = 0, max_batch = 0, heads = 0, kv_heads = 0, max_seq = 0, head_dim = 0;
+  bool deterministic = true;  // cudnn: the deterministic backward (model.attention_deterministic)
+};
+
+// The attention of a model of this configuration built for micro-batches of up to max_batch
+// sequences of up to max_seq tokens.
+inline AttentionShape attention_shape(const config::ModelConfig& m, int max_batch, int max_seq) {
+  return AttentionShape{m.n_layer, max_batch, m.n_head, m.n_kv_head, max_seq, m.d_model / m.n_head,
+                        m.attention_deterministic};
+}
+
+// True when this build runs model.attention: cudnn (a CUDA build found cuDNN and cudnn-frontend).
+bool cudnn_attention_built();
+// True when cuDNN's fused attention takes this head dimension (a multiple of 8, at most 128).
+inline bool cudnn_attention_supports(int head_dim) { return head_dim % 8 == 0 && head_dim <= 128; }
+
+// The implementation model.attention names. auto takes, in order: cudnn where this build has it,
+// the precision is bf16 and the head dimension suits it; else gemm. (The fused kernels run on CUDA
+// cores and are slower than gemm's tensor-core products on a GPU and BLAS on the host: they are
+// chosen only by name, for their memory.)
+config::Attention resolve_attention(const config::ModelConfig& model);
+const char* attention_name(const config::ModelConfig& model);
+
+template <class A>
+std::unique_ptr<Attention<A>> make_attention(config::Attention choice, const AttentionShape& shape,
+                                             const std::string& label_prefix);
+
+}  // namespace kgpt::model

@@ -1,0 +1,222 @@
+#include "model/gemm/cuda.hpp"
+
+#include <cublasLt.h>
+
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "core/error.hpp"
+#include "core/profile.hpp"
+
+namespace kgpt::model::cuda_gemm {
+
+namespace {
+
+constexpr std::size_t kWorkspaceBytes = 32u << 20;  // lets cuBLASLt split K of the weight gradients
+
+std::string describe(const Product& p) {
+  return "m " + std::to_string(p.m) + ", n " + std::to_string(p.n) + ", k " + std::to_string(p.k) + ", batch " +
+         std::to_string(p.count) + (p.a.type == Type::bf16 ? ", bf16 inputs" : ", fp32 inputs");
+}
+
+void check(cublasStatus_t status, const char* what, const Product& p) {
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    throw Error(ExitCode::failure, std::string("cuBLASLt: ") + what + " failed with status " +
+                                       std::to_string(static_cast<int>(status)) + " (" + describe(p) + ")");
+  }
+}
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) throw Error(ExitCode::failure, std::string("CUDA: ") + what + ": " + cudaGetErrorString(status));
+}
+
+cudaDataType_t data_type(Type t) { return t == Type::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+// The largest power of two up to 16 that divides the address: cuBLASLt picks kernels by alignment.
+int alignment(const void* pointer) {
+  const auto address = reinterpret_cast<std::uintptr_t>(pointer);
+  int bytes = 16;
+  while (bytes > 1 && address % static_cast<std::uintptr_t>(bytes) != 0) bytes /= 2;
+  return bytes;
+}
+
+// Everything the choice of algorithm depends on; compared and hashed as bytes, so it is zeroed
+// before it is filled (no padding holds stray bytes).
+struct Key {
+  std::int64_t m, n, k, count, lda, ldb, ldc, ldd, stride_a, stride_b, stride_c, stride_d;
+  int types, ops, bias, align_a, align_b, align_c, align_d, unused;
+  bool operator==(const Key& o) const { return std::memcmp(this, &o, sizeof(Key)) == 0; }
+};
+
+struct KeyHash {
+  std::size_t operator()(const Key& key) const {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(&key);
+    std::size_t h = 1469598103934665603ull;
+    for (std::size_t i = 0; i < sizeof(Key); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+    return h;
+  }
+};
+
+// A matmul ready to run: descriptors and the algorithm the heuristic chose.
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+cublasLtMatrixLayout_t layout(Type type, std::int64_t rows, std::int64_t cols, std::int64_t ld, std::int64_t count,
+                              std::int64_t stride, const Product& p) {
+  cublasLtMatrixLayout_t made = nullptr;
+  check(cublasLtMatrixLayoutCreate(&made, data_type(type), static_cast<std::uint64_t>(rows),
+                                   static_cast<std::uint64_t>(cols), ld),
+        "cublasLtMatrixLayoutCreate", p);
+  if (count > 1) {
+    const int batch = static_cast<int>(count);
+    check(cublasLtMatrixLayoutSetAttribute(made, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch),
+          "batch count", p);
+    check(cublasLtMatrixLayoutSetAttribute(made, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride),
+          "batch stride", p);
+  }
+  return made;
+}
+
+class Engine {
+ public:
+  Engine() {
+    cublasLtHandle_t made = nullptr;
+    const cublasStatus_t status = cublasLtCreate(&made);
+    if (status != CUBLAS_STATUS_SUCCESS) {
+      throw Error(ExitCode::failure, "cuBLASLt: cublasLtCreate failed with status " + std::to_string(static_cast<int>(status)));
+    }
+    handle_ = made;
+    check(cudaMalloc(&workspace_, kWorkspaceBytes), "cudaMalloc of the cuBLASLt workspace");
+    profile::library_memory(static_cast<double>(kWorkspaceBytes));
+  }
+  // Kept until the process ends: Kokkos finalises the device before static destructors run.
+
+  void run(cudaStream_t stream, const Product& p) {
+    const Plan& plan = plan_for(p);
+    const void* c = p.beta != 0.0f ? p.c : p.d;
+    if (p.bias != nullptr) {
+      // The descriptor is shared by every product of this shape; the bias is this one's.
+      check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof p.bias),
+            "bias pointer", p);
+    }
+    check(cublasLtMatmul(handle_, plan.desc, &p.alpha, p.b.data, plan.a, p.a.data, plan.b, &p.beta, c, plan.c, p.d,
+                         plan.d, &plan.algo, workspace_, kWorkspaceBytes, stream),
+          "cublasLtMatmul", p);
+  }
+
+ private:
+  const Plan& plan_for(const Product& p) {
+    const void* c = p.beta != 0.0f ? p.c : p.d;
+    Key key;
+    std::memset(&key, 0, sizeof key);
+    key.m = p.m;
+    key.n = p.n;
+    key.k = p.k;
+    key.count = p.count;
+    key.lda = p.a.ld;
+    key.ldb = p.b.ld;
+    key.ldc = p.beta != 0.0f ? p.ldc : p.ldd;
+    key.ldd = p.ldd;
+    key.stride_a = p.a.stride;
+    key.stride_b = p.b.stride;
+    key.stride_c = p.beta != 0.0f ? p.stride_c : p.stride_d;
+    key.stride_d = p.stride_d;
+    key.types = static_cast<int>(p.a.type) * 2 + static_cast<int>(p.out);
+    key.ops = (p.a.transpose ? 1 : 0) + (p.b.transpose ? 2 : 0);
+    key.bias = p.bias != nullptr ? 1 : 0;
+    key.align_a = alignment(p.a.data);
+    key.align_b = alignment(p.b.data);
+    key.align_c = alignment(c);
+    key.align_d = alignment(p.d);
+    auto found = plans_.find(key);
+    if (found != plans_.end()) return found->second;
+    return plans_.emplace(key, make_plan(p, key)).first->second;
+  }
+
+  // Row-major D = op(A) op(B) is column-major D^T = op(B)^T op(A)^T: cuBLASLt sees B first, and
+  // each row-major (rows x cols, ld) operand as a column-major (cols x rows, ld) one.
+  Plan make_plan(const Product& p, const Key& key) {
+    Plan plan;
+    check(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate", p);
+    const cublasOperation_t trans_a = p.b.transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t trans_b = p.a.transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
+    check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a), "transa", p);
+    check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b), "transb", p);
+    if (p.bias != nullptr) {
+      const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+      const cudaDataType_t bias_type = data_type(p.out);
+      check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue),
+            "epilogue", p);
+      check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type),
+            "bias type", p);
+    }
+    plan.a = layout(p.b.type, p.b.cols, p.b.rows, p.b.ld, p.count, p.b.stride, p);
+    plan.b = layout(p.a.type, p.a.cols, p.a.rows, p.a.ld, p.count, p.a.stride, p);
+    plan.c = layout(p.out, p.n, p.m, key.ldc, p.count, key.stride_c, p);
+    plan.d = layout(p.out, p.n, p.m, p.ldd, p.count, p.stride_d, p);
+
+    cublasLtMatmulPreference_t preference = nullptr;
+    check(cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate", p);
+    const std::uint64_t workspace = kWorkspaceBytes;
+    check(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                               sizeof workspace),
+          "workspace preference", p);
+    const std::uint32_t align[4] = {static_cast<std::uint32_t>(key.align_b), static_cast<std::uint32_t>(key.align_a),
+                                    static_cast<std::uint32_t>(key.align_c), static_cast<std::uint32_t>(key.align_d)};
+    const cublasLtMatmulPreferenceAttributes_t which[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4; ++i) {
+      check(cublasLtMatmulPreferenceSetAttribute(preference, which[i], &align[i], sizeof align[i]), "alignment", p);
+    }
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b, plan.c, plan.d,
+                                                                 preference, 1, &result, &found);
+    cublasLtMatmulPreferenceDestroy(preference);
+    check(status, "cublasLtMatmulAlgoGetHeuristic", p);
+    if (found == 0) check(CUBLAS_STATUS_NOT_SUPPORTED, "finding an algorithm", p);
+    plan.algo = result.algo;
+    return plan;
+  }
+
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  std::unordered_map<Key, Plan, KeyHash> plans_;
+};
+
+Engine& engine() {
+  static Engine* made = new Engine();  // never destroyed: see the Engine's constructor
+  return *made;
+}
+
+}  // namespace
+
+void prepare() { engine(); }
+
+void run(cudaStream_t stream, const Product& product) {
+  if (product.k == 0 && product.beta == 0.0f && product.bias == nullptr) {
+    // cuBLASLt rejects K = 0; D is then beta C (+ bias): zero here.
+    const std::size_t element = product.out == Type::bf16 ? 2 : 4;
+    for (std::int64_t item = 0; item < product.count; ++item) {
+      check(cudaMemset2DAsync(static_cast<char*>(product.d) + item * product.stride_d * element,
+                              static_cast<std::size_t>(product.ldd) * element, 0,
+                              static_cast<std::size_t>(product.n) * element, static_cast<std::size_t>(product.m),
+                              stream),
+            "cudaMemset2DAsync");
+    }
+    return;
+  }
+  if (product.k == 0) {
+    throw Error(ExitCode::failure, "cuBLASLt: a product with K = 0 and beta or a bias (" + describe(product) + ")");
+  }
+  engine().run(stream, product);
+}
+
+}  // namespace kgpt::model::cuda_gemm

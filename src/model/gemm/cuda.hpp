@@ -1,0 +1,128 @@
+#pragma once
+// GEMMs on CUDA: float and bf16 products run through cuBLASLt (gemm/cuda.cpp) with one 32 MiB
+// workspace, so that the K = 65,536 weight-gradient products can split K; bf16 inputs accumulate in
+// fp32 on the tensor cores and write bf16 or fp32; the bias and a separate C (D = AB + C, a residual
+// add) ride in the product, and algorithms are chosen once per shape. double products take the host
+// implementation's route through Kokkos Kernels, which reaches cuBLAS dgemm.
+// Row-major operands as kgpt stores them, every pointer in device memory, enqueued on the execution
+// space's stream.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "model/gemm/host.hpp"
+#include "model/gemm/types.hpp"
+
+namespace kgpt::model {
+
+namespace cuda_gemm {
+
+enum class Type { f32, bf16 };
+
+template <class T>
+constexpr Type type_of() {
+  return std::is_same<std::remove_const_t<T>, bf16>::value ? Type::bf16 : Type::f32;
+}
+
+struct Operand {
+  const void* data;
+  Type type;
+  std::int64_t rows, cols, ld;  // as stored, row-major, before op
+  std::int64_t stride;          // elements between batch items
+  bool transpose;
+};
+
+// D (m x n, row-major) = alpha op(A) op(B) + beta C + bias, for `count` items.
+struct Product {
+  std::int64_t m = 0, n = 0, k = 0, count = 1;
+  Operand a{}, b{};
+  Type out = Type::f32;                            // C, D and the bias
+  const void* c = nullptr;
+  std::int64_t ldc = 0, stride_c = 0;
+  void* d = nullptr;
+  std::int64_t ldd = 0, stride_d = 0;
+  const void* bias = nullptr;                      // n values, or none
+  float alpha = 1.0f, beta = 0.0f;
+};
+
+// Enqueues the product on `stream`; throws Error naming the shape when cuBLASLt refuses it.
+void run(cudaStream_t stream, const Product& product);
+
+// Creates the cuBLASLt handle and its workspace now (models call it when they are built), so that
+// the first training step allocates nothing.
+void prepare();
+
+}  // namespace cuda_gemm
+
+template <>
+struct GemmBackend<backend::Cuda> {
+  static void prepare() { cuda_gemm::prepare(); }
+
+  template <class AView, class BView, class CView, class DView, class BiasView>
+  static void gemm(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<typename DView::value_type> alpha,
+                   const AView& a, const BView& b, GemmScalar<typename DView::value_type> beta, const CView& c,
+                   const DView& d, const BiasView& bias, std::size_t k) {
+    using TA = std::remove_const_t<typename AView::value_type>;
+    using TD = typename DView::value_type;
+    if constexpr (std::is_same<TA, double>::value) {
+      GemmBackend<backend::Host>::gemm(exec, op_a, op_b, alpha, a, b, beta, c, d, bias, k);
+    } else {
+      cuda_gemm::Product p;
+      p.m = static_cast<std::int64_t>(d.extent(0));
+      p.n = static_cast<std::int64_t>(d.extent(1));
+      p.k = static_cast<std::int64_t>(k);
+      p.a = operand(a, op_a);
+      p.b = operand(b, op_b);
+      p.out = cuda_gemm::type_of<TD>();
+      p.c = c.data();
+      p.ldc = static_cast<std::int64_t>(c.stride(0));
+      p.d = d.data();
+      p.ldd = static_cast<std::int64_t>(d.stride(0));
+      p.bias = bias.extent(0) != 0 ? bias.data() : nullptr;
+      p.alpha = alpha;
+      p.beta = beta;
+      cuda_gemm::run(exec.cuda_stream(), p);
+    }
+  }
+
+  template <class TA, class TC>
+  static void gemm_batched(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<TC> alpha, const Strided<const TA>& a,
+                           const Strided<const TA>& b, GemmScalar<TC> beta, const Strided<TC>& c, std::size_t count) {
+    if constexpr (std::is_same<TA, double>::value) {
+      GemmBackend<backend::Host>::gemm_batched(exec, op_a, op_b, alpha, a, b, beta, c, count);
+    } else {
+      cuda_gemm::Product p;
+      p.m = static_cast<std::int64_t>(c.rows);
+      p.n = static_cast<std::int64_t>(c.cols);
+      p.k = static_cast<std::int64_t>(op_a == Op::none ? a.cols : a.rows);
+      p.count = static_cast<std::int64_t>(count);
+      p.a = strided(a, op_a);
+      p.b = strided(b, op_b);
+      p.out = cuda_gemm::type_of<TC>();
+      p.c = p.d = c.data;
+      p.ldc = p.ldd = static_cast<std::int64_t>(c.ld);
+      p.stride_c = p.stride_d = static_cast<std::int64_t>(c.stride);
+      p.alpha = alpha;
+      p.beta = beta;
+      cuda_gemm::run(exec.cuda_stream(), p);
+    }
+  }
+
+ private:
+  template <class View>
+  static cuda_gemm::Operand operand(const View& x, Op op) {
+    return cuda_gemm::Operand{x.data(), cuda_gemm::type_of<typename View::value_type>(),
+                              static_cast<std::int64_t>(x.extent(0)), static_cast<std::int64_t>(x.extent(1)),
+                              static_cast<std::int64_t>(x.stride(0)), 0, op == Op::transpose};
+  }
+  template <class T>
+  static cuda_gemm::Operand strided(const Strided<const T>& x, Op op) {
+    return cuda_gemm::Operand{x.data, cuda_gemm::type_of<T>(), static_cast<std::int64_t>(x.rows),
+                              static_cast<std::int64_t>(x.cols), static_cast<std::int64_t>(x.ld),
+                              static_cast<std::int64_t>(x.stride), op == Op::transpose};
+  }
+};
+
+}  // namespace kgpt::model

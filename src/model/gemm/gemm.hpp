@@ -1,0 +1,111 @@
+#pragma once
+// The one GEMM interface of kgpt (declarations and operand types in gemm/types.hpp): shapes and
+// types are checked here; the products run in the backend's implementation (core/backend.hpp):
+// gemm/host.hpp (Kokkos Kernels, OpenBLAS on the host) or gemm/cuda.hpp (cuBLASLt with a
+// workspace; bf16 inputs with fp32 accumulation on the tensor cores). Every operand is a LayoutRight
+// 2-D View (subviews with a leading dimension larger than their width included).
+
+#include <string>
+#include <type_traits>
+
+#include "core/error.hpp"
+#include "core/profile.hpp"
+#include "model/gemm/types.hpp"
+#include "model/gemm/host.hpp"
+#if KGPT_BACKEND_CUDA
+#include "model/gemm/cuda.hpp"
+#endif
+
+namespace kgpt::model {
+
+namespace detail {
+
+[[noreturn]] inline void shape_mismatch(const char* who, std::size_t m, std::size_t k, std::size_t kb, std::size_t n,
+                                        std::size_t c_rows, std::size_t c_cols) {
+  throw Error(ExitCode::failure, std::string(who) + ": shapes do not match: op(A) " + std::to_string(m) + "x" +
+                                     std::to_string(k) + ", op(B) " + std::to_string(kb) + "x" + std::to_string(n) +
+                                     ", C " + std::to_string(c_rows) + "x" + std::to_string(c_cols));
+}
+
+template <class T>
+const char* type_name() {
+  return std::is_same<T, bf16>::value ? "bf16" : std::is_same<T, float>::value ? "fp32" : "fp64";
+}
+
+// "gemm 65536x1536x512 NT bf16->bf16": the profile's name for one product.
+template <class TA, class TD>
+std::string gemm_label(const char* what, std::size_t m, std::size_t n, std::size_t k, Op op_a, Op op_b) {
+  return std::string(what) + " " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " " +
+         (op_a == Op::none ? "N" : "T") + (op_b == Op::none ? "N" : "T") + " " + type_name<TA>() + "->" + type_name<TD>();
+}
+
+template <class TA, class TD>
+constexpr bool supported_types() {
+  return std::is_same<TA, TD>::value || (std::is_same<TA, bf16>::value && std::is_same<TD, float>::value);
+}
+
+}  // namespace detail
+
+// Makes what the backend's products need (the cuBLASLt handle and workspace) now rather than in the
+// first training step.
+inline void prepare_gemm() { GemmBackend<backend::Current>::prepare(); }
+
+template <class AView, class BView, class CView, class DView, class BiasView>
+void gemm_ex(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<typename DView::value_type> alpha, const AView& a,
+             const BView& b, GemmScalar<typename DView::value_type> beta, const CView& c, const DView& d,
+             const BiasView& bias) {
+  using TA = std::remove_const_t<typename AView::value_type>;
+  using TB = std::remove_const_t<typename BView::value_type>;
+  using TC = std::remove_const_t<typename CView::value_type>;
+  using TD = typename DView::value_type;
+  static_assert(std::is_same<typename AView::array_layout, Kokkos::LayoutRight>::value &&
+                    std::is_same<typename BView::array_layout, Kokkos::LayoutRight>::value &&
+                    std::is_same<typename CView::array_layout, Kokkos::LayoutRight>::value &&
+                    std::is_same<typename DView::array_layout, Kokkos::LayoutRight>::value,
+                "kgpt::model::gemm takes LayoutRight operands only");
+  static_assert(std::is_same<TA, TB>::value && std::is_same<TC, TD>::value && detail::supported_types<TA, TD>(),
+                "kgpt::model::gemm: A and B of one type; C and D of that type, or float with bf16 inputs");
+  static_assert(std::is_same<std::remove_const_t<typename BiasView::value_type>, TD>::value,
+                "kgpt::model::gemm: the bias has D's type");
+  const std::size_t m = op_a == Op::none ? a.extent(0) : a.extent(1);
+  const std::size_t k = op_a == Op::none ? a.extent(1) : a.extent(0);
+  const std::size_t kb = op_b == Op::none ? b.extent(0) : b.extent(1);
+  const std::size_t n = op_b == Op::none ? b.extent(1) : b.extent(0);
+  if (k != kb || d.extent(0) != m || d.extent(1) != n) {
+    detail::shape_mismatch("kgpt::model::gemm", m, k, kb, n, d.extent(0), d.extent(1));
+  }
+  if (c.extent(0) != m || c.extent(1) != n) detail::shape_mismatch("kgpt::model::gemm (C)", m, k, kb, n, c.extent(0), c.extent(1));
+  if (bias.extent(0) != 0 && bias.extent(0) != n) {
+    throw Error(ExitCode::failure, "kgpt::model::gemm: a bias of " + std::to_string(bias.extent(0)) +
+                                       " values for " + std::to_string(n) + " columns");
+  }
+  if (m == 0 || n == 0) return;
+  const profile::Region region(exec, profile::enabled() ? detail::gemm_label<TA, TD>("gemm", m, n, k, op_a, op_b)
+                                                         : std::string());
+  GemmBackend<backend::Current>::gemm(exec, op_a, op_b, alpha, a, b, beta, c, d, bias, k);
+}
+
+template <class AView, class BView, class CView>
+void gemm(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<typename CView::value_type> alpha, const AView& a,
+          const BView& b, GemmScalar<typename CView::value_type> beta, const CView& c) {
+  gemm_ex(exec, op_a, op_b, alpha, a, b, beta, c, c, Kokkos::View<const typename CView::value_type*, MemSpace>());
+}
+
+template <class TA, class TC>
+void gemm_batched(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<TC> alpha, const Strided<const TA>& a,
+                  const Strided<const TA>& b, GemmScalar<TC> beta, const Strided<TC>& c, std::size_t count) {
+  static_assert(detail::supported_types<TA, TC>(), "kgpt::model::gemm_batched: unsupported operand types");
+  const std::size_t m = op_a == Op::none ? a.rows : a.cols, k = op_a == Op::none ? a.cols : a.rows;
+  const std::size_t kb = op_b == Op::none ? b.rows : b.cols, n = op_b == Op::none ? b.cols : b.rows;
+  if (k != kb || c.rows != m || c.cols != n) detail::shape_mismatch("kgpt::model::gemm_batched", m, k, kb, n, c.rows, c.cols);
+  if (a.ld < a.cols || b.ld < b.cols || c.ld < c.cols) {
+    throw Error(ExitCode::failure, "kgpt::model::gemm_batched: a leading dimension is smaller than its row");
+  }
+  if (count == 0 || m == 0 || n == 0) return;
+  const profile::Region region(
+      exec, profile::enabled() ? detail::gemm_label<TA, TC>(("gemm_batched x" + std::to_string(count)).c_str(), m, n, k, op_a, op_b)
+                               : std::string());
+  GemmBackend<backend::Current>::gemm_batched(exec, op_a, op_b, alpha, a, b, beta, c, count);
+}
+
+}  // namespace kgpt::model

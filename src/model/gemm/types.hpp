@@ -1,0 +1,52 @@
+#pragma once
+// The vocabulary of kgpt's GEMM interface (model/gemm/gemm.hpp), shared with its backend
+// implementations (gemm/host.hpp, gemm/cuda.hpp): operand ops, strided batches, the scalar type of
+// a product, and the declarations of the entry points.
+//
+// Operand types: A and B are both float, both double, or both bf16; C and D are A's type, or float
+// when A and B are bf16 (bf16 inputs, fp32 accumulation, fp32 output). Accumulation is in float
+// (double for double) on every backend.
+
+#include <cstddef>
+
+#include "core/backend.hpp"
+#include "core/bf16.hpp"
+#include "core/views.hpp"
+
+namespace kgpt::model {
+
+enum class Op { none, transpose };
+
+// `count` row-major matrices of rows x cols with leading dimension ld (>= cols); item i starts at
+// data + i * stride (elements).
+template <class T>
+struct Strided {
+  T* data;
+  std::size_t rows, cols, ld, stride;
+};
+
+// alpha and beta: double for double products, float otherwise.
+template <class T>
+using GemmScalar = compute_t<std::remove_const_t<T>>;
+
+template <class Backend>
+struct GemmBackend;
+
+// D = alpha op(A) op(B) + beta C + bias, the bias (one value per column of D, or an empty View)
+// added to every row; C may be D. Shapes: op(A) (M, K), op(B) (K, N), C and D (M, N), bias (N).
+template <class AView, class BView, class CView, class DView, class BiasView>
+void gemm_ex(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<typename DView::value_type> alpha, const AView& a,
+             const BView& b, GemmScalar<typename DView::value_type> beta, const CView& c, const DView& d,
+             const BiasView& bias);
+
+// C = alpha op(A) op(B) + beta C.
+template <class AView, class BView, class CView>
+void gemm(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<typename CView::value_type> alpha, const AView& a,
+          const BView& b, GemmScalar<typename CView::value_type> beta, const CView& c);
+
+// C_i = alpha op(A_i) op(B_i) + beta C_i for i < count.
+template <class TA, class TC>
+void gemm_batched(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<TC> alpha, const Strided<const TA>& a,
+                  const Strided<const TA>& b, GemmScalar<TC> beta, const Strided<TC>& c, std::size_t count);
+
+}  // namespace kgpt::model

@@ -1,0 +1,87 @@
+// cuDNN's fused attention (CUDA builds with cuDNN): forward and every gradient against the GEMM
+// attention in fp32 on the same bf16 inputs, with GQA and without, through the strides of
+// token-major heads; columns outside the heads untouched; the backward deterministic.
+#include <catch2/catch.hpp>
+
+#include <limits>
+#include <vector>
+
+#include "core/bf16.hpp"
+#include "model/attention/attention_fixture.hpp"
+#include "model/attention/attention.hpp"
+#include "model/precision_check.hpp"
+
+using namespace kgpt;
+using test::TokenHeads;
+
+namespace {
+
+constexpr int kPad = 8;  // keeps every row of a head 16-byte aligned, as the QKV matrix's rows are
+
+template <class A>
+struct Tensors {
+  TokenHeads<A> q, k, v, o, d_o, dq, dk, dv;
+  Tensors(const test::AttentionShape& s)
+      : q("q", s.b, s.t, s.h, s.d, kPad), k("k", s.b, s.t, s.kv, s.d, kPad), v("v", s.b, s.t, s.kv, s.d, kPad),
+        o("o", s.b, s.t, s.h, s.d, kPad), d_o("d_o", s.b, s.t, s.h, s.d, kPad), dq("dq", s.b, s.t, s.h, s.d, kPad),
+        dk("dk", s.b, s.t, s.kv, s.d, kPad), dv("dv", s.b, s.t, s.kv, s.d, kPad) {}
+
+  void run(model::Attention<A>& attention) {
+    for (auto* x : {&o, &dq, &dk, &dv}) Kokkos::deep_copy(x->m, A(std::numeric_limits<float>::quiet_NaN()));
+    const ExecSpace exec;
+    attention.forward(exec, 0, q.in(), k.in(), v.in(), o.view());
+    attention.backward(exec, 0, q.in(), k.in(), v.in(), o.in(), d_o.in(), dq.view(), dk.view(), dv.view());
+    exec.fence();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("cudnn attention matches the fp32 gemm attention, forward and gradients", "[model][attention][cudnn]") {
+  REQUIRE(model::cudnn_attention_built());
+  for (const test::AttentionShape s : {test::AttentionShape{2, 4, 2, 64, 64}, test::AttentionShape{2, 4, 4, 96, 64},
+                                       test::AttentionShape{1, 8, 1, 80, 128}, test::AttentionShape{3, 2, 2, 33, 32}}) {
+    INFO("B " << s.b << " H " << s.h << " KV " << s.kv << " T " << s.t << " D " << s.d);
+    const model::AttentionShape shape{1, s.b, s.h, s.kv, s.t, s.d};
+    Tensors<bf16> low(s);
+    random::fill_normal(low.q.m, 31, 0, 1.0);
+    random::fill_normal(low.k.m, 31, 1, 1.0);
+    random::fill_normal(low.v.m, 31, 2, 1.0);
+    random::fill_normal(low.d_o.m, 31, 3, 1.0);
+    auto cudnn = model::make_attention<bf16>(config::Attention::cudnn, shape, "test::");
+    REQUIRE(std::string(cudnn->name()) == "cudnn");
+    low.run(*cudnn);
+
+    // The reference: the same (bf16-rounded) inputs, exactly, in fp32 through the GEMM path.
+    Tensors<float> ref(s);
+    ref.q.m = test::converted<Matrix<float>>("q", low.q.m);
+    ref.k.m = test::converted<Matrix<float>>("k", low.k.m);
+    ref.v.m = test::converted<Matrix<float>>("v", low.v.m);
+    ref.d_o.m = test::converted<Matrix<float>>("d_o", low.d_o.m);
+    auto gemm = model::make_attention<float>(config::Attention::gemm, shape, "test::");
+    ref.run(*gemm);
+
+    // cuDNN rounds P to bf16 for P V and dS for dQ and dK, and writes bf16 results (2^-8 relative
+    // each), summing T terms in fp32: 2e-2 of each value's scale is a few of those roundings and far
+    // below a wrong mask, scale or GQA grouping (which move results by O(1)).
+    const double tolerance = 2e-2;
+    CHECK(test::max_relative_difference(test::heads_values(low.o), test::heads_values(ref.o)) < tolerance);
+    CHECK(test::max_relative_difference(test::heads_values(low.dq), test::heads_values(ref.dq)) < tolerance);
+    CHECK(test::max_relative_difference(test::heads_values(low.dk), test::heads_values(ref.dk)) < tolerance);
+    CHECK(test::max_relative_difference(test::heads_values(low.dv), test::heads_values(ref.dv)) < tolerance);
+    for (const auto* x : {&low.o, &low.dq, &low.dk, &low.dv}) {
+      CHECK(test::other_columns_hold(*x, std::numeric_limits<double>::quiet_NaN()));
+    }
+
+    // The deterministic backward: a second run gives the same bits.
+    const std::vector<double> dk_first = test::heads_values(low.dk), dq_first = test::heads_values(low.dq);
+    low.run(*cudnn);
+    CHECK(test::heads_values(low.dk) == dk_first);
+    CHECK(test::heads_values(low.dq) == dq_first);
+  }
+}
+
+TEST_CASE("cudnn attention refuses head dimensions it cannot run", "[model][attention][cudnn]") {
+  CHECK_THROWS_WITH(model::make_attention<bf16>(config::Attention::cudnn, model::AttentionShape{1, 1, 2, 2, 8, 12}, ""),
+                    Catch::Contains("head dimension 12"));
+}
