@@ -129,7 +129,7 @@ int run_bench(const ParsedArgs& args) {
                 "bench deck:%s family:%s backend:%s precision:%s attention:%s tokens:%s tokens_per_step:%lld micro_batch:%lldx%d grad_accum_steps:%d\n"
                 "tok/s:%.0f step_ms:%.1f flops_per_token:%.4g model_gflops:%.1f sgemm_gflops:%.1f ratio:%.2f "
                 "peak_rss_mb:%.0f\n",
-                deck.path.c_str(), config::name_of(deck.config.model.family), compat::enabled_backends().c_str(),
+                deck.path.c_str(), deck.config.model.family.c_str(), compat::enabled_backends().c_str(),
                 config::name_of(deck.config.model.precision), r.attention,
                 options.tokens == train::TokenDistribution::zipf ? "zipf" : "uniform",
                 deck.config.train.global_batch_tokens, deck.plan.local_sequences, deck.plan.seq_len,

@@ -26,7 +26,7 @@ const CommandSpec& train_spec() {
       "(--run-dir, or <run.out_dir>/<run.name>, where run.name defaults to the deck's file name)\n"
       "holding deck.yaml (the resolved deck), deck.source.yaml (the deck as given) and log.txt (the\n"
       "log, the same lines as stdout). An existing run directory is never overwritten.\n"
-      "Then it trains (golf or gpt2 family, train.precision) and evaluates on the val split at step 0, every\n"
+      "Then it trains (model.family, train.precision) and evaluates on the val split at step 0, every\n"
       "train.eval_every steps and at the end. Under mpiexec or srun every rank takes its own slice\n"
       "of each micro-batch and gradients are averaged after the last micro-step (NCCL in CUDA\n"
       "builds, MPI otherwise); rank 0 alone writes. Log lines:\n"
@@ -99,7 +99,7 @@ int run_train(const ParsedArgs& args) {
   const config::BatchPlan& p = deck.plan;
   log.line(std::string("kgpt ") + build_info::version() + " (git " + build_info::git_sha() + ")");
   log.line("run_dir:" + dir + " deck:" + deck.path);
-  log.line(std::string("model:") + config::name_of(m.family) + " layers:" + std::to_string(m.n_layer) + " d_model:" + std::to_string(m.d_model) +
+  log.line("model:" + m.family + " layers:" + std::to_string(m.n_layer) + " d_model:" + std::to_string(m.d_model) +
            " heads:" + std::to_string(m.n_head) + " kv_heads:" + std::to_string(m.n_kv_head) +
            " vocab:" + std::to_string(m.vocab_size) +
            " attention:" + model::attention_name(m));

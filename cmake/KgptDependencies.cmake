@@ -84,17 +84,21 @@ add_library(kgpt::sentencepiece ALIAS kgpt_sentencepiece)
 target_link_libraries(kgpt_sentencepiece INTERFACE PkgConfig::KGPT_SENTENCEPIECE)
 find_package(ZLIB REQUIRED)
 
-# CUDA and NCCL come together: on exactly when the Kokkos found was built with CUDA.
+# CUDA and NCCL come together, exactly when the Kokkos found was built with CUDA: the Kokkos decides
+# (the code's backend, core/backend.hpp, follows Kokkos too). A KGPT_ENABLE_CUDA given on the command
+# line (the cuda preset gives ON) must agree with it.
 if("CUDA" IN_LIST Kokkos_DEVICES)
   set(_kgpt_kokkos_has_cuda ON)
 else()
   set(_kgpt_kokkos_has_cuda OFF)
 endif()
-option(KGPT_ENABLE_CUDA "Build the CUDA path (cuBLAS, NCCL); needs a Kokkos built with CUDA" ${_kgpt_kokkos_has_cuda})
-if(KGPT_ENABLE_CUDA AND NOT _kgpt_kokkos_has_cuda)
-  message(FATAL_ERROR "KGPT_ENABLE_CUDA is ON but the Kokkos found (${Kokkos_DIR}) has no CUDA backend "
-                      "(devices: ${Kokkos_DEVICES}); point CMAKE_PREFIX_PATH at a Kokkos built with CUDA")
+if(DEFINED CACHE{KGPT_ENABLE_CUDA} AND NOT KGPT_ENABLE_CUDA STREQUAL "" AND
+   NOT (KGPT_ENABLE_CUDA AND _kgpt_kokkos_has_cuda) AND NOT (NOT KGPT_ENABLE_CUDA AND NOT _kgpt_kokkos_has_cuda))
+  message(FATAL_ERROR "KGPT_ENABLE_CUDA is ${KGPT_ENABLE_CUDA} but the Kokkos found (${Kokkos_DIR}, devices: "
+                      "${Kokkos_DEVICES}) decides the backend: point CMAKE_PREFIX_PATH at a Kokkos with CUDA for a CUDA "
+                      "build, or at one without for a CPU build, and leave KGPT_ENABLE_CUDA unset")
 endif()
+set(KGPT_ENABLE_CUDA ${_kgpt_kokkos_has_cuda})
 if(KGPT_ENABLE_CUDA)
   find_package(CUDAToolkit REQUIRED)
   find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV NCCL_HOME PATH_SUFFIXES include)

@@ -3,7 +3,7 @@
 // (deck.cpp) and the reference (docs/deck-reference.md) take the defaults from here. A few
 // defaults depend on other keys (the schema's contextual defaults, schema.cpp): the values below
 // are those of the golf family with a tied embedding, and resolve_contextual_defaults() sets the
-// others for a deck.
+// others for a deck. The family is a name the model registry knows (model/family.hpp).
 //
 // Keys with a fixed set of values are enums from the moment the deck is read; ChoiceNames<E>
 // holds the deck spelling of each value, in the enum's order.
@@ -12,7 +12,6 @@
 
 namespace kgpt::config {
 
-enum class Family { golf, gpt2 };
 enum class Attention { automatic, gemm, fused, cudnn };
 enum class Tokenizer { byte, sentencepiece };
 enum class Schedule { constant, cosine };
@@ -21,10 +20,6 @@ enum class MatrixOptimizer { muon, adamw };
 
 template <class E>
 struct ChoiceNames;
-template <>
-struct ChoiceNames<Family> {
-  static constexpr const char* names[] = {"golf", "gpt2"};
-};
 template <>
 struct ChoiceNames<Attention> {
   static constexpr const char* names[] = {"auto", "gemm", "fused", "cudnn"};
@@ -76,7 +71,7 @@ struct RunConfig {
 };
 
 struct ModelConfig {
-  Family family = Family::golf;
+  std::string family = "golf";  // a registered family (model/family.hpp)
   int vocab_size = 1024;
   int n_layer = 9;
   int d_model = 512;

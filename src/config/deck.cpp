@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "config/schema.hpp"
+#include "model/attention/capabilities.hpp"
+#include "model/family.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
 
@@ -319,42 +321,33 @@ void check_cross_field(ResolvedDeck& deck, std::vector<std::string>& problems) {
   if (m.d_model % m.n_head != 0) {
     problems.push_back(deck.where("model.d_model") + ": d_model = " + std::to_string(m.d_model) +
                        " is not divisible by " + value_of("model.n_head", m.n_head));
-  } else if (m.family == Family::golf && (m.d_model / m.n_head) % 2 != 0) {
-    problems.push_back(deck.where("model.d_model") + ": the head dimension d_model / n_head = " +
-                       std::to_string(m.d_model / m.n_head) + " must be even for RoPE (" +
-                       value_of("model.n_head", m.n_head) + ")");
   }
+  // The family's own rules (model/family.hpp); model.family was checked against the registry.
+  model::family(m.family).check(deck, problems);
   const int head_dim = m.d_model % m.n_head == 0 ? m.d_model / m.n_head : 0;
-  if (m.attention == Attention::fused && head_dim > 0 && head_dim != 8 && head_dim != 16 && head_dim != 32 && head_dim != 64 &&
-      head_dim != 128) {
-    problems.push_back(deck.where("model.attention") + ": fused attention needs a head dimension of 8, 16, 32, 64 or "
-                       "128; d_model / n_head = " + std::to_string(head_dim) + " (" +
-                       value_of("model.d_model", m.d_model) + ", " + value_of("model.n_head", m.n_head) +
-                       "); use gemm or auto");
-  }
-  if (m.attention == Attention::cudnn) {
-#ifndef KGPT_HAVE_CUDNN
-    problems.push_back(deck.where("model.attention") + ": cudnn attention needs a CUDA build of kgpt with cuDNN and "
-                       "cudnn-frontend; this build has none (use gemm or auto)");
-#endif
-    if (m.precision != Precision::bf16) {
-      problems.push_back(deck.where("model.attention") + ": cudnn attention takes bf16 inputs; train.precision is " +
+  if (m.attention != Attention::automatic) {
+    // What the chosen implementation runs (model/attention/capabilities.hpp).
+    const model::AttentionCapability& can = model::attention_capability(m.attention);
+    const std::string kind = name_of(m.attention);
+    if (!can.built) {
+      problems.push_back(deck.where("model.attention") + ": " + kind + " attention needs a CUDA build of kgpt with cuDNN "
+                         "and cudnn-frontend; this build has none (use gemm or auto)");
+    }
+    if (can.bf16_only && m.precision != Precision::bf16) {
+      problems.push_back(deck.where("model.attention") + ": " + kind + " attention takes bf16 inputs; train.precision is " +
                          std::string(name_of(m.precision)) + " (" + deck.origin("train.precision").describe() +
                          "): set train.precision: bf16, or use gemm or auto");
     }
-    if (head_dim > 0 && (head_dim % 8 != 0 || head_dim > 128)) {
-      problems.push_back(deck.where("model.attention") + ": cudnn attention needs a head dimension that is a multiple "
-                         "of 8 up to 128; d_model / n_head = " + std::to_string(head_dim) + " (use gemm or auto)");
+    if (head_dim > 0 && !can.head_dim(head_dim)) {
+      problems.push_back(deck.where("model.attention") + ": " + kind + " attention needs a head dimension of " +
+                         can.head_dims + "; d_model / n_head = " + std::to_string(head_dim) + " (" +
+                         value_of("model.d_model", m.d_model) + ", " + value_of("model.n_head", m.n_head) +
+                         "); use gemm or auto");
     }
   }
   if (m.n_head % m.n_kv_head != 0) {
     problems.push_back(deck.where("model.n_head") + ": n_head = " + std::to_string(m.n_head) +
                        " is not divisible by " + value_of("model.n_kv_head", m.n_kv_head));
-  }
-  if (m.family == Family::gpt2 && m.n_kv_head != m.n_head) {
-    problems.push_back(deck.where("model.n_kv_head") + ": n_kv_head = " + std::to_string(m.n_kv_head) +
-                       " must equal " + value_of("model.n_head", m.n_head) +
-                       " for family gpt2, which uses multi-head attention");
   }
   if (c.data.tokenizer == Tokenizer::byte && m.vocab_size < 257) {
     problems.push_back(deck.where("model.vocab_size") + ": vocab_size = " + std::to_string(m.vocab_size) +
@@ -480,6 +473,20 @@ std::string render_resolved(const ResolvedDeck& deck) {
   return out.str();
 }
 
+namespace {
+
+// "- Rules of each family: golf: ...; gpt2: ...", from the registry.
+std::string family_rules() {
+  std::string text;
+  for (const model::Family* f : model::families()) {
+    if (f->rules.empty()) continue;
+    text += (text.empty() ? "- Rules of each family: " : "; ") + f->name + ": " + f->rules;
+  }
+  return text.empty() ? "" : text + ".\n";
+}
+
+}  // namespace
+
 std::string render_reference() {
   std::ostringstream out;
   out << "# Deck reference\n\n"
@@ -491,11 +498,12 @@ std::string render_reference() {
       << "rules between keys below stop the program with exit code 2 and a message naming the key and\n"
       << "its line:column.\n\n"
       << "Rules between keys:\n"
-      << "- `model.d_model` divisible by `model.n_head`; in golf the head dimension is even (RoPE).\n"
-      << "- `model.n_head` divisible by `model.n_kv_head`; gpt2 needs `n_kv_head = n_head`.\n"
-      << "- `model.attention: fused` needs a head dimension `d_model / n_head` of 8, 16, 32, 64 or 128;\n"
-      << "  `cudnn` a CUDA build with cuDNN, `train.precision: bf16` and a head dimension that is a multiple\n"
-      << "  of 8 up to 128.\n"
+      << "- `model.d_model` divisible by `model.n_head`; `model.n_head` divisible by `model.n_kv_head`.\n"
+      << family_rules()
+      << "- `model.attention: fused` needs a head dimension `d_model / n_head` of "
+      << model::attention_capability(Attention::fused).head_dims << ";\n"
+      << "  `cudnn` a CUDA build with cuDNN, `train.precision: bf16` and a head dimension of\n"
+      << "  " << model::attention_capability(Attention::cudnn).head_dims << ".\n"
       << "- `train.accum_total` divisible by the world size; grad_accum_steps = accum_total / world_size.\n"
       << "- `train.global_batch_tokens` divisible by world_size x grad_accum_steps x `train.seq_len`.\n"
       << "- `data.tokenizer: byte` needs `model.vocab_size >= 257`; `sentencepiece` needs `data.vocab_file`.\n"
@@ -503,8 +511,9 @@ std::string render_reference() {
       << "- A key that acts only in some configurations (the \"acts with\" notes below), set to another value\n"
       << "  than its default elsewhere (`rope_base: 500` in a gpt2 deck, `head_lr` with a tied embedding),\n"
       << "  changes nothing: `kgpt check` and `kgpt train` print a note, and the resolved deck marks it.\n"
-      << "- Defaults that depend on other keys: `model.mlp_mult`, `model.tied_embed_init_std`,\n"
-      << "  `optim.matrix_optimizer` (by family) and `optim.embed_lr` (by `model.tie_embeddings`).\n"
+      << "- Defaults that depend on other keys: `model.mlp_mult`, `model.logit_softcap`, `model.tie_embeddings`,\n"
+      << "  `model.tied_embed_init_std`, `optim.matrix_optimizer` (by family) and `optim.embed_lr` (by\n"
+      << "  `model.tie_embeddings`).\n"
       << "- `train.gemm_precision` is read as `train.precision`, its new name.\n"
       << "- `kgpt check` and `kgpt train` also check that `data.train_files` and `data.val_files` match\n"
       << "  shard files with valid headers (`kgpt check --no-data` skips this).\n";

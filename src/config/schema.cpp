@@ -3,6 +3,9 @@
 #include <limits>
 #include <type_traits>
 
+#include "core/backend.hpp"
+#include "model/attention/capabilities.hpp"
+#include "model/family.hpp"
 #include "core/text.hpp"
 
 namespace kgpt::config {
@@ -105,20 +108,71 @@ KeySpec acting(KeySpec spec, std::function<std::string(const Config&)> why_not, 
   return spec;
 }
 
-std::string golf_only(const Config& c) {
-  return c.model.family == Family::golf ? "" : "model.family is gpt2";
+// A key that only some families read: "" where the deck's family reads it.
+std::function<std::string(const Config&)> read_by_family(std::string dotted) {
+  return [dotted](const Config& c) -> std::string {
+    const model::Family* f = model::find_family(c.model.family);
+    return f == nullptr || f->reads_key(dotted) ? "" : "model.family is " + c.model.family;
+  };
+}
+
+// "the golf family", "the golf and llama families": those that read `dotted`.
+std::string readers(const std::string& dotted) {
+  std::vector<std::string> names;
+  for (const model::Family* f : model::families()) {
+    if (f->reads_key(dotted)) names.push_back(f->name);
+  }
+  std::string text = "the ";
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    text += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  }
+  return text + (names.size() == 1 ? " family" : " families");
+}
+
+// A default that each family sets (FamilyDefaults): the value for the deck's family, and, for the
+// reference, each family's.
+template <class Field>
+KeySpec by_family(KeySpec spec, Field model::FamilyDefaults::*field) {
+  std::string doc;
+  for (const model::Family* f : model::families()) {
+    Value v;
+    if constexpr (std::is_enum_v<Field>) v = std::string(name_of(f->defaults.*field));
+    else if constexpr (std::is_same_v<Field, bool>) v = f->defaults.*field;
+    else if constexpr (std::is_integral_v<Field>) v = static_cast<long long>(f->defaults.*field);
+    else v = static_cast<double>(f->defaults.*field);
+    doc += (doc.empty() ? "" : ", ") + value_text(v) + " for " + f->name;
+  }
+  return with_default(
+      std::move(spec),
+      [field](const Config& c) -> Value {
+        const model::Family* f = model::find_family(c.model.family);
+        const model::FamilyDefaults defaults = f != nullptr ? f->defaults : model::FamilyDefaults{};
+        if constexpr (std::is_enum_v<Field>) return std::string(name_of(defaults.*field));
+        else if constexpr (std::is_same_v<Field, bool>) return defaults.*field;
+        else if constexpr (std::is_integral_v<Field>) return static_cast<long long>(defaults.*field);
+        else return static_cast<double>(defaults.*field);
+      },
+      doc);
+}
+
+// model.family: one of the registered families.
+KeySpec family_key() {
+  using MC = ModelConfig;
+  std::string doc = "Model family:";
+  for (const model::Family* f : model::families()) doc += " " + f->name + " (" + f->summary + ");";
+  doc.back() = '.';
+  KeySpec spec = key("model", "family", &Config::model, &MC::family, ValueKind::choice, Bounds{}, doc);
+  for (const model::Family* f : model::families()) spec.choices.push_back(f->name);
+  return spec;
 }
 
 // Whether model.attention resolves to cudnn (model::resolve_attention makes the same choice).
 std::string cudnn_only(const Config& c) {
   const Attention a = c.model.attention;
   if (a == Attention::gemm || a == Attention::fused) return std::string("model.attention is ") + name_of(a);
-#ifndef KGPT_HAVE_CUDNN
-  return "this build of kgpt has no cuDNN attention";
-#else
+  if (!backend::cudnn_built) return "this build of kgpt has no cuDNN attention";
   if (c.model.precision != Precision::bf16) return "train.precision is fp32 (cudnn attention takes bf16)";
   return "";
-#endif
 }
 
 std::string muon_only(const Config& c) {
@@ -151,8 +205,7 @@ std::vector<KeySpec> build_schema() {
       key("run", "checkpoint_keep_every", &Config::run, &RC::checkpoint_keep_every, VK::integer, count,
           "Also keep every checkpoint whose step is a multiple of N; 0 means none beyond keep_last."),
       // model
-      key("model", "family", &Config::model, &MC::family, VK::choice, none,
-          "Model family: golf (parameter-golf baseline) or gpt2 (nanoGPT / GPT-2)."),
+      family_key(),
       key("model", "vocab_size", &Config::model, &MC::vocab_size, VK::integer, between(2, 65536),
           "Vocabulary size; every token id in the shards must be below it (shards hold uint16 ids)."),
       key("model", "n_layer", &Config::model, &MC::n_layer, VK::integer, between(1, 1024), "Transformer blocks."),
@@ -161,36 +214,39 @@ std::vector<KeySpec> build_schema() {
       key("model", "n_head", &Config::model, &MC::n_head, VK::integer, between(1, 1024),
           "Query heads; divisible by n_kv_head. Head dimension is d_model / n_head."),
       key("model", "n_kv_head", &Config::model, &MC::n_kv_head, VK::integer, between(1, 1024),
-          "Key/value heads (grouped-query attention in golf); gpt2 needs n_kv_head = n_head."),
-      with_default(key("model", "mlp_mult", &Config::model, &MC::mlp_mult, VK::integer, between(1, 64),
-                       "MLP hidden width as a multiple of d_model (golf: relu^2 MLP; gpt2: GELU MLP)."),
-                   [](const Config& c) -> Value { return c.model.family == Family::golf ? 2LL : 4LL; },
-                   "2 for golf, 4 for gpt2"),
+          "Key/value heads: grouped-query attention where below n_head (a family may need n_kv_head = n_head: "
+          "see the rules of each family above)."),
+      by_family(key("model", "mlp_mult", &Config::model, &MC::mlp_mult, VK::integer, between(1, 64),
+                    "MLP hidden width as a multiple of d_model."),
+                &model::FamilyDefaults::mlp_mult),
       acting(key("model", "rope_base", &Config::model, &MC::rope_base, VK::real, above(0), "RoPE frequency base."),
-             golf_only, "the golf family"),
-      key("model", "logit_softcap", &Config::model, &MC::logit_softcap, VK::real, at_least(0),
-          "Logits become c*tanh(z/c); 0 turns the cap off."),
+             read_by_family("model.rope_base"), readers("model.rope_base")),
+      by_family(key("model", "logit_softcap", &Config::model, &MC::logit_softcap, VK::real, at_least(0),
+                    "Logits become c*tanh(z/c); 0 turns the cap off."),
+                &model::FamilyDefaults::logit_softcap),
       acting(key("model", "qk_gain_init", &Config::model, &MC::qk_gain_init, VK::real, above(0),
                  "Initial per-head query gain."),
-             golf_only, "the golf family"),
-      key("model", "tie_embeddings", &Config::model, &MC::tie_embeddings, VK::boolean, none,
-          "true: the logits use the token embedding (tied); false: a separate output head lm_head.weight "
-          "(vocab_size x d_model, zero-initialised, trained with optim.head_lr), as parameter-golf's untied "
-          "option."),
-      acting(with_default(key("model", "tied_embed_init_std", &Config::model, &MC::tied_embed_init_std, VK::real,
-                              above(0), "Standard deviation of the tied embedding's normal initialisation."),
-                          [](const Config& c) -> Value { return c.model.family == Family::golf ? 0.005 : 0.02; },
-                          "0.005 for golf, 0.02 for gpt2"),
+             read_by_family("model.qk_gain_init"), readers("model.qk_gain_init")),
+      by_family(key("model", "tie_embeddings", &Config::model, &MC::tie_embeddings, VK::boolean, none,
+                    "true: the logits use the token embedding (tied); false: a separate output head lm_head.weight "
+                    "(vocab_size x d_model, trained with optim.head_lr), as parameter-golf's untied option."),
+                &model::FamilyDefaults::tie_embeddings),
+      acting(by_family(key("model", "tied_embed_init_std", &Config::model, &MC::tied_embed_init_std, VK::real,
+                           above(0), "Standard deviation of the tied embedding's normal initialisation."),
+                       &model::FamilyDefaults::tied_embed_init_std),
              [](const Config& c) -> std::string {
                return c.model.tie_embeddings ? "" : "model.tie_embeddings is false";
              },
              "a tied embedding"),
       key("model", "attention", &Config::model, &MC::attention, VK::choice, none,
-          "Attention kernels, all computing the same function: cudnn (cuDNN's fused flash attention on the "
-          "tensor cores; CUDA builds with cuDNN, train.precision: bf16, head dimension a multiple of 8 up to "
-          "128); gemm (strided batched GEMMs, keeps the (B, H, T, T) probabilities for the backward); fused "
-          "(Kokkos kernels on CUDA cores, head dimension 8, 16, 32, 64 or 128, keeps only a log-sum-exp per "
-          "row); auto takes cudnn where this build and deck allow it, else gemm."),
+          std::string("Attention kernels, all computing the same function: cudnn (cuDNN's fused flash attention on "
+                      "the tensor cores; CUDA builds with cuDNN, train.precision: bf16, head dimension ") +
+              model::attention_capability(Attention::cudnn).head_dims +
+              "); gemm (strided batched GEMMs, keeps the (B, H, T, T) probabilities for the backward); fused "
+              "(Kokkos kernels on CUDA cores, head dimension " +
+              model::attention_capability(Attention::fused).head_dims +
+              ", keeps only a log-sum-exp per row); auto takes cudnn where this build and deck allow it, else "
+              "gemm."),
       acting(key("model", "attention_deterministic", &Config::model, &MC::attention_deterministic, VK::boolean, none,
                  "cudnn attention: true runs cuDNN's deterministic backward, so runs repeat bit for bit (on "
                  "Hopper it needs a large workspace, which kgpt bench's view_peak_mb counts); false lets cuDNN "
@@ -249,19 +305,16 @@ std::vector<KeySpec> build_schema() {
           "and resume use the precision of the checkpoint's deck. Read also under its old name "
           "train.gemm_precision."),
       // optim
-      with_default(key("optim", "matrix_optimizer", &Config::optim, &OC::matrix_optimizer, VK::choice, none,
-                       "Optimizer of the 2-D block matrices: muon (Newton-Schulz orthogonalised momentum) or "
-                       "adamw. Embeddings, the head, vectors and scalars always use Adam(W)."),
-                   [](const Config& c) -> Value {
-                     return std::string(c.model.family == Family::golf ? "muon" : "adamw");
-                   },
-                   "muon for golf, adamw for gpt2"),
+      by_family(key("optim", "matrix_optimizer", &Config::optim, &OC::matrix_optimizer, VK::choice, none,
+                    "Optimizer of the 2-D block matrices: muon (Newton-Schulz orthogonalised momentum) or "
+                    "adamw. Embeddings, the head, vectors and scalars always use Adam(W)."),
+                &model::FamilyDefaults::matrix_optimizer),
       key("optim", "matrix_lr", &Config::optim, &OC::matrix_lr, VK::real, at_least(0),
           "Learning rate of the 2-D block matrices (optim.matrix_optimizer)."),
       key("optim", "scalar_lr", &Config::optim, &OC::scalar_lr, VK::real, at_least(0),
           "Learning rate of vectors and scalars (gains, scales, mixes, skip weights, norms)."),
       with_default(key("optim", "embed_lr", &Config::optim, &OC::embed_lr, VK::real, at_least(0),
-                       "Learning rate of the token embedding (and of gpt2's position embedding)."),
+                       "Learning rate of the token embedding (and of learned positions)."),
                    [](const Config& c) -> Value { return c.model.tie_embeddings ? 0.05 : 0.6; },
                    "0.05 tied, 0.6 untied (parameter-golf's tied_embed_lr and embed_lr)"),
       acting(key("optim", "head_lr", &Config::optim, &OC::head_lr, VK::real, at_least(0),

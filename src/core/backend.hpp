@@ -1,8 +1,10 @@
 #pragma once
-// The one place that chooses between host and CUDA implementations. Where the two differ (GEMM,
-// attention, the embedding backward, the gradient transport) an interface is a template over the
-// backend tag with a host and a CUDA implementation in files of their own; every caller reaches
-// the one named by backend::Current, fixed here by the Kokkos the build was made with.
+// The one place that chooses between host and CUDA implementations (docs/design.md, "Host and CUDA
+// seams", lists each seam). Where the two differ in code (GEMM, attention, the embedding gradient,
+// the gradient transport) an interface is a template over the backend tag with a host and a CUDA
+// implementation in files of their own; where they differ in how work is laid out on threads, the
+// backend's Traits below say how, and kernels read them instead of testing the backend. Every caller
+// reaches the backend named by backend::Current, fixed here by the Kokkos the build was made with.
 
 #include <Kokkos_Core.hpp>
 
@@ -21,6 +23,37 @@ struct Cuda {
   static constexpr const char* name = "cuda";
 };
 
+template <class Backend>
+struct BackendTraits;
+
+// The host: every team is one thread, which walks rows in order with the columns inside, so that
+// the compiler vectorises the inner loops.
+template <>
+struct BackendTraits<Host> {
+  // ops::ShortRows (the q/k norms over D = 64): rows per team, and vector lanes per row.
+  static constexpr int short_rows_per_team = 1, short_row_lanes = 1;
+  // ops::ColumnSums: columns a team of threads takes (0: one team takes every column).
+  static constexpr int column_sum_team_columns = 0;
+  // ops::map_elements: each thread converts 16 bytes at once (else one element, in a plain loop).
+  static constexpr bool packed_elementwise = false;
+  // The token embedding's gradient: rows sorted by token and summed in segments (else one pass per
+  // channel over every row, in order); the models allocate the sort's workspace only when true.
+  static constexpr bool sorted_embedding_gradient = false;
+  // Optimizer updates: a device scalar (the clipping factor) read by every thread (else read once on
+  // the host), and the gradient norm summed by a device reduction (else per chunk, vectorised).
+  static constexpr bool device_scalars = false;
+};
+
+// CUDA: a warp must read consecutive addresses and the GPU must hold tens of thousands of threads.
+template <>
+struct BackendTraits<Cuda> {
+  static constexpr int short_rows_per_team = 8, short_row_lanes = 32;  // a warp per row of D = 64
+  static constexpr int column_sum_team_columns = 128;
+  static constexpr bool packed_elementwise = true;
+  static constexpr bool sorted_embedding_gradient = true;
+  static constexpr bool device_scalars = true;
+};
+
 #if KGPT_BACKEND_CUDA
 using Current = Cuda;
 // Host memory the device copies from without the host waiting: page-locked on CUDA.
@@ -30,6 +63,14 @@ using Current = Host;
 using StagingSpace = Kokkos::HostSpace;
 #endif
 
+using Traits = BackendTraits<Current>;
 constexpr bool on_gpu = std::is_same<Current, Cuda>::value;
+
+// Whether this build has cuDNN's fused attention (a CUDA build that found cuDNN and cudnn-frontend).
+#ifdef KGPT_HAVE_CUDNN
+constexpr bool cudnn_built = true;
+#else
+constexpr bool cudnn_built = false;
+#endif
 
 }  // namespace kgpt::backend

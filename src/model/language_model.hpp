@@ -1,7 +1,7 @@
 #pragma once
 // What training, evaluation and sampling need of a model, whatever its family: its parameters, the
 // mean loss of a micro-batch, the backward of that loss, and the logits. make_model builds the
-// deck's family; it is the one place that chooses between them.
+// deck's family, as the family registry (model/family.hpp) says.
 
 #include <memory>
 
@@ -43,7 +43,8 @@ class LanguageModel {
   // (the later micro-steps of an optimizer step, the later batches of an evaluation) calls this
   // first, and the next forward, that one only, reads the copy it has.
   void reuse_weight_shadow() { reuse_shadow_ = true; }
-  // Logits (B*T, V) of the last forward (softcapped where the model caps them); overwritten by backward.
+  // Logits (B*T, V) of the last forward, softcapped where the model caps them, in T (a new array; not
+  // available after a backward).
   virtual Matrix<T> logits() const = 0;
   // The attention implementation in use ("gemm", "fused", "cudnn"), for logs and benchmarks.
   virtual const char* attention_name() const = 0;
@@ -63,7 +64,7 @@ class LanguageModel {
 
 // The deck's model family, with activations for micro-batches of up to max_batch sequences of up
 // to max_seq tokens (gpt2 also learns max_seq positions), stored in the type train.precision names
-// (float, or bf16 for T = float).
+// (float, or bf16 for T = float). Its weights are not initialised: call initialize, or load them.
 template <class T>
 std::unique_ptr<LanguageModel<T>> make_model(const config::ModelConfig& config, int max_batch, int max_seq);
 

@@ -33,17 +33,27 @@ bool ParameterLayout::contains(const std::string& name) const {
   return false;
 }
 
-std::pair<std::size_t, std::size_t> ParameterLayout::span(const std::string& prefix) const {
+std::pair<std::size_t, std::size_t> ParameterLayout::block_span(int block) const {
   std::size_t first = entries_.size(), last = 0;
   for (std::size_t i = 0; i < entries_.size(); ++i) {
-    if (entries_[i].spec.name.compare(0, prefix.size(), prefix) != 0) continue;
+    if (entries_[i].spec.block != block) continue;
     if (first == entries_.size()) first = i;
-    else if (i != last + 1) throw Error(ExitCode::failure, "parameter layout: tensors '" + prefix + "*' are not consecutive");
+    else if (i != last + 1) {
+      throw Error(ExitCode::failure, "parameter layout: the tensors of block " + std::to_string(block) + " are not consecutive");
+    }
     last = i;
   }
-  if (first == entries_.size()) throw Error(ExitCode::failure, "parameter layout: no tensor named '" + prefix + "*'");
+  if (first == entries_.size()) throw Error(ExitCode::failure, "parameter layout: no tensor in block " + std::to_string(block));
   const std::size_t end = last + 1 < entries_.size() ? entries_[last + 1].offset : buffer_size_;
   return {entries_[first].offset, end};
+}
+
+std::pair<std::size_t, std::size_t> ParameterLayout::span_at(std::size_t offset) const {
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    if (entries_[i].offset != offset) continue;
+    return {offset, i + 1 < entries_.size() ? entries_[i + 1].offset : buffer_size_};
+  }
+  throw Error(ExitCode::failure, "parameter layout: no tensor starts at element " + std::to_string(offset));
 }
 
 const TensorEntry& ParameterLayout::find(const std::string& name) const {

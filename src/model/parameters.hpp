@@ -5,8 +5,8 @@
 // the two buffers.
 //
 // Each model family declares its tensors once, in a function template over a visitor
-// (declare_golf in golf.hpp, declare_gpt2 in gpt2.hpp): each call names a member View of the
-// family's typed struct and gives the tensor's spec (name, shape, optimizer group, initialisation).
+// (declare_golf in families/golf/golf.hpp, ...): each call names a member View of the family's typed
+// struct and gives the tensor's spec (name, shape, optimizer group, initialisation, block).
 // LayoutBuilder turns a declaration into the layout; ViewBinder points the members of one struct at
 // the values and of another at the gradients, so both share the declaration and forward and
 // backward use members, never names.
@@ -43,7 +43,14 @@ struct TensorSpec {
   ParamGroup group = ParamGroup::scalar;
   Init init = Init::zeros;
   double a = 0.0;
+  int block = -1;  // the transformer block it belongs to, or -1: its gradients are final together
 };
+
+// A spec of block `block`'s tensors (their gradients are reported to averaging as one span).
+inline TensorSpec in_block(TensorSpec spec, int block) {
+  spec.block = block;
+  return spec;
+}
 
 struct TensorEntry {
   TensorSpec spec;
@@ -58,10 +65,12 @@ class ParameterLayout {
   const std::vector<TensorEntry>& entries() const { return entries_; }
   const TensorEntry& find(const std::string& name) const;  // throws Error naming the tensor
   bool contains(const std::string& name) const;
-  // [begin, end) of the buffer covering the consecutive tensors whose names start with `prefix`,
-  // up to the next tensor's offset (so the spans of consecutive groups touch). Throws Error when no
-  // tensor matches or the matches are not consecutive.
-  std::pair<std::size_t, std::size_t> span(const std::string& prefix) const;
+  // [begin, end) of the buffer covering the tensors of block `block` (consecutive in the
+  // declaration), up to the next tensor's offset, so that the spans of consecutive groups touch.
+  // Throws Error when no tensor is in the block or its tensors are not consecutive.
+  std::pair<std::size_t, std::size_t> block_span(int block) const;
+  // The same for the one tensor that starts at `offset`.
+  std::pair<std::size_t, std::size_t> span_at(std::size_t offset) const;
   std::size_t buffer_size() const { return buffer_size_; }
   std::size_t parameter_count() const;  // sum of tensor sizes (without alignment padding)
 

@@ -33,14 +33,14 @@ struct GradFactor {
   const double* device = nullptr;
   T value = T(1);
   explicit GradFactor(const double* factor) {
-    if constexpr (backend::on_gpu) {
+    if constexpr (backend::Traits::device_scalars) {
       device = factor;
     } else if (factor != nullptr) {
       value = static_cast<T>(*factor);
     }
   }
   KOKKOS_INLINE_FUNCTION T get() const {
-    if constexpr (backend::on_gpu) return device != nullptr ? static_cast<T>(*device) : T(1);
+    if constexpr (backend::Traits::device_scalars) return device != nullptr ? static_cast<T>(*device) : T(1);
     else return value;
   }
 };
@@ -57,7 +57,7 @@ void update_pass(const ExecSpace& exec, const char* label, std::size_t n, const 
     kgpt::parallel_for(label, Kokkos::RangePolicy<ExecSpace>(exec, 0, n), body);
     return;
   }
-  if constexpr (backend::on_gpu) {
+  if constexpr (backend::Traits::device_scalars) {
     Kokkos::parallel_reduce(
         label, Kokkos::RangePolicy<ExecSpace>(exec, 0, n),
         KOKKOS_LAMBDA(const std::size_t i, double& acc) {
@@ -74,7 +74,7 @@ void update_pass(const ExecSpace& exec, const char* label, std::size_t n, const 
         [=](const std::size_t c, double& acc) {
           const std::size_t begin = c * chunk, end = begin + chunk < n ? begin + chunk : n;
           T sum = 0;
-#ifndef KOKKOS_ENABLE_CUDA  // host builds compile with -fopenmp-simd; this branch is host-only
+#if !KGPT_BACKEND_CUDA  // host builds compile with -fopenmp-simd; this branch runs on the host only
 #pragma omp simd reduction(+ : sum)
 #endif
           for (std::size_t i = begin; i < end; ++i) {

@@ -8,6 +8,7 @@
 
 #include "core/kokkos_compat.hpp"
 #include "core/random.hpp"
+#include "model/family.hpp"
 #include "model/gemm/gemm.hpp"
 #include "model/language_model.hpp"
 #include "optim/optimizer.hpp"
@@ -86,12 +87,6 @@ double progress_seconds(std::int64_t all, std::int64_t detail) {
 
 }  // namespace
 
-double training_flops_per_token(const config::ResolvedDeck& deck, std::size_t parameters_without_positions) {
-  const config::ModelConfig& m = deck.config.model;
-  const double head_dim = static_cast<double>(m.d_model) / m.n_head;
-  return 6.0 * static_cast<double>(parameters_without_positions) +
-         12.0 * m.n_layer * m.n_head * head_dim * deck.config.train.seq_len;
-}
 
 BenchResult run_bench(const config::ResolvedDeck& deck, const BenchOptions& options) {
   const double sgemm = measure_sgemm(options.gemm_size);
@@ -150,16 +145,12 @@ BenchResult run_bench(const config::ResolvedDeck& deck, const BenchOptions& opti
     profile::enable(false);
   }
 
-  std::size_t positions = 0;
-  if (model->parameters().layout().contains("transformer.wpe.weight")) {
-    positions = model->parameters().layout().find("transformer.wpe.weight").size;
-  }
   result.sgemm_flops = sgemm;
   result.attention = model->attention_name();
   result.stall_watchdog = watchdog.summary();
   result.step_ms = seconds * 1e3;
   result.tokens_per_s = static_cast<double>(c.train.global_batch_tokens) / seconds;
-  result.flops_per_token = training_flops_per_token(deck, model->parameters().layout().parameter_count() - positions);
+  result.flops_per_token = model::family(c.model.family).flops_per_token(c.model, c.train.seq_len);
   result.model_flops = result.flops_per_token * result.tokens_per_s;
   result.device_used_bytes = device_used;
   struct rusage usage {};

@@ -46,7 +46,4 @@ struct BenchResult {
 // rank's figures. Collective over MPI_COMM_WORLD: the deck's batch plan must be for its size.
 BenchResult run_bench(const config::ResolvedDeck& deck, const BenchOptions& options);
 
-// Training FLOPs per token: 6 N (N without the learned positions) + 12 L H D T for attention.
-double training_flops_per_token(const config::ResolvedDeck& deck, std::size_t parameters_without_positions);
-
 }  // namespace kgpt::train

@@ -36,7 +36,7 @@ TEST_CASE("keys left out keep their documented defaults", "[config]") {
   const auto deck = parse_deck("model:\n  n_layer: 9\n", "deck.yaml", {});
   CHECK(snapshot(deck.config) == snapshot(Config{}));
   const Config& c = deck.config;
-  CHECK(c.model.family == kgpt::config::Family::golf);
+  CHECK(c.model.family == std::string("golf"));
   CHECK(c.model.vocab_size == 1024);
   CHECK(c.model.d_model == 512);
   CHECK(c.model.n_head == 8);
@@ -77,7 +77,7 @@ TEST_CASE("deck values land in typed fields with their line:column", "[config]")
   const auto deck = parse_deck(text, "small.yaml", {});
   CHECK(deck.config.run.name == "small");
   CHECK(deck.config.run.seed == 7);
-  CHECK(deck.config.model.family == kgpt::config::Family::gpt2);
+  CHECK(deck.config.model.family == std::string("gpt2"));
   CHECK(deck.config.model.d_model == 128);
   CHECK(deck.config.model.logit_softcap == 0.0);
   CHECK(deck.config.train.schedule == kgpt::config::Schedule::cosine);
@@ -210,26 +210,29 @@ TEST_CASE("choice keys become enums, and some defaults follow the family and the
   CHECK(snapshot(again.config) == snapshot(gpt2.config));
   // A hand-built configuration gets the same defaults.
   Config by_hand;
-  by_hand.model.family = Family::gpt2;
+  by_hand.model.family = "gpt2";
   by_hand.model.n_kv_head = 8;
   resolve_contextual_defaults(by_hand);
   CHECK(snapshot(by_hand) == snapshot(gpt2.config));
 }
 
 TEST_CASE("a key set where it acts on nothing is noted, not refused", "[config]") {
-  const auto deck = parse_deck("model:\n  family: gpt2\n  n_kv_head: 8\n  rope_base: 500\noptim:\n  head_lr: 0.01\n",
+  const auto deck = parse_deck("model:\n  family: gpt2\n  n_kv_head: 8\n  qk_gain_init: 2\noptim:\n  head_lr: 0.01\n",
                                "idle.yaml", {});
   REQUIRE(deck.notes.size() == 2);
   CHECK(deck.notes[0] ==
-        "idle.yaml:4:14: model.rope_base: model.rope_base = 500.0 has no effect: it acts with the golf family only, "
-        "and model.family is gpt2");
+        "idle.yaml:4:17: model.qk_gain_init: model.qk_gain_init = 2.0 has no effect: it acts with the golf family "
+        "only, and model.family is gpt2");
   CHECK(deck.notes[1] ==
         "idle.yaml:6:12: optim.head_lr: optim.head_lr = 0.01 has no effect: it acts with an untied embedding only, "
         "and model.tie_embeddings is true: there is no head");
   const std::string resolved = kgpt::config::render_resolved(deck);
-  CHECK(resolved.find("# idle.yaml:4:14; no effect: model.family is gpt2") != std::string::npos);
+  CHECK(resolved.find("# idle.yaml:4:17; no effect: model.family is gpt2") != std::string::npos);
   // Defaults, and values equal to them (as in a resolved deck), are not noted.
-  CHECK(parse_deck("model:\n  family: gpt2\n  n_kv_head: 8\n  rope_base: 10000\n", "same.yaml", {}).notes.empty());
+  CHECK(parse_deck("model:\n  family: gpt2\n  n_kv_head: 8\n  qk_gain_init: 1.5\n", "same.yaml", {}).notes.empty());
+  // A key every family but one reads is noted in that one only.
+  CHECK(parse_deck("model:\n  family: gpt2\n  n_kv_head: 8\n  rope_base: 500\n", "rope.yaml", {}).notes.size() == 1);
+  CHECK(parse_deck("model:\n  rope_base: 500\n", "rope.yaml", {}).notes.empty());
   // head_lr acts once the embedding is untied.
   CHECK(parse_deck("model:\n  tie_embeddings: false\noptim:\n  head_lr: 0.01\n", "untied.yaml", {}).notes.empty());
 }

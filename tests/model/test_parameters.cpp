@@ -4,7 +4,8 @@
 
 #include "config/config.hpp"
 #include "core/error.hpp"
-#include "model/layouts.hpp"
+#include "model/family.hpp"
+#include "model/parameters.hpp"
 #include "model/parameters.hpp"
 
 using namespace kgpt;
@@ -12,7 +13,7 @@ using model::ParamGroup;
 
 TEST_CASE("the golf baseline has parameter-golf's 17,059,912 parameters", "[model][parameters]") {
   const config::ModelConfig golf;  // the deck defaults are the baseline
-  const auto layout = model::golf_layout(golf);
+  const auto layout = model::family("golf").layout(golf, 1024);
   CHECK(layout.parameter_count() == 17059912);
   CHECK(layout.find("tok_emb.weight").spec.shape == std::vector<std::size_t>{1024, 512});
   CHECK(layout.find("blocks.8.attn.c_k.weight").spec.shape == std::vector<std::size_t>{256, 512});
@@ -30,14 +31,14 @@ TEST_CASE("the golf baseline has parameter-golf's 17,059,912 parameters", "[mode
 
 TEST_CASE("gpt2 at 124M size has GPT-2's 124,439,808 parameters", "[model][parameters]") {
   config::ModelConfig gpt2;
-  gpt2.family = config::Family::gpt2;
+  gpt2.family = "gpt2";
   gpt2.mlp_mult = 4;
   gpt2.vocab_size = 50257;
   gpt2.n_layer = 12;
   gpt2.d_model = 768;
   gpt2.n_head = 12;
   gpt2.n_kv_head = 12;
-  const auto layout = model::model_layout(gpt2, 1024);
+  const auto layout = model::family(gpt2.family).layout(gpt2, 1024);
   CHECK(layout.parameter_count() == 124439808);
   CHECK(layout.find("transformer.h.11.mlp.c_fc.weight").spec.shape == std::vector<std::size_t>{3072, 768});
 }
@@ -49,7 +50,7 @@ TEST_CASE("initialisation follows each tensor's rule and is the same for the sam
   m.d_model = 32;
   m.n_head = 4;
   m.n_kv_head = 2;
-  model::Parameters<double> params(model::golf_layout(m));
+  model::Parameters<double> params(model::family("golf").layout(m, 1024));
   model::initialize(params, 1337);
   auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), params.values());
   auto values_of = [&](const std::string& name) {
@@ -75,7 +76,7 @@ TEST_CASE("initialisation follows each tensor's rule and is the same for the sam
   CHECK(std::sqrt(sum_sq / emb.size()) == Approx(0.005).epsilon(0.1));
 
   // Same seed, same numbers; another seed, other numbers. The views alias the buffer.
-  model::Parameters<double> again(model::golf_layout(m));
+  model::Parameters<double> again(model::family("golf").layout(m, 1024));
   model::initialize(again, 1337);
   auto host_again = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), again.values());
   CHECK(std::equal(host.data(), host.data() + host.extent(0), host_again.data()));
@@ -97,7 +98,7 @@ TEST_CASE("an untied golf head is zero and the untied embedding N(0, 1), as para
   m.n_head = 4;
   m.n_kv_head = 2;
   m.tie_embeddings = false;
-  model::Parameters<double> params(model::golf_layout(m));
+  model::Parameters<double> params(model::family("golf").layout(m, 1024));
   const auto& head = params.layout().find("lm_head.weight");
   CHECK(head.spec.shape == std::vector<std::size_t>{64, 32});
   CHECK(head.spec.group == ParamGroup::head);
@@ -110,5 +111,5 @@ TEST_CASE("an untied golf head is zero and the untied embedding N(0, 1), as para
   for (std::size_t i = 0; i < emb.size; ++i) sum_sq += host(emb.offset + i) * host(emb.offset + i);
   CHECK(std::sqrt(sum_sq / emb.size) == Approx(1.0).epsilon(0.1));
   m.tie_embeddings = true;
-  CHECK_FALSE(model::golf_layout(m).contains("lm_head.weight"));
+  CHECK_FALSE(model::family("golf").layout(m, 1024).contains("lm_head.weight"));
 }

@@ -1,11 +1,12 @@
 #!/usr/bin/python3
-"""Checks kgpt's golf or gpt2 model against the independent PyTorch model in reference_models.py.
+"""Checks a kgpt model against the independent PyTorch model of its family in reference_models.py.
 
-usage: compare.py DUMP.h5   (written by reference_dump golf|gpt2|golf-untied|gpt2-muon)
+usage: compare.py DUMP.h5   (written by reference_dump FAMILY[-untied|-muon])
 
 Compares, in float64: logits (1e-4 relative), the loss (1e-5), every parameter gradient (1e-4),
 and the losses of 10 optimizer steps (1e-4). The block matrices take Muon or AdamW as the dump
-says (golf: Muon, gpt2: AdamW, gpt2-muon: Muon); the embeddings (embed_lr), an untied head
+says (golf: Muon, gpt2: AdamW, gpt2-muon: Muon), each tensor in the optimizer group the dump names
+(kgpt's declaration); the embeddings (embed_lr), an untied head
 (head_lr) and the vectors and scalars (scalar_lr) take Adam; decoupled weight decay acts on every
 tensor of two dimensions, whatever its optimizer.
 """
@@ -54,18 +55,24 @@ with h5py.File(sys.argv[1], "r") as f:
                (torch.tensor(np.array(f["batch/inputs2"])), torch.tensor(np.array(f["batch/targets2"])))]
     kgpt_logits, kgpt_loss = np.array(f["logits"]), float(f["loss"][()])
     kgpt_losses = np.array(f["train/losses"])
+    groups = {name: (g.decode() if isinstance(g, bytes) else g) for name, g in
+              ((name, f["groups"][name][()]) for name in f["params"])}
     family = f["family"][()]
     family = family.decode() if isinstance(family, bytes) else family
     matrix_optimizer = f["matrix_optimizer"][()]
     matrix_optimizer = matrix_optimizer.decode() if isinstance(matrix_optimizer, bytes) else matrix_optimizer
 
 
+# Each family's independent model, from the dump's weights and settings.
+FAMILIES = {
+    "golf": lambda w: Golf(w, int(s["n_layer"]), int(s["n_head"]), int(s["n_kv_head"]), s["rope_base"],
+                           s["logit_softcap"], s["rms_eps"]),
+    "gpt2": lambda w: Gpt2(w, int(s["n_layer"]), int(s["n_head"]), s["logit_softcap"]),
+}
+
+
 def build(weights):
-    weights = {k: v.clone() for k, v in weights.items()}
-    if family == "golf":
-        return Golf(weights, int(s["n_layer"]), int(s["n_head"]), int(s["n_kv_head"]), s["rope_base"],
-                    s["logit_softcap"], s["rms_eps"])
-    return Gpt2(weights, int(s["n_layer"]), int(s["n_head"]), s["logit_softcap"])
+    return FAMILIES[family]({k: v.clone() for k, v in weights.items()})
 
 
 print(f"family {family}, matrices {matrix_optimizer}, tied {bool(s['tie_embeddings'])}")
@@ -79,14 +86,13 @@ for name, grad in kgpt_grads.items():
 
 model = build(params)
 losses = []
-# The groups of the model's declaration: block matrices, embeddings, an untied head, the rest.
-block_prefix = "blocks." if family == "golf" else "transformer.h."
+# The groups of the model's declaration, as the dump names them: block matrices, embeddings, an
+# untied head, vectors and scalars.
 named = {n.replace("__", "."): p for n, p in model.p.items()}
-matrices = [p for n, p in named.items() if n.startswith(block_prefix) and p.ndim == 2 and "resid_mix" not in n]
-embeddings = [named[n] for n in ("tok_emb.weight", "transformer.wte.weight", "transformer.wpe.weight") if n in named]
-heads = [named["lm_head.weight"]] if "lm_head.weight" in named else []
-grouped = {id(p) for p in matrices + embeddings + heads}
-scalars = [p for p in named.values() if id(p) not in grouped]
+matrices = [p for n, p in named.items() if groups[n] == "matrix"]
+embeddings = [p for n, p in named.items() if groups[n] == "embedding"]
+heads = [p for n, p in named.items() if groups[n] == "head"]
+scalars = [p for n, p in named.items() if groups[n] == "scalar"]
 wd = s["weight_decay"]
 adam_groups = [{"params": embeddings, "lr": s["embed_lr"], "weight_decay": wd},
                {"params": scalars, "lr": s["scalar_lr"], "weight_decay": 0.0}]

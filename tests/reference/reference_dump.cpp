@@ -1,10 +1,8 @@
 // Writes a tiny model's weights, a batch, and kgpt's logits, loss, gradients and the losses of 10
 // optimizer steps to an HDF5 file, for tests/reference/compare.py to check against the independent
-// PyTorch model. usage: reference_dump VARIANT OUT.h5, VARIANT one of
-//   golf         the golf family: tied embedding, Muon for the block matrices
-//   gpt2         the gpt2 family: tied embedding, AdamW
-//   golf-untied  golf with model.tie_embeddings false: an output head trained with optim.head_lr
-//   gpt2-muon    gpt2 with optim.matrix_optimizer muon
+// PyTorch model. usage: reference_dump FAMILY[-untied|-muon] OUT.h5, FAMILY a registered family
+// with its defaults (golf: tied, Muon; gpt2: tied, AdamW), -untied with model.tie_embeddings false
+// (an output head trained with optim.head_lr), -muon with optim.matrix_optimizer muon.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -13,8 +11,10 @@
 #include "core/kokkos_compat.hpp"
 #include "core/random.hpp"
 #include "io/hdf5_file.hpp"
-#include "model/families/golf/golf.hpp"
-#include "model/families/gpt2/gpt2.hpp"
+#include "config/deck.hpp"
+#include "model/family.hpp"
+#include "model/language_model.hpp"
+#include "model/parameters.hpp"
 #include "optim/optimizer.hpp"
 
 using namespace kgpt;
@@ -39,16 +39,16 @@ TokenMatrix tokens(int b, int t, int vocab, std::uint64_t stream, std::vector<st
   return m;
 }
 
-template <class Model>
 int dump(config::Config config, const char* path) {
   const config::ModelConfig& m = config.model;
   const int batch = 2, seq = 8;
-  Model model(m, batch, seq);
-  model::initialize(model.parameters(), 1234);
+  const auto built = model::make_model<double>(m, batch, seq);
+  model::LanguageModel<double>& lm = *built;
+  model::initialize(lm.parameters(), 1234);
   // Perturb every tensor so that no gradient is trivially zero (the golf init zeroes projections).
-  Vector<double> noise("noise", model.parameters().values().extent(0));
+  Vector<double> noise("noise", lm.parameters().values().extent(0));
   random::fill_normal(noise, 77, 0, 0.1);
-  const Vector<double> params = model.parameters().values();
+  const Vector<double> params = lm.parameters().values();
   Kokkos::parallel_for(
       "kgpt::reference::perturb", noise.extent(0), KOKKOS_LAMBDA(const int i) { params(i) += noise(i); });
 
@@ -58,15 +58,18 @@ int dump(config::Config config, const char* path) {
   const auto targets2 = tokens(batch, seq, m.vocab_size, 4, target_ids2);
 
   io::Hdf5File out(path, io::Hdf5File::Mode::create);
-  const auto& layout = model.parameters().layout();
-  const auto values = host_values(model.parameters().values());
-  for (const auto& e : layout.entries()) out.write("params/" + e.spec.name, e.spec.shape, values.data() + e.offset);
+  const auto& layout = lm.parameters().layout();
+  const auto values = host_values(lm.parameters().values());
+  for (const auto& e : layout.entries()) {
+    out.write("params/" + e.spec.name, e.spec.shape, values.data() + e.offset);
+    out.write_string("groups/" + e.spec.name, model::group_name(e.spec.group));  // the optimizer group
+  }
 
-  Kokkos::deep_copy(model.parameters().grads(), 0.0);
-  const double loss = model.forward(ExecSpace(), inputs, targets);
-  const auto logits = host_values(model.logits());
-  model.backward(ExecSpace(), 1.0);
-  const auto grads = host_values(model.parameters().grads());
+  Kokkos::deep_copy(lm.parameters().grads(), 0.0);
+  const double loss = lm.forward(ExecSpace(), inputs, targets);
+  const auto logits = host_values(lm.logits());
+  lm.backward(ExecSpace(), 1.0);
+  const auto grads = host_values(lm.parameters().grads());
   for (const auto& e : layout.entries()) out.write("grads/" + e.spec.name, e.spec.shape, grads.data() + e.offset);
   out.write("batch/inputs", {std::size_t(batch), std::size_t(seq)}, input_ids.data());
   out.write("batch/targets", {std::size_t(batch), std::size_t(seq)}, target_ids.data());
@@ -76,16 +79,16 @@ int dump(config::Config config, const char* path) {
   out.write("loss", {}, &loss);
 
   // 10 optimizer steps at a constant learning rate, alternating the two batches.
-  optim::Optimizer<double> optimizer(model.parameters(), config);
+  optim::Optimizer<double> optimizer(lm.parameters(), config);
   std::vector<double> losses;
   for (int step = 0; step < 10; ++step) {
-    Kokkos::deep_copy(model.parameters().grads(), 0.0);
-    losses.push_back(step % 2 == 0 ? model.forward(ExecSpace(), inputs, targets) : model.forward(ExecSpace(), inputs2, targets2));
-    model.backward(ExecSpace(), 1.0);
+    Kokkos::deep_copy(lm.parameters().grads(), 0.0);
+    losses.push_back(step % 2 == 0 ? lm.forward(ExecSpace(), inputs, targets) : lm.forward(ExecSpace(), inputs2, targets2));
+    lm.backward(ExecSpace(), 1.0);
     optimizer.step(ExecSpace(), step, 1.0);
   }
   out.write("train/losses", {losses.size()}, losses.data());
-  out.write_string("family", config::name_of(m.family));
+  out.write_string("family", m.family.c_str());
   out.write_string("matrix_optimizer", config::name_of(config.optim.matrix_optimizer));
   const std::vector<std::pair<const char*, double>> settings = {
       {"n_layer", m.n_layer}, {"n_head", m.n_head}, {"n_kv_head", m.n_kv_head}, {"rope_base", m.rope_base},
@@ -98,7 +101,7 @@ int dump(config::Config config, const char* path) {
       {"muon_momentum_warmup_steps", config.optim.muon_momentum_warmup_steps},
       {"muon_backend_steps", config.optim.muon_backend_steps}};
   for (const auto& [key, value] : settings) out.set_attribute("loss", key, value);
-  std::printf("wrote %s: %s loss %.6f, 10-step losses %.6f .. %.6f\n", path, config::name_of(m.family), loss, losses.front(),
+  std::printf("wrote %s: %s loss %.6f, 10-step losses %.6f .. %.6f\n", path, m.family.c_str(), loss, losses.front(),
               losses.back());
   return 0;
 }
@@ -106,38 +109,47 @@ int dump(config::Config config, const char* path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  compat::Runtime kokkos;
   const std::string variant = argc == 3 ? argv[1] : "";
-  if (variant != "golf" && variant != "gpt2" && variant != "golf-untied" && variant != "gpt2-muon") {
-    std::fprintf(stderr, "usage: %s golf|gpt2|golf-untied|gpt2-muon OUT.h5\n", argv[0]);
+  const std::string name = variant.substr(0, variant.find('-'));
+  const std::string modifier = variant.find('-') == std::string::npos ? "" : variant.substr(variant.find('-') + 1);
+  if (model::find_family(name) == nullptr || (modifier != "" && modifier != "untied" && modifier != "muon")) {
+    std::fprintf(stderr, "usage: %s FAMILY[-untied|-muon] OUT.h5 (families: %s)\n", argv[0], model::family_names().c_str());
     return 2;
   }
-  const std::string family = variant.substr(0, 4);
-  compat::Runtime kokkos;
   config::Config config;
   config::ModelConfig& m = config.model;
-  m.family = family == "gpt2" ? config::Family::gpt2 : config::Family::golf;
-  config::resolve_contextual_defaults(config);  // gpt2: MLP 4C, AdamW for the matrices
+  m.family = name;
+  config::resolve_contextual_defaults(config);  // the family's defaults: MLP width, matrix optimizer, ...
   m.vocab_size = 37;
   m.n_layer = 3;
   m.d_model = 32;
   m.n_head = 4;
-  m.n_kv_head = family == "golf" ? 2 : 4;
+  m.n_kv_head = 2;  // grouped-query attention, where the family has it
   m.mlp_mult = 2;
   m.rope_base = 100.0;
   m.logit_softcap = 5.0;
+  {
+    config::ResolvedDeck deck;
+    deck.config = config;
+    std::vector<std::string> problems;
+    model::family(name).check(deck, problems);
+    if (!problems.empty()) m.n_kv_head = m.n_head;
+  }
   config.optim.matrix_lr = 0.02;
   config.optim.muon_momentum_warmup_steps = 5;
-  if (variant == "golf-untied") {
+  if (config.optim.matrix_optimizer == config::MatrixOptimizer::adamw) {
+    config.optim.matrix_lr = config.optim.embed_lr = config.optim.scalar_lr = 3e-3;
+    config.optim.weight_decay = 0.1;
+  }
+  if (modifier == "untied") {
     m.tie_embeddings = false;
     config.optim.embed_lr = 0.05;
     config.optim.head_lr = 0.01;
   }
-  if (family == "golf") return dump<model::GolfModel<double>>(config, argv[2]);
-  config.optim.matrix_lr = config.optim.embed_lr = config.optim.scalar_lr = 3e-3;
-  config.optim.weight_decay = 0.1;
-  if (variant == "gpt2-muon") {
+  if (modifier == "muon") {
     config.optim.matrix_optimizer = config::MatrixOptimizer::muon;
     config.optim.matrix_lr = 0.02;
   }
-  return dump<model::Gpt2Model<double>>(config, argv[2]);
+  return dump(config, argv[2]);
 }

@@ -2,7 +2,7 @@
 docs/design.md, for checking kgpt's forward and hand-written backward tensor by tensor.
 
 Runs on Debian's python3-torch 1.13 (CPU): no F.rms_norm and no F.scaled_dot_product_attention, so
-both are spelled out here. Tensor names match kgpt's parameter layout (src/model/layouts.cpp).
+both are spelled out here. Tensor names match kgpt's parameter declarations (src/model/families/).
 """
 import math
 

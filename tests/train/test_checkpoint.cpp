@@ -23,7 +23,7 @@ namespace {
 
 config::Config tiny_config(int d_model = 16) {
   config::Config c;
-  c.model.family = config::Family::golf;
+  c.model.family = "golf";
   c.model.vocab_size = 61;
   c.model.n_layer = 2;
   c.model.d_model = d_model;

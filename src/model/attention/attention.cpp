@@ -8,19 +8,10 @@
 
 namespace kgpt::model {
 
-bool cudnn_attention_built() {
-#ifdef KGPT_HAVE_CUDNN
-  return true;
-#else
-  return false;
-#endif
-}
-
 config::Attention resolve_attention(const config::ModelConfig& m) {
   if (m.attention != config::Attention::automatic) return m.attention;
-  const bool cudnn = cudnn_attention_built() && m.precision == config::Precision::bf16 &&
-                     cudnn_attention_supports(m.d_model / m.n_head);
-  return cudnn ? config::Attention::cudnn : config::Attention::gemm;
+  return attention_runs(config::Attention::cudnn, m.d_model / m.n_head, m.precision) ? config::Attention::cudnn
+                                                                                     : config::Attention::gemm;
 }
 
 const char* attention_name(const config::ModelConfig& model) { return config::name_of(resolve_attention(model)); }

@@ -15,6 +15,7 @@
 
 #include "config/config.hpp"
 #include "core/views.hpp"
+#include "model/attention/capabilities.hpp"
 #include "model/attention/heads.hpp"
 
 namespace kgpt::model {
@@ -44,11 +45,6 @@ inline AttentionShape attention_shape(const config::ModelConfig& m, int max_batc
   return AttentionShape{m.n_layer, max_batch, m.n_head, m.n_kv_head, max_seq, m.d_model / m.n_head,
                         m.attention_deterministic};
 }
-
-// True when this build runs model.attention: cudnn (a CUDA build found cuDNN and cudnn-frontend).
-bool cudnn_attention_built();
-// True when cuDNN's fused attention takes this head dimension (a multiple of 8, at most 128).
-inline bool cudnn_attention_supports(int head_dim) { return head_dim % 8 == 0 && head_dim <= 128; }
 
 // The implementation model.attention names. auto takes, in order: cudnn where this build has it,
 // the precision is bf16 and the head dimension suits it; else gemm. (The fused kernels run on CUDA

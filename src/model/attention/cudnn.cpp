@@ -107,9 +107,10 @@ struct CudnnAttention::Graphs {
 
 CudnnAttention::CudnnAttention(const AttentionShape& shape, const std::string& prefix)
     : graphs_(new Graphs()), deterministic_(shape.deterministic) {
-  if (!cudnn_attention_supports(shape.head_dim)) {
-    throw Error(ExitCode::failure, "cudnn attention: head dimension " + std::to_string(shape.head_dim) +
-                                       " is not a multiple of 8 up to 128 (use model.attention: gemm)");
+  const AttentionCapability& can = attention_capability(config::Attention::cudnn);
+  if (!can.head_dim(shape.head_dim)) {
+    throw Error(ExitCode::failure, "cudnn attention: head dimension " + std::to_string(shape.head_dim) + " is not " +
+                                       can.head_dims + " (use model.attention: gemm)");
   }
   const std::size_t rows = static_cast<std::size_t>(shape.max_batch) * shape.heads * shape.max_seq;
   for (int l = 0; l < shape.layers; ++l) stats_.emplace_back(prefix + "attention_stats", rows);

@@ -18,13 +18,11 @@
 #include "core/error.hpp"
 #include "core/kokkos_compat.hpp"
 #include "core/views.hpp"
+#include "model/attention/capabilities.hpp"
 #include "model/attention/heads.hpp"
 #include "core/kernel.hpp"
 
 namespace kgpt::model::ops {
-
-// True when the fused kernels are compiled for head dimension d.
-inline bool flash_attention_supports(int d) { return d == 8 || d == 16 || d == 32 || d == 64 || d == 128; }
 
 namespace flash_detail {
 
@@ -142,6 +140,8 @@ struct BackwardKey {
   }
 };
 
+// The head dimensions the kernels are compiled for: those the capability table lists for fused
+// (attention/capabilities.hpp); a test keeps the two equal.
 template <class A, template <class, int> class Kernel, class Make>
 void launch(const ExecSpace& exec, const char* label, int rows, int d, const Make& make) {
   const Kokkos::RangePolicy<ExecSpace> policy(exec, 0, rows);
@@ -153,8 +153,9 @@ void launch(const ExecSpace& exec, const char* label, int rows, int d, const Mak
     case 128: kgpt::parallel_for(label, policy, make(Kernel<A, 128>{})); return;
     default: break;
   }
-  throw Error(ExitCode::failure, "fused attention: head dimension " + std::to_string(d) +
-                                     " is not one of 8, 16, 32, 64, 128 (use model.attention: gemm)");
+  throw Error(ExitCode::failure, "fused attention: head dimension " + std::to_string(d) + " is not " +
+                                     attention_capability(config::Attention::fused).head_dims +
+                                     " (use model.attention: gemm)");
 }
 
 }  // namespace flash_detail

@@ -20,9 +20,10 @@ class FusedAttention final : public Attention<A> {
 
  public:
   FusedAttention(const AttentionShape& s, const std::string& prefix) {
-    if (!ops::flash_attention_supports(s.head_dim)) {
-      throw Error(ExitCode::failure, "fused attention: head dimension " + std::to_string(s.head_dim) +
-                                         " is not one of 8, 16, 32, 64, 128 (use model.attention: gemm)");
+    const AttentionCapability& can = attention_capability(config::Attention::fused);
+    if (!can.head_dim(s.head_dim)) {
+      throw Error(ExitCode::failure, "fused attention: head dimension " + std::to_string(s.head_dim) + " is not " +
+                                         can.head_dims + " (use model.attention: gemm)");
     }
     const std::size_t rows = static_cast<std::size_t>(s.max_batch) * s.heads * s.max_seq;
     for (int l = 0; l < s.layers; ++l) lse_.emplace_back(prefix + "lse", rows);

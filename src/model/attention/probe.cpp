@@ -12,7 +12,6 @@
 #include "core/random.hpp"
 #include "core/text.hpp"
 #include "model/attention/attention.hpp"
-#include "model/attention/flash_kernels.hpp"
 
 namespace kgpt::model {
 
@@ -96,7 +95,7 @@ AttentionProbe probe(const config::ModelConfig& m, int batch, int seq) {
   }
 
   // One sequence against another implementation, in fp32, on the same (rounded) inputs.
-  const bool fused_fits = ops::flash_attention_supports(result.head_dim);
+  const bool fused_fits = attention_runs(config::Attention::fused, result.head_dim, m.precision);
   const config::Attention other = choice != config::Attention::gemm ? config::Attention::gemm
                                   : fused_fits                      ? config::Attention::fused
                                                                     : config::Attention::gemm;

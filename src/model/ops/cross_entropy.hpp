@@ -6,23 +6,30 @@
 //   dz'(n, v) = g / N * (softmax(z'(n))(v) - [v = y(n)]);  dz = dz' * (1 - (z'/cap)^2)
 //   dx = dz W (overwritten);  dW += dz^T x (accumulated: a tied W also gets the embedding's gradient).
 // x (N, C) and W (V, C) activations-typed (W: the head's weights in that type); targets (B, T) with
-// N = B*T. logits (N, V) of T holds z' after the forward (softmax and loss are computed in T from it,
-// never stored); the backward writes dz into d_logits (N, V) of the activation type, which may be
-// logits itself. lse (N) and losses (N) are kept by the forward. dW: the parameters' gradient.
+// N = B*T. `logits` (N, V) holds z as the product wrote it, in the activation type (bf16 in a bf16
+// model, as PyTorch's autocast writes it) or float; the cap, the softmax and the loss are computed in
+// T from it, never stored. lse (N) and losses (N) of T are kept by the forward. The backward writes
+// dz into d_logits (N, V), which may be `logits` itself. dW: the parameters' gradient.
 
 #include "core/bf16.hpp"
+#include "core/kernel.hpp"
 #include "core/kokkos_compat.hpp"
 #include "core/views.hpp"
 #include "model/gemm/gemm.hpp"
 #include "model/ops/launch.hpp"
-#include "core/kernel.hpp"
 
 namespace kgpt::model::ops {
 
+// z' of a stored logit z.
+template <class T>
+KOKKOS_INLINE_FUNCTION T capped(T z, T softcap) {
+  return softcap > T(0) ? softcap * compat::tanh(z / softcap) : z;
+}
+
 // Adds the micro-batch's mean loss to loss_sum (a device scalar) without waiting for it.
-template <class T, class X, class W>
+template <class T, class X, class W, class Z>
 void cross_entropy_forward(const ExecSpace& exec, const X& x, const W& w, const ConstTokenMatrix& targets, T softcap,
-                           const Matrix<T>& logits, const Vector<T>& lse, const Vector<T>& losses,
+                           const Z& logits, const Vector<T>& lse, const Vector<T>& losses,
                            const Kokkos::View<double, MemSpace>& loss_sum, const Kokkos::View<double, MemSpace>& scratch) {
   gemm(exec, Op::none, Op::transpose, T(1), x, w, T(0), logits);
   const int n = static_cast<int>(logits.extent(0)), v = static_cast<int>(logits.extent(1));
@@ -31,23 +38,22 @@ void cross_entropy_forward(const ExecSpace& exec, const X& x, const W& w, const 
       "kgpt::cross_entropy::forward", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO),
       KOKKOS_LAMBDA(const Team& team) {
         const int row = team.league_rank();
-        if (softcap > T(0)) {
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, v),
-                               [&](const int j) { logits(row, j) = softcap * compat::tanh(logits(row, j) / softcap); });
-          team.team_barrier();
-        }
         T row_max = 0;
         Kokkos::parallel_reduce(
             Kokkos::TeamThreadRange(team, v),
-            [&](const int j, T& m) { m = (j == 0 || logits(row, j) > m) ? logits(row, j) : m; }, Kokkos::Max<T>(row_max));
+            [&](const int j, T& m) {
+              const T z = capped(T(logits(row, j)), softcap);
+              m = (j == 0 || z > m) ? z : m;
+            },
+            Kokkos::Max<T>(row_max));
         T sum = 0;
         Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, v), [&](const int j, T& acc) { acc += compat::exp(logits(row, j) - row_max); },
-            sum);
+            Kokkos::TeamThreadRange(team, v),
+            [&](const int j, T& acc) { acc += compat::exp(capped(T(logits(row, j)), softcap) - row_max); }, sum);
         Kokkos::single(Kokkos::PerTeam(team), [&]() {
           const T log_sum = row_max + compat::log(sum);
           lse(row) = log_sum;
-          losses(row) = log_sum - logits(row, targets(row / seq, row % seq));
+          losses(row) = log_sum - capped(T(logits(row, targets(row / seq, row % seq))), softcap);
         });
       });
   Kokkos::parallel_reduce(
@@ -59,9 +65,9 @@ void cross_entropy_forward(const ExecSpace& exec, const X& x, const W& w, const 
 }
 
 // The same, returning the micro-batch's mean loss (this waits for the device).
-template <class T, class X, class W>
+template <class T, class X, class W, class Z>
 double cross_entropy_forward(const ExecSpace& exec, const X& x, const W& w, const ConstTokenMatrix& targets, T softcap,
-                             const Matrix<T>& logits, const Vector<T>& lse, const Vector<T>& losses) {
+                             const Z& logits, const Vector<T>& lse, const Vector<T>& losses) {
   const Kokkos::View<double, MemSpace> sum("kgpt::cross_entropy::loss"), scratch("kgpt::cross_entropy::scratch");
   cross_entropy_forward(exec, x, w, targets, softcap, logits, lse, losses, sum, scratch);
   double host = 0;
@@ -70,9 +76,9 @@ double cross_entropy_forward(const ExecSpace& exec, const X& x, const W& w, cons
   return host;
 }
 
-template <class T, class X, class W, class DZ, class DX, class DW>
+template <class T, class X, class W, class Z, class DZ, class DX, class DW>
 void cross_entropy_backward(const ExecSpace& exec, const X& x, const W& w, const ConstTokenMatrix& targets, T softcap,
-                            const Matrix<T>& logits, const ConstVector<T>& lse, T grad_scale, const DZ& d_logits,
+                            const Z& logits, const ConstVector<T>& lse, T grad_scale, const DZ& d_logits,
                             const DX& dx, const DW& dw) {
   using A = typename DZ::value_type;
   const int n = static_cast<int>(logits.extent(0));
@@ -80,7 +86,7 @@ void cross_entropy_backward(const ExecSpace& exec, const X& x, const W& w, const
   const T scale = grad_scale / static_cast<T>(n);
   for_each_element(exec, "kgpt::cross_entropy::backward", logits.extent(0), logits.extent(1),
                    KOKKOS_LAMBDA(const std::size_t row, const std::size_t j) {
-                     const T z = logits(row, j);
+                     const T z = capped(T(logits(row, j)), softcap);
                      const bool target = static_cast<int>(j) == targets(row / seq, row % seq);
                      T grad = scale * (compat::exp(z - lse(row)) - (target ? T(1) : T(0)));
                      if (softcap > T(0)) {
@@ -89,17 +95,25 @@ void cross_entropy_backward(const ExecSpace& exec, const X& x, const W& w, const
                      }
                      d_logits(row, j) = store<A>(grad);
                    });
-  using Z = Kokkos::View<const A**, Layout, MemSpace>;
-  gemm(exec, Op::none, Op::none, T(1), Z(d_logits), w, T(0), dx);
-  gemm(exec, Op::transpose, Op::none, T(1), Z(d_logits), x, T(1), dw);
+  using ConstZ = Kokkos::View<const A**, Layout, MemSpace>;
+  gemm(exec, Op::none, Op::none, T(1), ConstZ(d_logits), w, T(0), dx);
+  gemm(exec, Op::transpose, Op::none, T(1), ConstZ(d_logits), x, T(1), dw);
 }
 
-// dz written over the logits (activations of type T).
-template <class T, class X, class W, class DX, class DW>
+// dz written over the logits.
+template <class T, class X, class W, class Z, class DX, class DW>
 void cross_entropy_backward(const ExecSpace& exec, const X& x, const W& w, const ConstTokenMatrix& targets, T softcap,
-                            const Matrix<T>& logits, const ConstVector<T>& lse, T grad_scale, const DX& dx,
-                            const DW& dw) {
+                            const Z& logits, const ConstVector<T>& lse, T grad_scale, const DX& dx, const DW& dw) {
   cross_entropy_backward(exec, x, w, targets, softcap, logits, lse, grad_scale, logits, dx, dw);
+}
+
+// The capped logits z' (N, V) in T, from the stored z: what sampling and tests read.
+template <class T, class Z>
+Matrix<T> capped_logits(const ExecSpace& exec, const Z& logits, T softcap) {
+  Matrix<T> out("kgpt::cross_entropy::capped_logits", logits.extent(0), logits.extent(1));
+  for_each_element(exec, "kgpt::cross_entropy::cap", logits.extent(0), logits.extent(1),
+                   KOKKOS_LAMBDA(const std::size_t row, const std::size_t j) { out(row, j) = capped(T(logits(row, j)), softcap); });
+  return out;
 }
 
 }  // namespace kgpt::model::ops

@@ -27,7 +27,7 @@ void scaled_add_forward(const ExecSpace& exec, const Base& base, const S& s, con
 
 template <class T, class Y, class S, class DX, class DY, class DS>
 void scaled_add_backward(const ExecSpace& exec, const Y& y, const S& s, const DX& dx, const DY& dy, const DS& ds,
-                         T* partials = nullptr) {
+                         const Workspace<T>& partials = {}) {
   using A = typename DY::value_type;
   ColumnSums<T, 1>::run(
       exec, "kgpt::scaled_add::backward", y.extent(0), y.extent(1), partials,
@@ -41,7 +41,7 @@ void scaled_add_backward(const ExecSpace& exec, const Y& y, const S& s, const DX
 
 template <class T, class X, class Mix, class DX, class DMix>
 void mix_backward(const ExecSpace& exec, const X& x_in, const X& x0, const Mix& mix, const DX& dx, const DX& dx0,
-                  const DMix& dmix, T* partials = nullptr) {
+                  const DMix& dmix, const Workspace<T>& partials = {}) {
   using A = typename DX::value_type;
   ColumnSums<T, 2>::run(
       exec, "kgpt::residual_mix::backward", x_in.extent(0), x_in.extent(1), partials,
@@ -57,7 +57,7 @@ void mix_backward(const ExecSpace& exec, const X& x_in, const X& x0, const Mix& 
 
 template <class T, class X, class W, class DX, class DW>
 void skip_backward(const ExecSpace& exec, const X& src, const W& w, const DX& dx, const DX& d_src, const DW& dw,
-                   T* partials = nullptr) {
+                   const Workspace<T>& partials = {}) {
   using A = typename DX::value_type;
   ColumnSums<T, 1>::run(
       exec, "kgpt::skip::backward", src.extent(0), src.extent(1), partials,
@@ -82,7 +82,7 @@ void bias_forward(const ExecSpace& exec, const Bias& bias, const Y& y) {
 }
 
 template <class T, class DY, class DB>
-void bias_backward(const ExecSpace& exec, const DY& dy, const DB& dbias, T* partials = nullptr) {
+void bias_backward(const ExecSpace& exec, const DY& dy, const DB& dbias, const Workspace<T>& partials = {}) {
   ColumnSums<T, 1>::run(
       exec, "kgpt::bias::backward", dy.extent(0), dy.extent(1), partials,
       KOKKOS_LAMBDA(const std::size_t i, const std::size_t j, T* acc) { acc[0] += T(dy(i, j)); },

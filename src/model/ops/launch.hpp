@@ -21,6 +21,7 @@
 #include "core/bf16.hpp"
 #include "core/views.hpp"
 #include "core/kernel.hpp"
+#include "model/storage.hpp"
 
 namespace kgpt::model::ops {
 
@@ -92,7 +93,7 @@ bool packs_aligned(const V& v) {
 // each thread takes W consecutive elements with 16-byte loads and stores: one 2-byte access per
 // thread leaves a GPU's memory system far from its bandwidth. Otherwise, and on the host, where
 // the compiler vectorises the plain loop, an element per thread (for_each_element). Tests run both.
-template <class T, bool Packs = backend::on_gpu, class Op, class Out, class In>
+template <class T, bool Packs = backend::Traits::packed_elementwise, class Op, class Out, class In>
 void map_elements(const ExecSpace& exec, const char* label, const Op& op, const Out& out, const In& in) {
   using A = typename Out::value_type;
   using I = std::remove_const_t<typename In::value_type>;
@@ -116,7 +117,7 @@ void map_elements(const ExecSpace& exec, const char* label, const Op& op, const 
   });
 }
 
-template <class T, bool Packs = backend::on_gpu, class Op, class Out, class In1, class In2>
+template <class T, bool Packs = backend::Traits::packed_elementwise, class Op, class Out, class In1, class In2>
 void map_elements(const ExecSpace& exec, const char* label, const Op& op, const Out& out, const In1& in1,
                   const In2& in2) {
   using A = typename Out::value_type;
@@ -149,8 +150,8 @@ void map_elements(const ExecSpace& exec, const char* label, const Op& op, const 
 
 // Short rows: team t and thread r of it take row t * rows_per_team + r; vector lanes split the row.
 struct ShortRows {
-  static constexpr int rows_per_team = backend::on_gpu ? 8 : 1;
-  static constexpr int lanes = backend::on_gpu ? 32 : 1;
+  static constexpr int rows_per_team = backend::Traits::short_rows_per_team;
+  static constexpr int lanes = backend::Traits::short_row_lanes;
   static Kokkos::TeamPolicy<ExecSpace> policy(const ExecSpace& exec, std::size_t rows) {
     const auto teams = static_cast<int>((rows + rows_per_team - 1) / rows_per_team);
     return Kokkos::TeamPolicy<ExecSpace>(exec, teams, rows_per_team, lanes);
@@ -172,7 +173,7 @@ struct ShortRows {
 template <class T, int K>
 struct ColumnSums {
   static constexpr std::size_t rows_per_block = 32;
-  static constexpr int team_columns = backend::on_gpu ? 128 : 0;  // 0: one team takes every column
+  static constexpr int team_columns = backend::Traits::column_sum_team_columns;  // 0: one team takes every column
   static std::size_t blocks(std::size_t n) { return (n + rows_per_block - 1) / rows_per_block; }
   // Partial rows of every stage for N rows: blocks(N), blocks(blocks(N)), ... while above one block.
   static std::size_t partial_rows(std::size_t n) {
@@ -186,13 +187,16 @@ struct ColumnSums {
   static std::size_t workspace(std::size_t n, std::size_t c) { return partial_rows(n) * K * c; }
 
   template <class Term, class Finish>
-  static void run(const ExecSpace& exec, const char* label, std::size_t n, std::size_t c, T* partial_memory,
+  static void run(const ExecSpace& exec, const char* label, std::size_t n, std::size_t c, const Workspace<T>& partials,
                   const Term& term, const Finish& finish) {
     const std::size_t width = K * c;
     Kokkos::View<T*, MemSpace> owned;
-    if (partial_memory == nullptr) {
+    T* partial_memory = nullptr;
+    if (partials.empty()) {
       owned = Kokkos::View<T*, MemSpace>("kgpt::column_sums::partials", workspace(n, c));
       partial_memory = owned.data();
+    } else {
+      partial_memory = partials.take(workspace(n, c), label);
     }
     using Partials = Kokkos::View<T**, Layout, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
     Partials partial(partial_memory, blocks(n), width);

@@ -46,7 +46,7 @@ void layernorm_forward(const ExecSpace& exec, const X& x, const W& w, const B& b
 template <class T, class X, class W, class DY, class DX, class DW>
 void layernorm_backward(const ExecSpace& exec, const X& x, const W& w, const ConstVector<T>& mean,
                         const ConstVector<T>& rstd, const DY& dy, const DX& dx, const DW& dw, const DW& db,
-                        T* partials = nullptr, bool accumulate = false) {
+                        const Workspace<T>& partials = {}, bool accumulate = false) {
   using A = typename DX::value_type;
   const int n = static_cast<int>(x.extent(0)), c = static_cast<int>(x.extent(1));
   kgpt::parallel_for(

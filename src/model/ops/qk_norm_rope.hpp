@@ -101,7 +101,7 @@ template <class T, class Raw, class DOut, class DRaw, class Gain, class DGain>
 void qk_norm_rope_backward(const ExecSpace& exec, const Raw& raw, const QkShape& s, const ConstMatrix<T>& cos_table,
                            const ConstMatrix<T>& sin_table, const Gain& gain, const ConstVector<T>& q_rstd,
                            const ConstVector<T>& k_rstd, const DOut& dq, const DOut& dk, const DRaw& d_raw,
-                           const DGain& dgain, const Matrix<T>& gain_rows, T* partials = nullptr) {
+                           const DGain& dgain, const Matrix<T>& gain_rows, const Workspace<T>& partials = {}) {
   using A = typename DRaw::value_type;
   const std::size_t n = raw.extent(0), q_rows = n * s.heads, rows = q_rows + n * s.kv_heads;
   const int half = s.dim / 2;

@@ -1,6 +1,6 @@
 #pragma once
 // RMSNorm without weight over the last dimension (golf: after the embedding, before attention
-// and MLP, at the end), and the passes it is fused into:
+// and MLP, at the end), and the passes it is fused into, each forward beside its backward:
 //   y = x * r,   r = 1 / sqrt(mean(x^2) + eps)
 //   dx = r * (dy - x * r^2 * mean(dy * x))
 //   embedding_rmsnorm: x = table[token] (the embedding's gather), then the norm
@@ -9,48 +9,56 @@
 // x, y, dx, dy: (N, C) Views of activations A (float, double or bf16; any View type, subviews
 // included); rstd: (N) of the compute type T, saved by the forward for the backward. Callers name T;
 // the View types are deduced. The norm is taken of the value as stored (rounded to A),
-// which is what the backward reads. A team per row; the rows are d_model wide.
+// which is what the backward reads. A team per row; the rows are d_model wide. The row routines
+// (rms_row, rms_row_gradient) are the formula once; every kernel here, and a family's own norms
+// (a weighted RMSNorm), call them.
 // Conventions of every op in src/model/ops: the execution space comes first; input gradients are
 // overwritten (or added to, where a flag says so); parameter gradients are accumulated (+=), so
 // micro-steps add up.
 
 #include "core/bf16.hpp"
+#include "core/kernel.hpp"
 #include "core/kokkos_compat.hpp"
 #include "core/views.hpp"
+#include "model/ops/elementwise.hpp"
 #include "model/ops/launch.hpp"
-#include "core/kernel.hpp"
 
 namespace kgpt::model::ops {
 
-namespace rmsnorm_detail {
-
-// Within a team over row `row` whose stored values have already been written to x: r, then y = x r.
-template <class T, class X, class Y, class R>
-KOKKOS_INLINE_FUNCTION void normalize_row(const Team& team, int row, int c, T sum_sq, T eps, const X& x, const Y& y,
-                                          const R& rstd) {
-  const T r = T(1) / compat::sqrt(sum_sq / T(c) + eps);
-  using A = typename Y::value_type;
-  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c), [&](const int j) { y(row, j) = store<A>(T(x(row, j)) * r); });
-  Kokkos::single(Kokkos::PerTeam(team), [&]() { rstd(row) = r; });
+// Within a team over one row of c values: r = 1 / sqrt(mean(v^2) + eps) of v(j) = value(j), which the
+// caller computes (and may store on the way).
+template <class T, class Value>
+KOKKOS_INLINE_FUNCTION T rms_row(const Team& team, int c, T eps, const Value& value) {
+  T sum_sq = 0;
+  Kokkos::parallel_reduce(
+      Kokkos::TeamThreadRange(team, c),
+      [&](const int j, T& acc) {
+        const T v = value(j);
+        acc += v * v;
+      },
+      sum_sq);
+  return T(1) / compat::sqrt(sum_sq / T(c) + eps);
 }
 
-}  // namespace rmsnorm_detail
+// Within a team over one row: the coefficient k of the norm's backward, dx = r g - k x, for the
+// gradient g(j) reaching the normalised values and the row's inputs x(j): k = r^3 mean(g x).
+template <class T, class G, class X>
+KOKKOS_INLINE_FUNCTION T rms_row_gradient(const Team& team, int c, T r, const G& g, const X& x) {
+  T dot = 0;
+  Kokkos::parallel_reduce(Kokkos::TeamThreadRange(team, c), [&](const int j, T& acc) { acc += g(j) * x(j); }, dot);
+  return r * r * r * dot / T(c);
+}
 
 template <class T, class X, class Y>
 void rmsnorm_forward(const ExecSpace& exec, const X& x, const Y& y, const Vector<T>& rstd, T eps) {
+  using A = typename Y::value_type;
   const int n = static_cast<int>(x.extent(0)), c = static_cast<int>(x.extent(1));
   kgpt::parallel_for(
       "kgpt::rmsnorm::forward", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO), KOKKOS_LAMBDA(const Team& team) {
         const int row = team.league_rank();
-        T sum_sq = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, c),
-            [&](const int j, T& acc) {
-              const T v = T(x(row, j));
-              acc += v * v;
-            },
-            sum_sq);
-        rmsnorm_detail::normalize_row(team, row, c, sum_sq, eps, x, y, rstd);
+        const T r = rms_row(team, c, eps, [&](const int j) { return T(x(row, j)); });
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c), [&](const int j) { y(row, j) = store<A>(T(x(row, j)) * r); });
+        Kokkos::single(Kokkos::PerTeam(team), [&]() { rstd(row) = r; });
       });
 }
 
@@ -63,13 +71,11 @@ void rmsnorm_backward(const ExecSpace& exec, const X& x, const ConstVector<T>& r
   kgpt::parallel_for(
       "kgpt::rmsnorm::backward", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO), KOKKOS_LAMBDA(const Team& team) {
         const int row = team.league_rank();
-        T dot = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, c), [&](const int j, T& acc) { acc += T(dy(row, j)) * T(x(row, j)); }, dot);
         const T r = rstd(row);
-        const T coefficient = r * r * r * dot / T(c);
+        const T k = rms_row_gradient(team, c, r, [&](const int j) { return T(dy(row, j)); },
+                                     [&](const int j) { return T(x(row, j)); });
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c), [&](const int j) {
-          const T g = r * T(dy(row, j)) - coefficient * T(x(row, j));
+          const T g = r * T(dy(row, j)) - k * T(x(row, j));
           dx(row, j) = store<A>(accumulate ? T(dx(row, j)) + g : g);
         });
       });
@@ -88,15 +94,7 @@ void embedding_rmsnorm_forward(const ExecSpace& exec, const ConstTokenMatrix& to
       KOKKOS_LAMBDA(const Team& team) {
         const int row = team.league_rank();
         const int token = tokens(row / seq, row % seq);
-        T sum_sq = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, c),
-            [&](const int j, T& acc) {
-              const T v = T(table(token, j));
-              acc += v * v;
-            },
-            sum_sq);
-        const T r = T(1) / compat::sqrt(sum_sq / T(c) + eps);
+        const T r = rms_row(team, c, eps, [&](const int j) { return T(table(token, j)); });
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c),
                              [&](const int j) { y(row, j) = store<A>(T(table(token, j)) * r); });
         Kokkos::single(Kokkos::PerTeam(team), [&]() { rstd(row) = r; });
@@ -116,14 +114,11 @@ void embedding_rmsnorm_backward(const ExecSpace& exec, const ConstTokenMatrix& t
       KOKKOS_LAMBDA(const Team& team) {
         const int row = team.league_rank();
         const int token = tokens(row / seq, row % seq);
-        T dot = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, c), [&](const int j, T& acc) { acc += T(dy(row, j)) * T(table(token, j)); },
-            dot);
         const T r = rstd(row);
-        const T coefficient = r * r * r * dot / T(c);
+        const T k = rms_row_gradient(team, c, r, [&](const int j) { return T(dy(row, j)); },
+                                     [&](const int j) { return T(table(token, j)); });
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c), [&](const int j) {
-          dx(row, j) = store<A>(r * T(dy(row, j)) - coefficient * T(table(token, j)));
+          dx(row, j) = store<A>(r * T(dy(row, j)) - k * T(table(token, j)));
         });
       });
 }
@@ -151,25 +146,32 @@ void mix_rmsnorm_forward(const ExecSpace& exec, const X& x_prev, const X& skip, 
       "kgpt::mix_rmsnorm::forward", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO),
       KOKKOS_LAMBDA(const Team& team) {
         const int row = team.league_rank();
-        T sum_sq = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, c),
-            [&](const int j, T& acc) {
-              T in = T(prev(row, j));
-              if (with_skip) {
-                const A stored = store<A>(in + T(skip_weight[j]) * T(skipped(row, j)));
-                in_out(row, j) = stored;
-                in = T(stored);
-              }
-              const A m = store<A>(T(mixes(0, j)) * in + T(mixes(1, j)) * T(first(row, j)));
-              mix_out(row, j) = m;
-              acc += T(m) * T(m);
-            },
-            sum_sq);
-        const T r = T(1) / compat::sqrt(sum_sq / T(c) + eps);
+        const T r = rms_row(team, c, eps, [&](const int j) {
+          T in = T(prev(row, j));
+          if (with_skip) {
+            const A stored = store<A>(in + T(skip_weight[j]) * T(skipped(row, j)));
+            in_out(row, j) = stored;
+            in = T(stored);
+          }
+          const A m = store<A>(T(mixes(0, j)) * in + T(mixes(1, j)) * T(first(row, j)));
+          mix_out(row, j) = m;
+          return T(m);
+        });
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c), [&](const int j) { h_out(row, j) = store<A>(T(mix_out(row, j)) * r); });
         Kokkos::single(Kokkos::PerTeam(team), [&]() { r_out[row] = r; });
       });
+}
+
+// The backward of mix_rmsnorm from dh, the gradient reaching h, and dx, the gradient reaching x_mix
+// by the residual path: dx += rmsnorm'(x_mix)^T dh, then dx becomes the gradient of x_in
+// (mix(0) dx), dx0 += mix(1) dx, and dmix += the column sums (mix_backward, elementwise.hpp).
+// x_in: what the forward mixed (x_prev, or its stored x_in where a skip was added).
+template <class T, class X, class DY, class Mix, class DX, class DMix>
+void mix_rmsnorm_backward(const ExecSpace& exec, const X& x_mix, const ConstVector<T>& rstd, const DY& dh,
+                          const X& x_in, const X& x0, const Mix& mix, const DX& dx, const DX& dx0, const DMix& dmix,
+                          const Workspace<T>& partials = {}) {
+  rmsnorm_backward<T>(exec, x_mix, rstd, dh, dx, true);
+  mix_backward<T>(exec, x_in, x0, mix, dx, dx0, dmix, partials);
 }
 
 // x_sum = base + s * y (stored), h = rmsnorm(x_sum). s: (C) parameters.
@@ -182,17 +184,25 @@ void residual_rmsnorm_forward(const ExecSpace& exec, const X& base, const S& s, 
       "kgpt::residual_rmsnorm::forward", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO),
       KOKKOS_LAMBDA(const Team& team) {
         const int row = team.league_rank();
-        T sum_sq = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, c),
-            [&](const int j, T& acc) {
-              const A v = store<A>(T(base(row, j)) + T(s(j)) * T(y(row, j)));
-              x_sum(row, j) = v;
-              acc += T(v) * T(v);
-            },
-            sum_sq);
-        rmsnorm_detail::normalize_row(team, row, c, sum_sq, eps, x_sum, h, rstd);
+        const T r = rms_row(team, c, eps, [&](const int j) {
+          const A v = store<A>(T(base(row, j)) + T(s(j)) * T(y(row, j)));
+          x_sum(row, j) = v;
+          return T(v);
+        });
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c), [&](const int j) { h(row, j) = store<A>(T(x_sum(row, j)) * r); });
+        Kokkos::single(Kokkos::PerTeam(team), [&]() { rstd(row) = r; });
       });
+}
+
+// The backward of residual_rmsnorm from dh, the gradient reaching h, and dx, the gradient reaching
+// x_sum by the residual path: dx += rmsnorm'(x_sum)^T dh (dx is then the gradient of base); dy =
+// s dx (overwritten) and ds += sum_n y dx (scaled_add_backward, elementwise.hpp).
+template <class T, class X, class DH, class S, class DX, class DY, class DS>
+void residual_rmsnorm_backward(const ExecSpace& exec, const X& x_sum, const ConstVector<T>& rstd, const DH& dh,
+                               const X& y, const S& s, const DX& dx, const DY& dy, const DS& ds,
+                               const Workspace<T>& partials = {}) {
+  rmsnorm_backward<T>(exec, x_sum, rstd, dh, dx, true);
+  scaled_add_backward<T>(exec, y, s, dx, dy, ds, partials);
 }
 
 }  // namespace kgpt::model::ops

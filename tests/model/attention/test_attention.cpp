@@ -1,5 +1,6 @@
 // The GEMM attention of attention/softmax.hpp on token-major heads: against a naive reference, for
-// causality, against finite differences, and in float and bf16 against double.
+// causality, and in float and bf16 against double (its gradient check is every implementation's,
+// test_attention_gradients.cpp).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -98,25 +99,6 @@ TEST_CASE("attention is causal", "[model][attention]") {
     for (std::size_t c = 0; c < o1.m.extent(1); ++c) same = same && h1(r, c) == h2(r, c);
     CHECK(same == (r < changed));
   }
-}
-
-TEST_CASE("attention backward matches finite differences, with GQA", "[model][attention][gradcheck]") {
-  const AttentionShape s{2, 4, 2, 5, 4};
-  AttentionInputs<double> in(s, 12);
-  TokenHeads<double> o("o", s.b, s.t, s.h, s.d), w("w", s.b, s.t, s.h, s.d);
-  TokenHeads<double> dq("dq", s.b, s.t, s.h, s.d), dk("dk", s.b, s.t, s.kv, s.d), dv("dv", s.b, s.t, s.kv, s.d);
-  random::fill_normal(w.m, 13, 0, 1.0);
-  GemmRun<double> run(s);
-  auto loss = [&] {
-    run.forward(in, o);
-    return test::dot(w.m, o.m);
-  };
-  loss();
-  run.backward(in, w, dq, dk, dv);
-  // The columns outside the heads have no gradient, and the analytic one there stays 0.
-  test::check_gradient("attention dq", in.q.m, dq.m, loss);
-  test::check_gradient("attention dk", in.k.m, dk.m, loss);
-  test::check_gradient("attention dv", in.v.m, dv.m, loss);
 }
 
 TEST_CASE("attention in float and bf16 agrees with double", "[model][attention][float][bf16]") {

@@ -11,7 +11,7 @@ namespace {
 
 config::ModelConfig tiny_gpt2() {
   config::ModelConfig m;
-  m.family = config::Family::gpt2;
+  m.family = "gpt2";
   m.mlp_mult = 4;
   m.tied_embed_init_std = 0.02;
   m.vocab_size = 23;

@@ -9,16 +9,12 @@
 // statistics and the loss stay in T.
 
 #include <cmath>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "config/config.hpp"
-#include "core/bf16.hpp"
-#include "core/views.hpp"
-#include "model/attention/attention.hpp"
-#include "model/language_model.hpp"
-#include "model/ops/embedding.hpp"
+#include "model/model_base.hpp"
+#include "model/ops/linear.hpp"
 #include "model/parameters.hpp"
 #include "model/storage.hpp"
 
@@ -55,6 +51,7 @@ inline int golf_skip_count(int n_layer) {
 // N(0, tied_embed_init_std) (untied: N(0, 1), nn.Embedding's default); per block c_q, c_k, c_v as
 // nn.Linear, U(-1/sqrt(C), 1/sqrt(C)), proj zero, q_gain qk_gain_init, mlp.fc as nn.Linear, mlp.proj
 // zero, attn_scale and mlp_scale 1, resid_mix rows (1, 0); skip_weights 1; an untied head zero.
+// c_q, c_k and c_v lie back to back: the model reads them as one (C + 2 KV D, C) matrix.
 template <class Tensors, class Declare>
 void declare_golf(const config::ModelConfig& m, Tensors& t, Declare&& declare) {
   const std::size_t c = m.d_model, v = m.vocab_size, h = m.n_head;
@@ -66,16 +63,17 @@ void declare_golf(const config::ModelConfig& m, Tensors& t, Declare&& declare) {
   for (int i = 0; i < m.n_layer; ++i) {
     auto& b = t.blocks[static_cast<std::size_t>(i)];
     const std::string p = "blocks." + std::to_string(i) + ".";
-    declare(b.c_q, TensorSpec{p + "attn.c_q.weight", {c, c}, ParamGroup::matrix, Init::uniform, linear_bound});
-    declare(b.c_k, TensorSpec{p + "attn.c_k.weight", {kv_dim, c}, ParamGroup::matrix, Init::uniform, linear_bound});
-    declare(b.c_v, TensorSpec{p + "attn.c_v.weight", {kv_dim, c}, ParamGroup::matrix, Init::uniform, linear_bound});
-    declare(b.proj, TensorSpec{p + "attn.proj.weight", {c, c}, ParamGroup::matrix, Init::zeros});
-    declare(b.q_gain, TensorSpec{p + "attn.q_gain", {h}, ParamGroup::scalar, Init::constant, m.qk_gain_init});
-    declare(b.fc, TensorSpec{p + "mlp.fc.weight", {hidden, c}, ParamGroup::matrix, Init::uniform, linear_bound});
-    declare(b.mlp_proj, TensorSpec{p + "mlp.proj.weight", {c, hidden}, ParamGroup::matrix, Init::zeros});
-    declare(b.attn_scale, TensorSpec{p + "attn_scale", {c}, ParamGroup::scalar, Init::constant, 1.0});
-    declare(b.mlp_scale, TensorSpec{p + "mlp_scale", {c}, ParamGroup::scalar, Init::constant, 1.0});
-    declare(b.resid_mix, TensorSpec{p + "resid_mix", {2, c}, ParamGroup::scalar, Init::first_row, 1.0});
+    auto spec = [i](TensorSpec s) { return in_block(std::move(s), i); };
+    declare(b.c_q, spec({p + "attn.c_q.weight", {c, c}, ParamGroup::matrix, Init::uniform, linear_bound}));
+    declare(b.c_k, spec({p + "attn.c_k.weight", {kv_dim, c}, ParamGroup::matrix, Init::uniform, linear_bound}));
+    declare(b.c_v, spec({p + "attn.c_v.weight", {kv_dim, c}, ParamGroup::matrix, Init::uniform, linear_bound}));
+    declare(b.proj, spec({p + "attn.proj.weight", {c, c}, ParamGroup::matrix, Init::zeros}));
+    declare(b.q_gain, spec({p + "attn.q_gain", {h}, ParamGroup::scalar, Init::constant, m.qk_gain_init}));
+    declare(b.fc, spec({p + "mlp.fc.weight", {hidden, c}, ParamGroup::matrix, Init::uniform, linear_bound}));
+    declare(b.mlp_proj, spec({p + "mlp.proj.weight", {c, hidden}, ParamGroup::matrix, Init::zeros}));
+    declare(b.attn_scale, spec({p + "attn_scale", {c}, ParamGroup::scalar, Init::constant, 1.0}));
+    declare(b.mlp_scale, spec({p + "mlp_scale", {c}, ParamGroup::scalar, Init::constant, 1.0}));
+    declare(b.resid_mix, spec({p + "resid_mix", {2, c}, ParamGroup::scalar, Init::first_row, 1.0}));
   }
   const int skips = golf_skip_count(m.n_layer);
   if (skips > 0) {
@@ -85,56 +83,94 @@ void declare_golf(const config::ModelConfig& m, Tensors& t, Declare&& declare) {
   if (!m.tie_embeddings) declare(t.lm_head, TensorSpec{"lm_head.weight", {v, c}, ParamGroup::head, Init::zeros});
 }
 
+// golf's activations and workspaces, kept from the forward for the backward or shared scratch.
+template <class T, class A>
+struct GolfActivations {
+  struct Layer {
+    // x_in only in decoder blocks that add a skip.
+    Buffer<A> x_in, x_mix, h_attn, qkv, q_final, k_final, o, attn_out, x_attn, h_mlp, fc, act, mlp_out, x_out;
+    Buffer<T> rstd_attn, q_rstd, k_rstd, rstd_mlp;
+  };
+  std::vector<Layer> layers;
+  Buffer<A> x0, final;
+  Buffer<T> rstd0, rstd_final;
+  // Backward scratch, shared by all layers, and the gradients the U-Net skips carry.
+  Buffer<A> dx, dx0, d_branch, d_hidden, d_o, d_qf, d_kf, d_qkv;
+  std::vector<Buffer<A>> d_skips;
+  Buffer<T> gain_rows, partials;
+  Matrix<T> rope_cos, rope_sin;
+};
+
+// The one declaration of golf's activations: per token of the micro-batch, or fixed.
+template <class T, class A, class Declare>
+void declare_golf_activations(const config::ModelConfig& m, int max_seq, std::size_t max_tokens,
+                              GolfActivations<T, A>& a, Declare&& declare) {
+  const std::size_t c = m.d_model, heads = m.n_head, kv_heads = m.n_kv_head, d = c / heads;
+  const std::size_t kvd = kv_heads * d, f = c * m.mlp_mult, w = c + 2 * kvd;
+  const int encoders = golf_encoder_layers(m.n_layer), skips = golf_skip_count(m.n_layer);
+  a.layers.resize(static_cast<std::size_t>(m.n_layer));
+  for (int l = 0; l < m.n_layer; ++l) {
+    auto& L = a.layers[static_cast<std::size_t>(l)];
+    const int decoder = l - encoders;
+    if (decoder >= 0 && decoder < skips) declare(L.x_in, ActivationSpec{"x_in", c});
+    declare(L.x_mix, ActivationSpec{"x_mix", c});
+    declare(L.h_attn, ActivationSpec{"h_attn", c});
+    declare(L.rstd_attn, ActivationSpec{"rstd_attn", 1});
+    declare(L.qkv, ActivationSpec{"qkv", w});
+    declare(L.q_final, ActivationSpec{"q_final", c});
+    declare(L.k_final, ActivationSpec{"k_final", kvd});
+    declare(L.q_rstd, ActivationSpec{"q_rstd", heads});
+    declare(L.k_rstd, ActivationSpec{"k_rstd", kv_heads});
+    declare(L.o, ActivationSpec{"o", c});
+    declare(L.attn_out, ActivationSpec{"attn_out", c});
+    declare(L.x_attn, ActivationSpec{"x_attn", c});
+    declare(L.h_mlp, ActivationSpec{"h_mlp", c});
+    declare(L.rstd_mlp, ActivationSpec{"rstd_mlp", 1});
+    declare(L.fc, ActivationSpec{"fc", f});
+    declare(L.act, ActivationSpec{"act", f});
+    declare(L.mlp_out, ActivationSpec{"mlp_out", c});
+    declare(L.x_out, ActivationSpec{"x_out", c});
+  }
+  declare(a.x0, ActivationSpec{"x0", c});
+  declare(a.rstd0, ActivationSpec{"rstd0", 1});
+  declare(a.final, ActivationSpec{"final", c});
+  declare(a.rstd_final, ActivationSpec{"rstd_final", 1});
+  for (Buffer<A>* b : {&a.dx, &a.dx0, &a.d_branch, &a.d_o, &a.d_qf}) declare(*b, ActivationSpec{"backward", c});
+  declare(a.d_kf, ActivationSpec{"backward_kv", kvd});
+  declare(a.d_hidden, ActivationSpec{"backward_hidden", f});
+  declare(a.d_qkv, ActivationSpec{"backward_qkv", w});
+  a.d_skips.resize(static_cast<std::size_t>(skips));
+  for (auto& b : a.d_skips) declare(b, ActivationSpec{"d_skip", c});
+  declare(a.gain_rows, ActivationSpec{"gain_rows", heads});
+  declare(a.partials, ActivationSpec::elements("column_partials", ops::ColumnSums<T, 2>::workspace(max_tokens, std::max(c, heads))));
+  (void)max_seq;
+}
+
 // T: parameters, gradients and statistics (float, or double for the finite-difference tests);
 // A: activations (T, or bf16).
 template <class T, class A = T>
-class GolfModel final : public LanguageModel<T> {
+class GolfModel final : public ModelBase<T, A, GolfTensors> {
+  using Base = ModelBase<T, A, GolfTensors>;
+
  public:
   // Activations are sized for micro-batches of up to max_batch sequences of up to max_seq tokens.
   GolfModel(const config::ModelConfig& config, int max_batch, int max_seq);
-  ~GolfModel() override;
-  GolfModel(const GolfModel&) = delete;
-  GolfModel& operator=(const GolfModel&) = delete;
 
-  Parameters<T>& parameters() override { return params_; }
-  const Parameters<T>& parameters() const override { return params_; }
-  using LanguageModel<T>::forward;
-  void forward(const ExecSpace& exec, const ConstTokenMatrix& inputs, const ConstTokenMatrix& targets,
-               const Kokkos::View<double, MemSpace>& loss_sum) override;
-  using LanguageModel<T>::backward;
-  void backward(const ExecSpace& exec, T grad_scale, const GradientsReady& ready) override;
-  Matrix<T> logits() const override { return logits_.mat(rows_, vocab_); }
-  const char* attention_name() const override { return attention_->name(); }
+ protected:
+  Matrix<A> forward_blocks(const ExecSpace& exec) override;
+  Matrix<A> final_input() const override;
+  void backward_blocks(const ExecSpace& exec, const Matrix<A>& d_final, const GradientsReady& ready) override;
+  const Matrix<A>& head_weights() const override { return this->config_.tie_embeddings ? this->wa_.tok_emb : this->wa_.lm_head; }
+  const Matrix<T>& head_grad() const override { return this->config_.tie_embeddings ? this->g_.tok_emb : this->g_.lm_head; }
 
  private:
-  struct Layer;
   void block_forward(const ExecSpace& exec, int l, const Matrix<A>& x_prev);
   void block_backward(const ExecSpace& exec, int l, const Matrix<A>& dx);
-  // The logits' matrix (the tied embedding or the head) in A, and its gradient.
-  const Matrix<A>& head() const { return config_.tie_embeddings ? wa_.tok_emb : wa_.lm_head; }
-  const Matrix<T>& head_grad() const { return config_.tie_embeddings ? g_.tok_emb : g_.lm_head; }
+  Workspace<T> partials() const { return Workspace<T>(acts_.partials); }
 
-  config::ModelConfig config_;
-  int max_batch_, max_seq_, vocab_, width_, heads_, kv_heads_, head_dim_, hidden_, qkv_width_, encoders_, skips_;
-  int batch_ = 0, seq_ = 0, rows_ = 0;
-  Parameters<T> params_;
-  GolfTensors<T> w_, g_;   // views into the values and the gradients
-  Vector<A> shadow_;       // the values rounded to A, when A is not T
-  GolfTensors<A> wa_;      // the weights the products read: the values, or their shadow
-  bool fused_qkv_ = false;  // c_q, c_k, c_v lie back to back: one (C + 2 KV D, C) product
-  std::vector<BufferSpan> block_spans_;
-  BufferSpan skip_span_{0, 0}, head_span_{0, 0};
-  Matrix<T> rope_cos_, rope_sin_;
-  TokenStage stage_;
-  std::vector<Layer> layers_;
-  Buffer<A> x0_, final_, d_logits_;
-  Buffer<T> rstd0_, rstd_final_, logits_, lse_, losses_, gain_rows_, partials_;
-  Kokkos::View<double, MemSpace> loss_scratch_;
-  // Backward scratch, shared by all layers.
-  Buffer<A> dx_, dx0_, d_branch_, d_hidden_, d_h_, d_o_, d_qf_, d_kf_, d_qkv_;
-  std::unique_ptr<Attention<A>> attention_;
-  std::vector<Buffer<A>> d_skips_;
-  ops::EmbeddingSortSpace<T> sort_space_;
+  int heads_, kv_heads_, head_dim_, hidden_, qkv_width_, encoders_, skips_;
+  std::vector<ops::Linear<T, A>> qkv_, proj_, fc_, mlp_proj_;  // per block
+  GolfActivations<T, A> acts_;
 };
 
 }  // namespace kgpt::model

@@ -11,10 +11,8 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "core/views.hpp"
-#include "model/attention/attention.hpp"
-#include "model/language_model.hpp"
-#include "model/ops/embedding.hpp"
+#include "model/model_base.hpp"
+#include "model/ops/linear.hpp"
 #include "model/parameters.hpp"
 #include "model/storage.hpp"
 
@@ -56,18 +54,20 @@ void declare_gpt2(const config::ModelConfig& m, int block_size, Tensors& t, Decl
   declare(t.wte, TensorSpec{"transformer.wte.weight", {v, c}, ParamGroup::embedding, Init::normal, wte_std});
   declare(t.wpe, TensorSpec{"transformer.wpe.weight", {static_cast<std::size_t>(block_size), c}, ParamGroup::embedding,
                             Init::normal, 0.02});
+  int block = -1;  // the block being declared
   auto norm = [&](auto& w, auto& b, const std::string& name) {
-    declare(w, TensorSpec{name + ".weight", {c}, ParamGroup::scalar, Init::constant, 1.0});
-    declare(b, TensorSpec{name + ".bias", {c}, ParamGroup::scalar, Init::zeros});
+    declare(w, in_block({name + ".weight", {c}, ParamGroup::scalar, Init::constant, 1.0}, block));
+    declare(b, in_block({name + ".bias", {c}, ParamGroup::scalar, Init::zeros}, block));
   };
   auto dense = [&](auto& w, auto& b, const std::string& name, std::size_t out, std::size_t in, double std_dev) {
-    declare(w, TensorSpec{name + ".weight", {out, in}, ParamGroup::matrix, Init::normal, std_dev});
-    declare(b, TensorSpec{name + ".bias", {out}, ParamGroup::scalar, Init::zeros});
+    declare(w, in_block({name + ".weight", {out, in}, ParamGroup::matrix, Init::normal, std_dev}, block));
+    declare(b, in_block({name + ".bias", {out}, ParamGroup::scalar, Init::zeros}, block));
   };
   t.blocks.resize(static_cast<std::size_t>(m.n_layer));
   for (int i = 0; i < m.n_layer; ++i) {
     auto& b = t.blocks[static_cast<std::size_t>(i)];
     const std::string p = "transformer.h." + std::to_string(i) + ".";
+    block = i;
     norm(b.ln_1_w, b.ln_1_b, p + "ln_1");
     dense(b.c_attn, b.c_attn_b, p + "attn.c_attn", 3 * c, c, 0.02);
     dense(b.c_proj, b.c_proj_b, p + "attn.c_proj", c, c, projection_std);
@@ -75,53 +75,77 @@ void declare_gpt2(const config::ModelConfig& m, int block_size, Tensors& t, Decl
     dense(b.c_fc, b.c_fc_b, p + "mlp.c_fc", f, c, 0.02);
     dense(b.mlp_proj, b.mlp_proj_b, p + "mlp.c_proj", c, f, projection_std);
   }
+  block = -1;
   norm(t.ln_f_w, t.ln_f_b, "transformer.ln_f");
   if (!m.tie_embeddings) declare(t.lm_head, TensorSpec{"lm_head.weight", {v, c}, ParamGroup::head, Init::normal, 0.02});
 }
 
+// gpt2's activations and workspaces.
+template <class T, class A>
+struct Gpt2Activations {
+  struct Layer {
+    Buffer<A> x_in, h1, qkv, o, x_attn, h2, fc, act;
+    Buffer<T> mean1, rstd1, mean2, rstd2;
+  };
+  std::vector<Layer> layers;
+  Buffer<A> x_last, final;
+  Buffer<T> mean_final, rstd_final;
+  Buffer<A> dx, d_o, d_hidden, d_qkv;  // backward scratch, shared by all layers
+  Buffer<T> partials;
+};
+
+template <class T, class A, class Declare>
+void declare_gpt2_activations(const config::ModelConfig& m, std::size_t max_tokens, Gpt2Activations<T, A>& a,
+                              Declare&& declare) {
+  const std::size_t c = m.d_model, f = c * m.mlp_mult;
+  a.layers.resize(static_cast<std::size_t>(m.n_layer));
+  for (auto& L : a.layers) {
+    declare(L.x_in, ActivationSpec{"x_in", c});
+    declare(L.h1, ActivationSpec{"h1", c});
+    declare(L.mean1, ActivationSpec{"mean1", 1});
+    declare(L.rstd1, ActivationSpec{"rstd1", 1});
+    declare(L.qkv, ActivationSpec{"qkv", 3 * c});
+    declare(L.o, ActivationSpec{"o", c});
+    declare(L.x_attn, ActivationSpec{"x_attn", c});
+    declare(L.h2, ActivationSpec{"h2", c});
+    declare(L.mean2, ActivationSpec{"mean2", 1});
+    declare(L.rstd2, ActivationSpec{"rstd2", 1});
+    declare(L.fc, ActivationSpec{"fc", f});
+    declare(L.act, ActivationSpec{"act", f});
+  }
+  declare(a.x_last, ActivationSpec{"x_out", c});
+  declare(a.final, ActivationSpec{"final", c});
+  declare(a.mean_final, ActivationSpec{"mean_final", 1});
+  declare(a.rstd_final, ActivationSpec{"rstd_final", 1});
+  for (Buffer<A>* b : {&a.dx, &a.d_o}) declare(*b, ActivationSpec{"backward", c});
+  declare(a.d_hidden, ActivationSpec{"backward_mlp", f});
+  declare(a.d_qkv, ActivationSpec{"backward_qkv", 3 * c});
+  declare(a.partials, ActivationSpec::elements("column_partials", ops::ColumnSums<T, 2>::workspace(max_tokens, std::max(3 * c, f))));
+}
+
 // T: parameters, gradients and statistics; A: activations (T, or bf16).
 template <class T, class A = T>
-class Gpt2Model final : public LanguageModel<T> {
+class Gpt2Model final : public ModelBase<T, A, Gpt2Tensors> {
+  using Base = ModelBase<T, A, Gpt2Tensors>;
+
  public:
   // max_seq is also the number of learned positions (wpe rows).
   Gpt2Model(const config::ModelConfig& config, int max_batch, int max_seq);
-  ~Gpt2Model() override;
-  Gpt2Model(const Gpt2Model&) = delete;
-  Gpt2Model& operator=(const Gpt2Model&) = delete;
 
-  Parameters<T>& parameters() override { return params_; }
-  const Parameters<T>& parameters() const override { return params_; }
-  using LanguageModel<T>::forward;
-  void forward(const ExecSpace& exec, const ConstTokenMatrix& inputs, const ConstTokenMatrix& targets,
-               const Kokkos::View<double, MemSpace>& loss_sum) override;
-  using LanguageModel<T>::backward;
-  void backward(const ExecSpace& exec, T grad_scale, const GradientsReady& ready) override;
-  Matrix<T> logits() const override { return logits_.mat(rows_, vocab_); }
-  const char* attention_name() const override { return attention_->name(); }
+ protected:
+  Matrix<A> forward_blocks(const ExecSpace& exec) override;
+  Matrix<A> final_input() const override;
+  void backward_blocks(const ExecSpace& exec, const Matrix<A>& d_final, const GradientsReady& ready) override;
+  const Matrix<A>& head_weights() const override { return this->config_.tie_embeddings ? this->wa_.wte : this->wa_.lm_head; }
+  const Matrix<T>& head_grad() const override { return this->config_.tie_embeddings ? this->g_.wte : this->g_.lm_head; }
 
  private:
-  struct Layer;
-  const Matrix<A>& head() const { return config_.tie_embeddings ? wa_.wte : wa_.lm_head; }
-  const Matrix<T>& head_grad() const { return config_.tie_embeddings ? g_.wte : g_.lm_head; }
   Matrix<A> block_input(int l) const;  // x_in of block l: the embedding's output or block l - 1's
+  Workspace<T> partials() const { return Workspace<T>(acts_.partials); }
 
-  config::ModelConfig config_;
-  int max_batch_, max_seq_, vocab_, width_, heads_, head_dim_, hidden_;
-  int batch_ = 0, seq_ = 0, rows_ = 0;
-  Parameters<T> params_;
-  Gpt2Tensors<T> w_, g_;  // views into the values and the gradients
-  Vector<A> shadow_;      // the values rounded to A, when A is not T
-  Gpt2Tensors<A> wa_;     // the weights and biases the products read: the values, or their shadow
-  std::vector<BufferSpan> block_spans_;
-  BufferSpan ln_f_span_{0, 0}, head_span_{0, 0};
-  TokenStage stage_;
-  std::vector<Layer> layers_;
-  Buffer<A> x_last_, final_, d_logits_;
-  Buffer<T> mean_final_, rstd_final_, logits_, lse_, losses_, partials_;
-  Kokkos::View<double, MemSpace> loss_scratch_;
-  Buffer<A> dx_, d_h_, d_o_, d_hidden_, d_qkv_;
-  std::unique_ptr<Attention<A>> attention_;
-  ops::EmbeddingSortSpace<T> sort_space_;
+  int heads_, head_dim_, hidden_;
+  std::vector<ops::Linear<T, A>> attn_, attn_proj_, fc_, mlp_proj_;  // per block
+  Gpt2Activations<T, A> acts_;
 };
 
 }  // namespace kgpt::model

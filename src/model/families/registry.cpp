@@ -1,0 +1,22 @@
+// The model families kgpt trains. Adding one is a folder families/<name>/ whose family.cpp defines
+// `const Family& <name>_family()`, and its name on the line below.
+#define KGPT_FAMILIES(X) X(golf) X(gpt2)
+
+#include <vector>
+
+#include "model/family.hpp"
+
+namespace kgpt::model {
+
+#define KGPT_DECLARE_FAMILY(name) const Family& name##_family();
+KGPT_FAMILIES(KGPT_DECLARE_FAMILY)
+#undef KGPT_DECLARE_FAMILY
+
+const std::vector<const Family*>& families() {
+#define KGPT_FAMILY_ENTRY(name) &name##_family(),
+  static const std::vector<const Family*> all = {KGPT_FAMILIES(KGPT_FAMILY_ENTRY)};
+#undef KGPT_FAMILY_ENTRY
+  return all;
+}
+
+}  // namespace kgpt::model

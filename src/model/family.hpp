@@ -1,0 +1,78 @@
+#pragma once
+// The model families kgpt trains. Each family registers itself once (model/families/registry.cpp,
+// one line; its folder defines the entry in families/<name>/family.cpp) with everything the rest of
+// kgpt asks of a family: its name and summary, the defaults and rules it gives the deck, its
+// parameters' layout, its models, and its FLOPs per token. The deck schema, the deck checks, the
+// layout of a checkpoint, the bench and the test helpers ask this registry; none of them names a
+// family. model.family must name a registered family.
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace kgpt::config {
+struct ResolvedDeck;
+}
+
+namespace kgpt::model {
+
+class ParameterLayout;
+template <class T>
+class LanguageModel;
+
+// The deck defaults that depend on the family (the schema's contextual defaults).
+struct FamilyDefaults {
+  int mlp_mult = 2;
+  double tied_embed_init_std = 0.005;
+  double logit_softcap = 30.0;
+  bool tie_embeddings = true;
+  config::MatrixOptimizer matrix_optimizer = config::MatrixOptimizer::muon;
+};
+
+struct Family {
+  std::string name;     // model.family
+  std::string summary;  // one line for the deck reference
+  FamilyDefaults defaults;
+  // Deck keys that act only in the families that read them ("model.rope_base"): those this one reads.
+  std::vector<std::string> reads;
+  // Its own rules between deck keys, in words for the deck reference; `check` enforces them.
+  std::string rules;
+  // The family's own rules between deck keys: one message per problem, each naming its keys
+  // (deck.where(key)), appended to `problems`.
+  void (*check)(const config::ResolvedDeck& deck, std::vector<std::string>& problems) = nullptr;
+  // The parameters of a model of this configuration learning up to max_seq positions (where the
+  // family learns positions).
+  ParameterLayout (*layout)(const config::ModelConfig& model, int max_seq) = nullptr;
+  // Its models, for micro-batches of up to max_batch sequences of up to max_seq tokens; float
+  // parameters with float or bf16 activations (train.precision), or double (finite-difference
+  // tests). Weights are not initialised: callers initialise or load them.
+  std::unique_ptr<LanguageModel<float>> (*make_float)(const config::ModelConfig& model, int max_batch,
+                                                      int max_seq) = nullptr;
+  std::unique_ptr<LanguageModel<double>> (*make_double)(const config::ModelConfig& model, int max_batch,
+                                                        int max_seq) = nullptr;
+  // Bytes of activations and workspaces a model of this configuration holds for micro-batches of
+  // max_batch x max_seq tokens, from its declaration (what its constructor allocates).
+  std::size_t (*activation_bytes)(const config::ModelConfig& model, int max_batch, int max_seq) = nullptr;
+  // Training FLOPs per token at sequence length seq: 6 N (N the parameters that take part in the
+  // products: learned positions do not) + 12 L H D T for attention.
+  double (*flops_per_token)(const config::ModelConfig& model, int seq) = nullptr;
+
+  bool reads_key(const std::string& dotted) const;
+};
+
+// Every registered family, in registration order.
+const std::vector<const Family*>& families();
+// The family named `name`; throws Error naming the registered ones when there is none.
+const Family& family(const std::string& name);
+const Family* find_family(const std::string& name);
+// "golf, gpt2, llama"
+std::string family_names();
+
+// 6 N + 12 L H D T with N the layout's parameters without those named in `outside_products`.
+double standard_flops_per_token(const config::ModelConfig& model, const ParameterLayout& layout, int seq,
+                                const std::vector<std::string>& outside_products = {});
+
+}  // namespace kgpt::model

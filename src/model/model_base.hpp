@@ -1,0 +1,181 @@
+#pragma once
+// What every family's model shares, written once: the parameters and their typed views (values,
+// gradients, and the bf16 shadow the products read), the staged micro-batch, the output head (the
+// logits, the softcap, the cross-entropy and their backward, tied or untied), the attention, the
+// column sums' workspace, the embedding gradient's workspace, and the spans the backward reports to
+// gradient averaging. A family derives from ModelBase with its tensor struct and writes only its
+// blocks: forward_blocks fills `final_input()` from the staged tokens, backward_blocks takes the
+// gradient of that input and fills the parameter gradients.
+//
+//   Tensors<X>: the family's struct of Views (its parameters), declared by `declare(config, max_seq,
+//   tensors, visitor)`; T: parameters, gradients and statistics (float, or double in the finite-
+//   difference tests); A: activations (T, or bf16).
+
+#include <memory>
+#include <string>
+#include <type_traits>
+
+#include "config/config.hpp"
+#include "core/backend.hpp"
+#include "core/bf16.hpp"
+#include "core/views.hpp"
+#include "model/attention/attention.hpp"
+#include "model/gemm/gemm.hpp"
+#include "model/language_model.hpp"
+#include "model/ops/cross_entropy.hpp"
+#include "model/ops/embedding.hpp"
+#include "model/parameters.hpp"
+#include "model/storage.hpp"
+
+namespace kgpt::model {
+
+// The logits and the loss of a micro-batch, with what their backward needs.
+template <class T, class A>
+class OutputHead {
+ public:
+  OutputHead() = default;
+  OutputHead(const std::string& prefix, std::size_t max_rows, std::size_t vocab)
+      : logits_(prefix + "logits", max_rows * vocab),
+        lse_(prefix + "lse", max_rows),
+        losses_(prefix + "losses", max_rows),
+        scratch_(prefix + "loss_scratch"),
+        vocab_(vocab) {}
+
+  // Adds the mean loss of x (N, C) through the head's weights w (V, C) to loss_sum.
+  template <class W>
+  void forward(const ExecSpace& exec, const Matrix<A>& x, const W& w, const ConstTokenMatrix& targets, T softcap,
+               const Kokkos::View<double, MemSpace>& loss_sum) {
+    const std::size_t n = x.extent(0);
+    rows_ = n;
+    ops::cross_entropy_forward<T>(exec, x, w, targets, softcap, logits(n), lse_.vec(n), losses_.vec(n), loss_sum,
+                                  scratch_);
+  }
+  // The gradient of grad_scale * mean loss: dW += into dw, and dx, the gradient reaching x.
+  template <class W, class DW>
+  void backward(const ExecSpace& exec, const Matrix<A>& x, const W& w, const DW& dw, const ConstTokenMatrix& targets,
+                T softcap, T grad_scale, const Matrix<A>& dx) {
+    const std::size_t n = x.extent(0);
+    ops::cross_entropy_backward<T>(exec, x, w, targets, softcap, logits(n), ConstVector<T>(lse_.vec(n)), grad_scale, dx, dw);
+  }
+  // The capped logits of the last forward, in T (the stored ones are overwritten by the backward).
+  Matrix<T> capped_logits(const ExecSpace& exec, T softcap) const {
+    return ops::capped_logits<T>(exec, logits(rows_), softcap);
+  }
+
+ private:
+  Matrix<A> logits(std::size_t n) const { return logits_.mat(n, vocab_); }
+  Buffer<A> logits_;
+  Buffer<T> lse_, losses_;
+  Kokkos::View<double, MemSpace> scratch_;
+  std::size_t vocab_ = 0, rows_ = 0;
+};
+
+template <class T, class A, template <class> class Tensors>
+class ModelBase : public LanguageModel<T> {
+ public:
+  Parameters<T>& parameters() override { return params_; }
+  const Parameters<T>& parameters() const override { return params_; }
+  Matrix<T> logits() const override { return head_.capped_logits(ExecSpace(), T(config_.logit_softcap)); }
+  const char* attention_name() const override { return attention_->name(); }
+
+  using LanguageModel<T>::forward;
+  void forward(const ExecSpace& exec, const ConstTokenMatrix& inputs, const ConstTokenMatrix& targets,
+               const Kokkos::View<double, MemSpace>& loss_sum) override {
+    stage_.stage(exec, inputs, targets, who_.c_str());
+    batch_ = stage_.batch();
+    seq_ = stage_.seq();
+    rows_ = static_cast<std::size_t>(batch_) * seq_;
+    const bool reuse_shadow = this->take_shadow_reuse();
+    if constexpr (!std::is_same<A, T>::value) {
+      if (!reuse_shadow) refresh_shadow(exec, params_.values(), shadow_);
+    }
+    const Matrix<A> final = forward_blocks(exec);
+    head_.forward(exec, final, head_weights(), stage_.targets(), T(config_.logit_softcap), loss_sum);
+  }
+
+  using LanguageModel<T>::backward;
+  void backward(const ExecSpace& exec, T grad_scale, const GradientsReady& ready) override {
+    const Matrix<A> d_final = d_final_.mat(rows_, static_cast<std::size_t>(config_.d_model));
+    head_.backward(exec, final_input(), head_weights(), head_grad(), stage_.targets(), T(config_.logit_softcap), grad_scale,
+                   d_final);
+    if (!config_.tie_embeddings) report(ready, head_grad());
+    backward_blocks(exec, d_final, ready);
+  }
+
+ protected:
+  template <class Declare>
+  ModelBase(const config::ModelConfig& config, int max_batch, int max_seq, ParameterLayout layout, const Declare& declare,
+            const std::string& family)
+      : config_(config),
+        prefix_("kgpt::" + family + "::"),
+        who_(family + " model"),
+        max_batch_(max_batch),
+        max_seq_(max_seq),
+        max_rows_(static_cast<std::size_t>(max_batch) * max_seq),
+        params_(std::move(layout)),
+        stage_(max_batch, max_seq),
+        head_(prefix_, max_rows_, static_cast<std::size_t>(config.vocab_size)),
+        d_final_(prefix_ + "d_final", max_rows_ * static_cast<std::size_t>(config.d_model)) {
+    declare(w_, ViewBinder<T>(params_.layout(), params_.values()));
+    declare(g_, ViewBinder<T>(params_.layout(), params_.grads()));
+    if constexpr (std::is_same<A, T>::value) {
+      declare(wa_, ViewBinder<A>(params_.layout(), params_.values()));
+    } else {
+      shadow_ = Vector<A>(prefix_ + "weights_shadow", params_.layout().buffer_size());
+      declare(wa_, ViewBinder<A>(params_.layout(), shadow_));
+    }
+    attention_ = make_attention<A>(resolve_attention(config), attention_shape(config, max_batch, max_seq), prefix_);
+    // The table gradient's workspace, where this backend sorts the rows by token.
+    if (backend::Traits::sorted_embedding_gradient) {
+      sort_space_ = ops::EmbeddingSortSpace<T>(max_rows_, static_cast<std::size_t>(config.vocab_size),
+                                               static_cast<std::size_t>(config.d_model));
+    }
+    prepare_gemm();
+  }
+
+  // The family's blocks: from the staged tokens to the input of the output head (N, C).
+  virtual Matrix<A> forward_blocks(const ExecSpace& exec) = 0;
+  // What forward_blocks returned, as it stands (the head's backward reads it).
+  virtual Matrix<A> final_input() const = 0;
+  // From the gradient reaching that input (in d_final_, which is the family's scratch from then on),
+  // the gradients of every other parameter.
+  virtual void backward_blocks(const ExecSpace& exec, const Matrix<A>& d_final, const GradientsReady& ready) = 0;
+  // The matrix the logits are made with (the token embedding when tied, else the head), and its gradient.
+  virtual const Matrix<A>& head_weights() const = 0;
+  virtual const Matrix<T>& head_grad() const = 0;
+
+  // Tells gradient averaging that the gradients of a block (its index in the declaration), or of the
+  // tensor whose gradient view this is, are final for this micro-step.
+  void report_block(const GradientsReady& ready, int block) const {
+    if (!ready) return;
+    const BufferSpan span = params_.layout().block_span(block);
+    ready(span.first, span.second);
+  }
+  template <class View>
+  void report(const GradientsReady& ready, const View& gradient) const {
+    if (!ready) return;
+    const BufferSpan span = params_.layout().span_at(static_cast<std::size_t>(gradient.data() - params_.grads().data()));
+    ready(span.first, span.second);
+  }
+
+  // Views of a buffer with the shapes of the micro-batch at hand.
+  std::size_t rows() const { return rows_; }
+
+  config::ModelConfig config_;
+  std::string prefix_, who_;
+  int max_batch_, max_seq_;
+  std::size_t max_rows_;
+  int batch_ = 0, seq_ = 0;
+  std::size_t rows_ = 0;
+  Parameters<T> params_;
+  Tensors<T> w_, g_;   // views into the values and the gradients
+  Vector<A> shadow_;   // the values rounded to A, when A is not T
+  Tensors<A> wa_;      // the weights the products read: the values, or their shadow
+  TokenStage stage_;
+  OutputHead<T, A> head_;
+  Buffer<A> d_final_;  // (N, C): the gradient reaching the head's input
+  std::unique_ptr<Attention<A>> attention_;
+  ops::EmbeddingSortSpace<T> sort_space_;
+};
+
+}  // namespace kgpt::model
