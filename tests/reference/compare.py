@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference_models import Golf, Gpt2  # noqa: E402
+from reference_models import Golf, Gpt2, Llama  # noqa: E402
 
 torch.set_default_dtype(torch.float64)
 failures = []
@@ -68,6 +68,8 @@ FAMILIES = {
     "golf": lambda w: Golf(w, int(s["n_layer"]), int(s["n_head"]), int(s["n_kv_head"]), s["rope_base"],
                            s["logit_softcap"], s["rms_eps"]),
     "gpt2": lambda w: Gpt2(w, int(s["n_layer"]), int(s["n_head"]), s["logit_softcap"]),
+    "llama": lambda w: Llama(w, int(s["n_layer"]), int(s["n_head"]), int(s["n_kv_head"]), s["rope_base"],
+                             s["logit_softcap"]),
 }
 
 

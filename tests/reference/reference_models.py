@@ -129,3 +129,56 @@ class Gpt2(torch.nn.Module):
     def forward(self, tokens, targets):
         z = self.logits(tokens)
         return F.cross_entropy(z.reshape(-1, z.size(-1)), targets.reshape(-1)), z
+
+
+def rotate_half_rope(x, base):
+    """Hugging Face's Llama rotary embedding of x (B, H, T, D): x cos + rotate_half(x) sin, with
+    rotate_half(x) = (-x2, x1) of the halves and the angles of frequency i repeated over both halves."""
+    t, d = x.size(2), x.size(3)
+    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    angles = torch.outer(torch.arange(t, dtype=torch.float64), inv_freq)
+    angles = torch.cat((angles, angles), dim=-1)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2 :]
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+class Llama(torch.nn.Module):
+    """Hugging Face's LlamaForCausalLM: RMSNorm with a weight, rotate_half RoPE, grouped-query attention,
+    SwiGLU MLP, no biases, an untied head (or the tied embedding), an optional logit softcap."""
+
+    def __init__(self, params, n_layer, n_head, n_kv_head, rope_base, softcap, eps=1e-5):
+        super().__init__()
+        self.p = torch.nn.ParameterDict({k.replace(".", "__"): torch.nn.Parameter(v) for k, v in params.items()})
+        self.n_layer, self.n_head, self.n_kv_head = n_layer, n_head, n_kv_head
+        self.rope_base, self.softcap, self.eps = rope_base, softcap, eps
+
+    def w(self, name):
+        return self.p[name.replace(".", "__")]
+
+    def norm(self, name, x):
+        return rms_norm(x, self.eps) * self.w(name)
+
+    def logits(self, tokens):
+        x = F.embedding(tokens, self.w("model.embed_tokens.weight"))
+        bsz, t, c = x.shape
+        d = c // self.n_head
+        for i in range(self.n_layer):
+            b = f"model.layers.{i}."
+            h = self.norm(b + "input_layernorm.weight", x)
+            q = (h @ self.w(b + "self_attn.q_proj.weight").t()).view(bsz, t, self.n_head, d).transpose(1, 2)
+            k = (h @ self.w(b + "self_attn.k_proj.weight").t()).view(bsz, t, self.n_kv_head, d).transpose(1, 2)
+            v = (h @ self.w(b + "self_attn.v_proj.weight").t()).view(bsz, t, self.n_kv_head, d).transpose(1, 2)
+            q, k = rotate_half_rope(q, self.rope_base), rotate_half_rope(k, self.rope_base)
+            y = causal_attention(q, k, v).transpose(1, 2).reshape(bsz, t, c)
+            x = x + y @ self.w(b + "self_attn.o_proj.weight").t()
+            h = self.norm(b + "post_attention_layernorm.weight", x)
+            gate = F.silu(h @ self.w(b + "mlp.gate_proj.weight").t())
+            x = x + (gate * (h @ self.w(b + "mlp.up_proj.weight").t())) @ self.w(b + "mlp.down_proj.weight").t()
+        head = self.w("lm_head.weight") if "lm_head__weight" in self.p else self.w("model.embed_tokens.weight")
+        z = self.norm("model.norm.weight", x) @ head.t()
+        return self.softcap * torch.tanh(z / self.softcap) if self.softcap > 0 else z
+
+    def forward(self, tokens, targets):
+        z = self.logits(tokens)
+        return F.cross_entropy(z.reshape(-1, z.size(-1)), targets.reshape(-1)), z

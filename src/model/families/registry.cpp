@@ -1,6 +1,6 @@
 // The model families kgpt trains. Adding one is a folder families/<name>/ whose family.cpp defines
 // `const Family& <name>_family()`, and its name on the line below.
-#define KGPT_FAMILIES(X) X(golf) X(gpt2)
+#define KGPT_FAMILIES(X) X(golf) X(gpt2) X(llama)
 
 #include <vector>
 

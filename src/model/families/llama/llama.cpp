@@ -1,0 +1,185 @@
+#include "model/families/llama/llama.hpp"
+
+#include "model/families/llama/kernels.hpp"
+#include "model/ops/elementwise.hpp"
+#include "model/ops/embedding.hpp"
+#include "model/ops/qk_norm_rope.hpp"
+
+namespace kgpt::model {
+
+namespace {
+constexpr double kRmsEps = 1e-5;  // Llama 2's rms_norm_eps
+
+template <class View>
+auto columns(const View& m, std::size_t begin, std::size_t end) {
+  return Kokkos::subview(m, Kokkos::ALL(), std::make_pair(begin, end));
+}
+
+// Column blocks of `out` (N, sum of the layers' outputs), one per layer, in order.
+template <class T, class A, class X, class Y>
+void forward_pieces(const ExecSpace& exec, const std::vector<ops::Linear<T, A>>& layers, const X& x, const Y& out) {
+  if (layers.size() == 1) {
+    ops::linear_forward(exec, layers[0], x, out);
+    return;
+  }
+  std::size_t begin = 0;
+  for (const auto& layer : layers) {
+    ops::linear_forward(exec, layer, x, columns(out, begin, begin + layer.out()));
+    begin += layer.out();
+  }
+}
+
+// Their backward: dx = sum of the pieces' input gradients.
+template <class T, class A, class X, class DY, class DX>
+void backward_pieces(const ExecSpace& exec, const std::vector<ops::Linear<T, A>>& layers, const X& x, const DY& dy,
+                     const DX& dx) {
+  if (layers.size() == 1) {
+    ops::linear_backward(exec, layers[0], x, dy, dx);
+    return;
+  }
+  std::size_t begin = 0;
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    ops::linear_backward(exec, layers[i], x, columns(dy, begin, begin + layers[i].out()), dx, i > 0);
+    begin += layers[i].out();
+  }
+}
+
+// One layer over matrices that lie back to back in the buffers, else one layer each.
+template <class T, class A>
+std::vector<ops::Linear<T, A>> stacked_or_separate(const std::vector<const Matrix<A>*>& weights,
+                                                   const std::vector<const Matrix<T>*>& grads) {
+  bool stacked = true;
+  std::size_t rows = 0;
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    if (i > 0 && weights[i]->data() != weights[i - 1]->data() + weights[i - 1]->size()) stacked = false;
+    rows += weights[i]->extent(0);
+  }
+  std::vector<ops::Linear<T, A>> layers;
+  if (stacked) {
+    layers.push_back(ops::Linear<T, A>::stacked(*weights[0], *grads[0], rows));
+  } else {
+    for (std::size_t i = 0; i < weights.size(); ++i) layers.emplace_back(*weights[i], *grads[i]);
+  }
+  return layers;
+}
+
+}  // namespace
+
+template <class T, class A>
+LlamaModel<T, A>::LlamaModel(const config::ModelConfig& config, int max_batch, int max_seq)
+    : Base(config, max_batch, max_seq,
+           layout_of<LlamaTensors>([&config](auto& tensors, auto& visit) { declare_llama(config, tensors, visit); }),
+           [&config](auto& tensors, auto&& visit) { declare_llama(config, tensors, visit); }, "llama"),
+      heads_(config.n_head),
+      kv_heads_(config.n_kv_head),
+      head_dim_(config.d_model / config.n_head),
+      hidden_(config.d_model * config.mlp_mult),
+      qkv_width_(config.d_model + 2 * config.n_kv_head * (config.d_model / config.n_head)) {
+  declare_llama_activations(config, this->max_rows_, acts_, ActivationAllocator(this->prefix_, this->max_rows_));
+  acts_.rope_cos = Matrix<T>(this->prefix_ + "rope_cos", max_seq, head_dim_ / 2);
+  acts_.rope_sin = Matrix<T>(this->prefix_ + "rope_sin", max_seq, head_dim_ / 2);
+  ops::rope_tables(acts_.rope_cos, acts_.rope_sin, config.rope_base);
+  for (std::size_t l = 0; l < this->wa_.blocks.size(); ++l) {
+    const auto& Wa = this->wa_.blocks[l];
+    const auto& G = this->g_.blocks[l];
+    qkv_.push_back(stacked_or_separate<T, A>({&Wa.q_proj, &Wa.k_proj, &Wa.v_proj}, {&G.q_proj, &G.k_proj, &G.v_proj}));
+    gate_up_.push_back(stacked_or_separate<T, A>({&Wa.gate_proj, &Wa.up_proj}, {&G.gate_proj, &G.up_proj}));
+    o_.emplace_back(Wa.o_proj, G.o_proj);
+    down_.emplace_back(Wa.down_proj, G.down_proj);
+  }
+}
+
+template <class T, class A>
+Matrix<A> LlamaModel<T, A>::block_input(int l) const {
+  const std::size_t n = this->rows_, c = this->config_.d_model;
+  return l < static_cast<int>(acts_.layers.size()) ? acts_.layers[static_cast<std::size_t>(l)].x_in.mat(n, c)
+                                                   : acts_.x_last.mat(n, c);
+}
+
+template <class T, class A>
+Matrix<A> LlamaModel<T, A>::final_input() const {
+  return acts_.final.mat(this->rows_, static_cast<std::size_t>(this->config_.d_model));
+}
+
+template <class T, class A>
+Matrix<A> LlamaModel<T, A>::forward_blocks(const ExecSpace& exec) {
+  const std::size_t n = this->rows_, c = this->config_.d_model, kvd = static_cast<std::size_t>(kv_heads_) * head_dim_;
+  const std::size_t f = hidden_, w = qkv_width_;
+  const int b = this->batch_;
+  using CM = ConstMatrix<A>;
+  ops::embedding_forward<T>(exec, this->stage_.inputs(), this->w_.embed, block_input(0));
+  const ops::QkShape shape{heads_, kv_heads_, head_dim_, this->seq_, 0, static_cast<int>(c)};
+  for (std::size_t l = 0; l < acts_.layers.size(); ++l) {
+    auto& L = acts_.layers[l];
+    const LlamaBlockTensors<T>& W = this->w_.blocks[l];
+    const Matrix<A> x_in = L.x_in.mat(n, c), h1 = L.h1.mat(n, c), qkv = L.qkv.mat(n, w);
+    const Matrix<A> q_rot = L.q_rot.mat(n, c), k_rot = L.k_rot.mat(n, kvd), o = L.o.mat(n, c);
+    llama::rmsnorm_forward<T>(exec, x_in, W.input_norm, h1, L.rstd1.vec(n), T(kRmsEps));
+    forward_pieces(exec, qkv_[l], h1, qkv);
+    llama::rope_forward<T>(exec, CM(qkv), shape, ConstMatrix<T>(acts_.rope_cos), ConstMatrix<T>(acts_.rope_sin), q_rot,
+                           k_rot);
+    this->attention_->forward(exec, static_cast<int>(l), heads_of(CM(q_rot), 0, b, heads_, head_dim_),
+                              heads_of(CM(k_rot), 0, b, kv_heads_, head_dim_),
+                              heads_of(CM(qkv), static_cast<int>(c + kvd), b, kv_heads_, head_dim_),
+                              heads_of(o, 0, b, heads_, head_dim_));
+    const Matrix<A> x_attn = L.x_attn.mat(n, c), h2 = L.h2.mat(n, c), gu = L.gu.mat(n, 2 * f), act = L.act.mat(n, f);
+    ops::linear_forward(exec, o_[l], o, x_in, x_attn);  // x_attn = x_in + o W_o^T
+    llama::rmsnorm_forward<T>(exec, x_attn, W.post_norm, h2, L.rstd2.vec(n), T(kRmsEps));
+    forward_pieces(exec, gate_up_[l], h2, gu);
+    llama::swiglu_forward<T>(exec, gu, act);
+    ops::linear_forward(exec, down_[l], act, x_attn, block_input(static_cast<int>(l) + 1));
+  }
+  llama::rmsnorm_forward<T>(exec, acts_.x_last.mat(n, c), this->w_.norm, acts_.final.mat(n, c), acts_.rstd_final.vec(n),
+                            T(kRmsEps));
+  return acts_.final.mat(n, c);
+}
+
+template <class T, class A>
+void LlamaModel<T, A>::backward_blocks(const ExecSpace& exec, const Matrix<A>& d_final, const GradientsReady& ready) {
+  const std::size_t n = this->rows_, c = this->config_.d_model, kvd = static_cast<std::size_t>(kv_heads_) * head_dim_;
+  const std::size_t f = hidden_, w = qkv_width_;
+  const int b = this->batch_;
+  using CM = ConstMatrix<A>;
+  const Matrix<A> dx = acts_.dx.mat(n, c), d_o = acts_.d_o.mat(n, c), d_qr = acts_.d_qr.mat(n, c);
+  const Matrix<A> d_kr = acts_.d_kr.mat(n, kvd), d_qkv = acts_.d_qkv.mat(n, w);
+  const Matrix<A> d_act = acts_.d_act.mat(n, f), d_gu = acts_.d_gu.mat(n, 2 * f);
+  const Matrix<A> d_h = d_final;  // scratch once the final norm's backward has read it
+  llama::rmsnorm_backward<T>(exec, acts_.x_last.mat(n, c), this->w_.norm, ConstVector<T>(acts_.rstd_final.vec(n)), d_final,
+                             dx, this->g_.norm, partials(), false);
+  this->report(ready, this->g_.norm);
+  const ops::QkShape shape{heads_, kv_heads_, head_dim_, this->seq_, 0, static_cast<int>(c)};
+  for (int l = static_cast<int>(acts_.layers.size()) - 1; l >= 0; --l) {
+    const std::size_t i = static_cast<std::size_t>(l);
+    auto& L = acts_.layers[i];
+    const LlamaBlockTensors<T>& W = this->w_.blocks[i];
+    const LlamaBlockTensors<T>& G = this->g_.blocks[i];
+    // x_out = x_attn + mlp: dx flows to x_attn unchanged and into the MLP.
+    ops::linear_backward(exec, down_[i], L.act.mat(n, f), dx, d_act);
+    llama::swiglu_backward<T>(exec, L.gu.mat(n, 2 * f), d_act, d_gu);
+    backward_pieces(exec, gate_up_[i], L.h2.mat(n, c), d_gu, d_h);
+    llama::rmsnorm_backward<T>(exec, L.x_attn.mat(n, c), W.post_norm, ConstVector<T>(L.rstd2.vec(n)), d_h, dx,
+                               G.post_norm, partials(), true);
+    // x_attn = x_in + attention: dx flows to x_in unchanged and into attention.
+    const Matrix<A> o = L.o.mat(n, c), qkv = L.qkv.mat(n, w);
+    ops::linear_backward(exec, o_[i], o, dx, d_o);
+    this->attention_->backward(exec, l, heads_of(CM(L.q_rot.mat(n, c)), 0, b, heads_, head_dim_),
+                               heads_of(CM(L.k_rot.mat(n, kvd)), 0, b, kv_heads_, head_dim_),
+                               heads_of(CM(qkv), static_cast<int>(c + kvd), b, kv_heads_, head_dim_),
+                               heads_of(CM(o), 0, b, heads_, head_dim_), heads_of(CM(d_o), 0, b, heads_, head_dim_),
+                               heads_of(d_qr, 0, b, heads_, head_dim_), heads_of(d_kr, 0, b, kv_heads_, head_dim_),
+                               heads_of(d_qkv, static_cast<int>(c + kvd), b, kv_heads_, head_dim_));
+    llama::rope_backward<T>(exec, shape, ConstMatrix<T>(acts_.rope_cos), ConstMatrix<T>(acts_.rope_sin), CM(d_qr), CM(d_kr),
+                            d_qkv);
+    backward_pieces(exec, qkv_[i], L.h1.mat(n, c), d_qkv, d_h);
+    llama::rmsnorm_backward<T>(exec, L.x_in.mat(n, c), W.input_norm, ConstVector<T>(L.rstd1.vec(n)), d_h, dx,
+                               G.input_norm, partials(), true);
+    this->report_block(ready, l);
+  }
+  ops::embedding_backward<T>(exec, this->stage_.inputs(), dx, this->g_.embed, this->sort_space_);
+}
+
+template class LlamaModel<float, float>;
+template class LlamaModel<double, double>;
+template class LlamaModel<float, bf16>;
+
+}  // namespace kgpt::model
