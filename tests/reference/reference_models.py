@@ -26,11 +26,16 @@ def causal_attention(q, k, v):
     return torch.softmax(scores, dim=-1) @ v
 
 
+def rope_angles(t, d, base):
+    """(T, D/2) angles t * base^(-2i/D) of the rotary embedding, in float64."""
+    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    return torch.outer(torch.arange(t, dtype=torch.float64), inv_freq)
+
+
 def rotary(x, base):
     """Half-split rotary embedding over the full head dimension of x (B, H, T, D)."""
     t, d = x.size(2), x.size(3)
-    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
-    angles = torch.outer(torch.arange(t, dtype=torch.float64), inv_freq)
+    angles = rope_angles(t, d, base)
     cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
     x1, x2 = x[..., : d // 2], x[..., d // 2 :]
     return torch.cat((x1 * cos + x2 * sin, -x1 * sin + x2 * cos), dim=-1)
@@ -135,8 +140,7 @@ def rotate_half_rope(x, base):
     """Hugging Face's Llama rotary embedding of x (B, H, T, D): x cos + rotate_half(x) sin, with
     rotate_half(x) = (-x2, x1) of the halves and the angles of frequency i repeated over both halves."""
     t, d = x.size(2), x.size(3)
-    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
-    angles = torch.outer(torch.arange(t, dtype=torch.float64), inv_freq)
+    angles = rope_angles(t, d, base)
     angles = torch.cat((angles, angles), dim=-1)
     cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
     x1, x2 = x[..., : d // 2], x[..., d // 2 :]

@@ -41,8 +41,31 @@ void rope_tables(const Matrix<T>& cos_table, const Matrix<T>& sin_table, double 
   Kokkos::deep_copy(sin_table, host_sin);
 }
 
+// One head row of q or k, as the kernels walk them: rows [0, N H) are q's (by token, then head), the
+// next N KV rows are k's.
+struct QkRow {
+  bool is_q;
+  std::size_t index;  // among q's rows, or among k's
+  std::size_t token;
+  int head, in_col, out_col;  // the head, its first column in the raw (QKV) matrix and in q_out or k_out
+  int t;                      // its position in the sequence
+};
+
 struct QkShape {
   int heads = 0, kv_heads = 0, dim = 0, seq = 0, q_offset = 0, k_offset = 0;
+
+  KOKKOS_INLINE_FUNCTION QkRow row(std::size_t row, std::size_t q_rows) const {
+    QkRow r;
+    r.is_q = row < q_rows;
+    r.index = r.is_q ? row : row - q_rows;
+    const int head_count = r.is_q ? heads : kv_heads;
+    r.token = r.index / head_count;
+    r.head = static_cast<int>(r.index % head_count);
+    r.in_col = (r.is_q ? q_offset : k_offset) + r.head * dim;
+    r.out_col = r.head * dim;
+    r.t = static_cast<int>(r.token % seq);
+    return r;
+  }
 };
 
 template <class T, class Raw, class Out, class Gain>
@@ -65,13 +88,10 @@ void qk_norm_rope_forward(const ExecSpace& exec, const Raw& raw, const QkShape& 
       "kgpt::qk_norm_rope::forward", ShortRows::policy(exec, rows), KOKKOS_LAMBDA(const Team& team) {
         const std::size_t row = ShortRows::row(team);
         if (row >= rows) return;
-        const bool is_q = row < q_rows;
-        const std::size_t r_index = is_q ? row : row - q_rows;
-        const int head_count = is_q ? s.heads : s.kv_heads;
-        const std::size_t token = r_index / head_count;
-        const int h = static_cast<int>(r_index % head_count);
-        const int in_col = (is_q ? s.q_offset : s.k_offset) + h * s.dim, out_col = h * s.dim;
-        const int t = static_cast<int>(token % s.seq);
+        const QkRow q_or_k = s.row(row, q_rows);
+        const bool is_q = q_or_k.is_q;
+        const std::size_t r_index = q_or_k.index, token = q_or_k.token;
+        const int h = q_or_k.head, in_col = q_or_k.in_col, out_col = q_or_k.out_col, t = q_or_k.t;
         T sum_sq = 0;
         Kokkos::parallel_reduce(
             Kokkos::ThreadVectorRange(team, half),
@@ -120,13 +140,10 @@ void qk_norm_rope_backward(const ExecSpace& exec, const Raw& raw, const QkShape&
       "kgpt::qk_norm_rope::backward", ShortRows::policy(exec, rows), KOKKOS_LAMBDA(const Team& team) {
         const std::size_t row = ShortRows::row(team);
         if (row >= rows) return;
-        const bool is_q = row < q_rows;
-        const std::size_t r_index = is_q ? row : row - q_rows;
-        const int head_count = is_q ? s.heads : s.kv_heads;
-        const std::size_t token = r_index / head_count;
-        const int h = static_cast<int>(r_index % head_count);
-        const int in_col = (is_q ? s.q_offset : s.k_offset) + h * s.dim, out_col = h * s.dim;
-        const int t = static_cast<int>(token % s.seq);
+        const QkRow q_or_k = s.row(row, q_rows);
+        const bool is_q = q_or_k.is_q;
+        const std::size_t r_index = q_or_k.index, token = q_or_k.token;
+        const int h = q_or_k.head, in_col = q_or_k.in_col, out_col = q_or_k.out_col, t = q_or_k.t;
         const T r = is_q ? q_r[r_index] : k_r[r_index];
         const T g = is_q ? T(g_in[h]) : T(1);
         const auto& dy = is_q ? d_q : d_k;

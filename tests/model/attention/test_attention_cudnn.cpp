@@ -38,74 +38,54 @@ struct Tensors {
 
 }  // namespace
 
-TEST_CASE("cudnn attention matches the fp32 gemm attention, forward and gradients", "[model][attention][cudnn]") {
-  REQUIRE(backend::cudnn_built);
-  for (const test::AttentionShape s : {test::AttentionShape{2, 4, 2, 64, 64}, test::AttentionShape{2, 4, 4, 96, 64},
-                                       test::AttentionShape{1, 8, 1, 80, 128}, test::AttentionShape{3, 2, 2, 33, 32}}) {
-    INFO("B " << s.b << " H " << s.h << " KV " << s.kv << " T " << s.t << " D " << s.d);
-    const model::AttentionShape shape{1, s.b, s.h, s.kv, s.t, s.d};
-    Tensors<bf16> low(s);
-    random::fill_normal(low.q.m, 31, 0, 1.0);
-    random::fill_normal(low.k.m, 31, 1, 1.0);
-    random::fill_normal(low.v.m, 31, 2, 1.0);
-    random::fill_normal(low.d_o.m, 31, 3, 1.0);
-    auto cudnn = model::make_attention<bf16>(config::Attention::cudnn, shape, "test::");
-    REQUIRE(std::string(cudnn->name()) == "cudnn");
-    low.run(*cudnn);
-
-    // The reference: the same (bf16-rounded) inputs, exactly, in fp32 through the GEMM path.
-    Tensors<float> ref(s);
-    ref.q.m = test::converted<Matrix<float>>("q", low.q.m);
-    ref.k.m = test::converted<Matrix<float>>("k", low.k.m);
-    ref.v.m = test::converted<Matrix<float>>("v", low.v.m);
-    ref.d_o.m = test::converted<Matrix<float>>("d_o", low.d_o.m);
-    auto gemm = model::make_attention<float>(config::Attention::gemm, shape, "test::");
-    ref.run(*gemm);
-
-    // cuDNN rounds P to bf16 for P V and dS for dQ and dK, and writes bf16 results (2^-8 relative
-    // each), summing T terms in fp32: 2e-2 of each value's scale is a few of those roundings and far
-    // below a wrong mask, scale or GQA grouping (which move results by O(1)).
-    const double tolerance = 2e-2;
-    CHECK(test::max_relative_difference(test::heads_values(low.o), test::heads_values(ref.o)) < tolerance);
-    CHECK(test::max_relative_difference(test::heads_values(low.dq), test::heads_values(ref.dq)) < tolerance);
-    CHECK(test::max_relative_difference(test::heads_values(low.dk), test::heads_values(ref.dk)) < tolerance);
-    CHECK(test::max_relative_difference(test::heads_values(low.dv), test::heads_values(ref.dv)) < tolerance);
-    for (const auto* x : {&low.o, &low.dq, &low.dk, &low.dv}) {
-      CHECK(test::other_columns_hold(*x, std::numeric_limits<double>::quiet_NaN()));
-    }
-
-    // The deterministic backward: a second run gives the same bits.
-    const std::vector<double> dk_first = test::heads_values(low.dk), dq_first = test::heads_values(low.dq);
-    low.run(*cudnn);
-    CHECK(test::heads_values(low.dk) == dk_first);
-    CHECK(test::heads_values(low.dq) == dq_first);
-  }
-}
-
-TEST_CASE("cudnn attention with the non-deterministic backward matches the fp32 gemm attention",
+TEST_CASE("cudnn attention matches the fp32 gemm attention, forward and gradients, with either backward",
           "[model][attention][cudnn]") {
-  const test::AttentionShape s{2, 8, 4, 128, 64};  // golf's grouping and head dimension
-  model::AttentionShape shape{1, s.b, s.h, s.kv, s.t, s.d};
-  shape.deterministic = false;
-  Tensors<bf16> low(s);
-  random::fill_normal(low.q.m, 32, 0, 1.0);
-  random::fill_normal(low.k.m, 32, 1, 1.0);
-  random::fill_normal(low.v.m, 32, 2, 1.0);
-  random::fill_normal(low.d_o.m, 32, 3, 1.0);
-  auto cudnn = model::make_attention<bf16>(config::Attention::cudnn, shape, "test::");
-  low.run(*cudnn);
-  Tensors<float> ref(s);
-  ref.q.m = test::converted<Matrix<float>>("q", low.q.m);
-  ref.k.m = test::converted<Matrix<float>>("k", low.k.m);
-  ref.v.m = test::converted<Matrix<float>>("v", low.v.m);
-  ref.d_o.m = test::converted<Matrix<float>>("d_o", low.d_o.m);
-  auto gemm = model::make_attention<float>(config::Attention::gemm, shape, "test::");
-  ref.run(*gemm);
-  const double tolerance = 2e-2;  // as for the deterministic backward above
-  CHECK(test::max_relative_difference(test::heads_values(low.o), test::heads_values(ref.o)) < tolerance);
-  CHECK(test::max_relative_difference(test::heads_values(low.dq), test::heads_values(ref.dq)) < tolerance);
-  CHECK(test::max_relative_difference(test::heads_values(low.dk), test::heads_values(ref.dk)) < tolerance);
-  CHECK(test::max_relative_difference(test::heads_values(low.dv), test::heads_values(ref.dv)) < tolerance);
+  REQUIRE(backend::cudnn_built);
+  for (const bool deterministic : {true, false}) {
+    for (const test::AttentionShape s : {test::AttentionShape{2, 4, 2, 64, 64}, test::AttentionShape{2, 4, 4, 96, 64},
+                                         test::AttentionShape{1, 8, 1, 80, 128}, test::AttentionShape{3, 2, 2, 33, 32},
+                                         test::AttentionShape{2, 8, 4, 128, 64}}) {  // the last: golf's grouping
+      INFO("B " << s.b << " H " << s.h << " KV " << s.kv << " T " << s.t << " D " << s.d << " deterministic "
+                << deterministic);
+      model::AttentionShape shape{1, s.b, s.h, s.kv, s.t, s.d};
+      shape.deterministic = deterministic;
+      Tensors<bf16> low(s);
+      random::fill_normal(low.q.m, 31, 0, 1.0);
+      random::fill_normal(low.k.m, 31, 1, 1.0);
+      random::fill_normal(low.v.m, 31, 2, 1.0);
+      random::fill_normal(low.d_o.m, 31, 3, 1.0);
+      auto cudnn = model::make_attention<bf16>(config::Attention::cudnn, shape, "test::");
+      REQUIRE(std::string(cudnn->name()) == "cudnn");
+      low.run(*cudnn);
+
+      // The reference: the same (bf16-rounded) inputs, exactly, in fp32 through the GEMM path.
+      Tensors<float> ref(s);
+      ref.q.m = test::converted<Matrix<float>>("q", low.q.m);
+      ref.k.m = test::converted<Matrix<float>>("k", low.k.m);
+      ref.v.m = test::converted<Matrix<float>>("v", low.v.m);
+      ref.d_o.m = test::converted<Matrix<float>>("d_o", low.d_o.m);
+      auto gemm = model::make_attention<float>(config::Attention::gemm, shape, "test::");
+      ref.run(*gemm);
+
+      // cuDNN rounds P to bf16 for P V and dS for dQ and dK, and writes bf16 results (2^-8 relative
+      // each), summing T terms in fp32: 2e-2 of each value's scale is a few of those roundings and far
+      // below a wrong mask, scale or GQA grouping (which move results by O(1)).
+      const double tolerance = 2e-2;
+      CHECK(test::max_relative_difference(test::heads_values(low.o), test::heads_values(ref.o)) < tolerance);
+      CHECK(test::max_relative_difference(test::heads_values(low.dq), test::heads_values(ref.dq)) < tolerance);
+      CHECK(test::max_relative_difference(test::heads_values(low.dk), test::heads_values(ref.dk)) < tolerance);
+      CHECK(test::max_relative_difference(test::heads_values(low.dv), test::heads_values(ref.dv)) < tolerance);
+      for (const auto* x : {&low.o, &low.dq, &low.dk, &low.dv}) {
+        CHECK(test::other_columns_hold(*x, std::numeric_limits<double>::quiet_NaN()));
+      }
+      if (!deterministic) continue;
+      // The deterministic backward: a second run gives the same bits.
+      const std::vector<double> dk_first = test::heads_values(low.dk), dq_first = test::heads_values(low.dq);
+      low.run(*cudnn);
+      CHECK(test::heads_values(low.dk) == dk_first);
+      CHECK(test::heads_values(low.dq) == dq_first);
+    }
+  }
 }
 
 TEST_CASE("cudnn attention refuses head dimensions it cannot run", "[model][attention][cudnn]") {

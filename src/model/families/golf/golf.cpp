@@ -33,7 +33,7 @@ GolfModel<T, A>::GolfModel(const config::ModelConfig& config, int max_batch, int
       qkv_width_(config.d_model + 2 * config.n_kv_head * (config.d_model / config.n_head)),
       encoders_(golf_encoder_layers(config.n_layer)),
       skips_(golf_skip_count(config.n_layer)) {
-  declare_golf_activations(config, max_seq, this->max_rows_, acts_, ActivationAllocator(this->prefix_, this->max_rows_));
+  declare_golf_activations(config, this->max_rows_, acts_, ActivationAllocator(this->prefix_, this->max_rows_));
   acts_.rope_cos = Matrix<T>(this->prefix_ + "rope_cos", max_seq, head_dim_ / 2);
   acts_.rope_sin = Matrix<T>(this->prefix_ + "rope_sin", max_seq, head_dim_ / 2);
   ops::rope_tables(acts_.rope_cos, acts_.rope_sin, config.rope_base);

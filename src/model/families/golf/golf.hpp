@@ -103,8 +103,8 @@ struct GolfActivations {
 
 // The one declaration of golf's activations: per token of the micro-batch, or fixed.
 template <class T, class A, class Declare>
-void declare_golf_activations(const config::ModelConfig& m, int max_seq, std::size_t max_tokens,
-                              GolfActivations<T, A>& a, Declare&& declare) {
+void declare_golf_activations(const config::ModelConfig& m, std::size_t max_tokens, GolfActivations<T, A>& a,
+                              Declare&& declare) {
   const std::size_t c = m.d_model, heads = m.n_head, kv_heads = m.n_kv_head, d = c / heads;
   const std::size_t kvd = kv_heads * d, f = c * m.mlp_mult, w = c + 2 * kvd;
   const int encoders = golf_encoder_layers(m.n_layer), skips = golf_skip_count(m.n_layer);
@@ -143,7 +143,6 @@ void declare_golf_activations(const config::ModelConfig& m, int max_seq, std::si
   for (auto& b : a.d_skips) declare(b, ActivationSpec{"d_skip", c});
   declare(a.gain_rows, ActivationSpec{"gain_rows", heads});
   declare(a.partials, ActivationSpec::elements("column_partials", ops::ColumnSums<T, 2>::workspace(max_tokens, std::max(c, heads))));
-  (void)max_seq;
 }
 
 // T: parameters, gradients and statistics (float, or double for the finite-difference tests);

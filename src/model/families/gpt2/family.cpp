@@ -4,6 +4,7 @@
 
 #include "config/deck.hpp"
 #include "model/family.hpp"
+#include "model/family_entry.hpp"
 #include "model/families/gpt2/gpt2.hpp"
 
 namespace kgpt::model {
@@ -14,29 +15,13 @@ ParameterLayout layout(const config::ModelConfig& m, int max_seq) {
   return layout_of<Gpt2Tensors>([&](auto& tensors, auto& visit) { declare_gpt2(m, max_seq, tensors, visit); });
 }
 
-std::unique_ptr<LanguageModel<float>> make_float(const config::ModelConfig& m, int max_batch, int max_seq) {
-  if (m.precision == config::Precision::bf16) return std::make_unique<Gpt2Model<float, bf16>>(m, max_batch, max_seq);
-  return std::make_unique<Gpt2Model<float>>(m, max_batch, max_seq);
-}
-
-std::unique_ptr<LanguageModel<double>> make_double(const config::ModelConfig& m, int max_batch, int max_seq) {
-  return std::make_unique<Gpt2Model<double>>(m, max_batch, max_seq);
-}
-
 std::size_t activation_bytes(const config::ModelConfig& m, int max_batch, int max_seq) {
-  const std::size_t tokens = static_cast<std::size_t>(max_batch) * max_seq;
-  ActivationCounter counter(tokens);
-  if (m.precision == config::Precision::bf16) {
-    Gpt2Activations<float, bf16> scratch;
-    declare_gpt2_activations(m, tokens, scratch, counter);
-  } else {
-    Gpt2Activations<float, float> scratch;
-    declare_gpt2_activations(m, tokens, scratch, counter);
-  }
-  return counter.bytes();
+  return family_entry::activation_bytes<Gpt2Activations>(
+      m, max_batch, max_seq, [&m](auto& acts, auto& counter, std::size_t tokens) {
+        declare_gpt2_activations(m, tokens, acts, counter);
+      });
 }
 
-// The learned positions are looked up, not multiplied.
 double flops_per_token(const config::ModelConfig& m, int seq) {
   return standard_flops_per_token(m, layout(m, seq), seq, {"transformer.wpe.weight"});
 }
@@ -64,8 +49,8 @@ const Family& gpt2_family() {
     made.rules = "`n_kv_head = n_head` (multi-head attention)";
     made.check = check;
     made.layout = layout;
-    made.make_float = make_float;
-    made.make_double = make_double;
+    made.make_float = family_entry::make_float<Gpt2Model>;
+    made.make_double = family_entry::make_double<Gpt2Model>;
     made.activation_bytes = activation_bytes;
     made.flops_per_token = flops_per_token;
     return made;

@@ -77,13 +77,10 @@ void rope_forward(const ExecSpace& exec, const Raw& raw, const ops::QkShape& s, 
       "kgpt::llama::rope::forward", ops::ShortRows::policy(exec, rows), KOKKOS_LAMBDA(const Team& team) {
         const std::size_t row = ops::ShortRows::row(team);
         if (row >= rows) return;
-        const bool is_q = row < q_rows;
-        const std::size_t index = is_q ? row : row - q_rows;
-        const int head_count = is_q ? s.heads : s.kv_heads;
-        const std::size_t token = index / head_count;
-        const int h = static_cast<int>(index % head_count);
-        const int in_col = (is_q ? s.q_offset : s.k_offset) + h * s.dim, out_col = h * s.dim;
-        const int t = static_cast<int>(token % s.seq);
+        const ops::QkRow q_or_k = s.row(row, q_rows);
+        const bool is_q = q_or_k.is_q;
+        const std::size_t token = q_or_k.token;
+        const int in_col = q_or_k.in_col, out_col = q_or_k.out_col, t = q_or_k.t;
         const auto& out = is_q ? q : k;
         Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, half), [&](const int i) {
           const T x1 = T(in(token, in_col + i)), x2 = T(in(token, in_col + i + half));
@@ -110,13 +107,10 @@ void rope_backward(const ExecSpace& exec, const ops::QkShape& s, const ConstMatr
       "kgpt::llama::rope::backward", ops::ShortRows::policy(exec, rows), KOKKOS_LAMBDA(const Team& team) {
         const std::size_t row = ops::ShortRows::row(team);
         if (row >= rows) return;
-        const bool is_q = row < q_rows;
-        const std::size_t index = is_q ? row : row - q_rows;
-        const int head_count = is_q ? s.heads : s.kv_heads;
-        const std::size_t token = index / head_count;
-        const int h = static_cast<int>(index % head_count);
-        const int in_col = (is_q ? s.q_offset : s.k_offset) + h * s.dim, out_col = h * s.dim;
-        const int t = static_cast<int>(token % s.seq);
+        const ops::QkRow q_or_k = s.row(row, q_rows);
+        const bool is_q = q_or_k.is_q;
+        const std::size_t token = q_or_k.token;
+        const int in_col = q_or_k.in_col, out_col = q_or_k.out_col, t = q_or_k.t;
         const auto& dy = is_q ? d_q : d_k;
         Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, half), [&](const int i) {
           const T dz1 = T(dy(token, out_col + i)), dz2 = T(dy(token, out_col + i + half));
