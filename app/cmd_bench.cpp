@@ -12,6 +12,7 @@
 #include "core/profile.hpp"
 #include "parallel/world.hpp"
 #include "train/bench.hpp"
+#include "train/memory_plan.hpp"
 
 namespace kgpt::app {
 
@@ -19,7 +20,7 @@ const CommandSpec& bench_spec() {
   static const CommandSpec spec{
       "bench",
       "DECK [--set section.key=value]... [--steps N] [--warmup N] [--gemm-size N] [--tokens uniform|zipf] "
-      "[--profile [--profile-steps N]]",
+      "[--profile [--profile-steps N]] [--memory]",
       "measure a deck's training speed against this machine's sgemm",
       "Builds the deck's model and runs the optimizer step `kgpt train` runs (every micro-step's\n"
       "forward and backward, gradient averaging, clipping, the schedule, the optimizer) on synthetic\n"
@@ -27,7 +28,7 @@ const CommandSpec& bench_spec() {
       "model's FLOP/s (6N + 12 L H D T FLOPs per token), the FLOP/s of an fp32 GEMM\n"
       "measured in the same run, their ratio, the process's peak resident memory, the high-water\n"
       "mark of kgpt's own arrays in the model's memory space (the GPU on a CUDA build) and, on a GPU,\n"
-      "the device memory in use. The stall watchdog (parallel.stall_timeout_s) watches the steps as in\n"
+      "the device memory in use, and the memory plan's total (kgpt check) beside that high-water mark. The stall watchdog (parallel.stall_timeout_s) watches the steps as in\n"
       "training; its cost per step (its thread's CPU time and the progress marks) is printed as\n"
       "watchdog_ms_per_step and watchdog_share. Reads no data files. Under mpiexec or srun every rank\n"
       "runs its share of the batch and rank 0 prints. Set OPENBLAS_NUM_THREADS to the cores the run may\n"
@@ -46,6 +47,7 @@ const CommandSpec& bench_spec() {
           {"tokens", "uniform|zipf", "the synthetic tokens: uniform over the vocabulary (default), or Zipf's law, "
                                      "a few tokens in many rows as in real text"},
           {"profile", "", "after the timed steps, print where a step's time goes, op by op"},
+          {"memory", "", "print the memory plan's parts and the measured peak array by array"},
           {"profile-steps", "N", "steps the profile averages over (default 3)"},
       },
       1,
@@ -101,8 +103,11 @@ void print_profile(std::ostream& out, const train::BenchResult& r, int steps) {
 int run_bench(const ParsedArgs& args) {
   config::ResolvedDeck deck;
   train::BenchOptions options;
+  train::MemoryPlan memory;
   parallel::agreed([&] {
     deck = load_deck_from_args(args, parallel::world().size);
+    memory = train::plan_memory(deck, model::this_build());
+    train::require_fit(deck, memory, model::this_build());
     options.steps = static_cast<int>(int_option(args, "steps", options.steps, 1, 100000));
     options.warmup_steps = static_cast<int>(int_option(args, "warmup", options.warmup_steps, 1, 100000));
     options.gemm_size = static_cast<int>(int_option(args, "gemm-size", options.gemm_size, 64, 16384));
@@ -144,8 +149,22 @@ int run_bench(const ParsedArgs& args) {
     std::cout << line;
   }
   if (r.view_peak_bytes >= 0) {
-    std::snprintf(line, sizeof(line), "view_peak_mb:%.0f\n", r.view_peak_bytes / (1024.0 * 1024.0));
+    std::snprintf(line, sizeof(line), "view_peak_mb:%.1f plan_mb:%.1f plan_vs_view_peak:%.4f\n",
+                  r.view_peak_bytes / (1024.0 * 1024.0), memory.total / (1024.0 * 1024.0),
+                  memory.total / r.view_peak_bytes);
     std::cout << line;
+  } else {
+    std::snprintf(line, sizeof(line), "plan_mb:%.1f\n", memory.total / (1024.0 * 1024.0));
+    std::cout << line;
+  }
+  if (args.has("memory")) {
+    std::cout << "memory plan (rank 0):\n";
+    for (const auto& text : train::describe(memory)) std::cout << text << "\n";
+    std::cout << "measured peak by array (rank 0):\n";
+    for (const auto& [label, bytes] : r.view_peak_by_label) {
+      std::snprintf(line, sizeof(line), "  %-48s %12.3f MiB\n", label.c_str(), bytes / (1024.0 * 1024.0));
+      std::cout << line;
+    }
   }
   if (r.device_used_bytes >= 0) {
     std::snprintf(line, sizeof(line), "device_mem_used_mb:%.0f\n", r.device_used_bytes / (1024.0 * 1024.0));

@@ -10,17 +10,24 @@
 #include "core/versions.hpp"
 #include "data/dataset_check.hpp"
 #include "model/attention/probe.hpp"
+#include "train/memory_plan.hpp"
 
 namespace kgpt::app {
 
 const CommandSpec& check_spec() {
   static const CommandSpec spec{
       "check",
-      "DECK [--set section.key=value]... [--world-size N] [--no-data] [--device]\n       kgpt check --reference",
+"DECK [--set section.key=value]... [--world-size N] [--no-data] [--device] [--plan-for host|cuda]\n"
+      "       kgpt check --reference",
       "validate a deck and its data, print the resolved deck",
       "Reads DECK, applies the --set overrides, validates every key and the rules between keys for\n"
       "the given world size, checks that the train and val shards exist and have valid headers, and\n"
-      "prints the fully resolved deck (every key, its value, and where it came from) on stdout.\n"
+"prints the fully resolved deck (every key, its value, and where it came from) on stdout.\n"
+      "It prints the memory plan of one rank on stderr: parameters, gradients, optimizer state, the bf16\n"
+      "weight shadow, activations at the deck's micro-batch, the step's buffers and library workspaces,\n"
+      "against the memory of the device (parallel.device_memory_gib, or this machine's). A deck that\n"
+      "does not fit is refused, naming what would. --plan-for cuda plans for a CUDA build from any\n"
+      "machine (cuDNN attention where the deck allows it; set parallel.device_memory_gib).\n"
       "Nothing is written. Exit code 0 when the deck is valid, 2 with one message per problem if not.\n"
       "\n"
       "--device also runs the deck's attention on this machine's device (the GPU of a CUDA build):\n"
@@ -34,6 +41,7 @@ const CommandSpec& check_spec() {
           {"world-size", "N", "number of MPI ranks the deck is meant for (default 1)"},
           {"no-data", "", "skip the check of the data files"},
           {"device", "", "also run the deck's attention on this machine's device and compare it"},
+          {"plan-for", "host|cuda", "the build the memory plan is for (default: this one)"},
           {"reference", "", "print the Markdown reference of every deck key and exit"},
       },
       0,
@@ -85,6 +93,14 @@ int run_check(const ParsedArgs& args) {
   if (args.positional().empty()) throw InputError("missing argument; usage: kgpt check " + check_spec().synopsis);
   const int world_size = static_cast<int>(int_option(args, "world-size", 1, 1, 1 << 20));
   const config::ResolvedDeck deck = load_deck_from_args(args, world_size);
+  model::MemoryTarget target = model::this_build();
+  if (args.has("plan-for")) {
+    const std::string backend = args.get("plan-for");
+    if (backend == "cuda") target = model::gpu_build();
+    else if (backend == "host") target = model::MemoryTarget{};
+    else throw InputError("--plan-for: '" + backend + "' is not one of host, cuda");
+  }
+  const train::MemoryPlan memory = train::plan_memory(deck, target);
   std::string data_note = "data not checked (--no-data)";
   if (!args.has("no-data")) {
     const data::DatasetFiles files = data::check_dataset(deck);
@@ -94,6 +110,10 @@ int run_check(const ParsedArgs& args) {
   }
   std::cout << config::render_resolved(deck);
   for (const auto& note : deck.notes) std::cerr << "kgpt check: note: " << note << "\n";
+  std::cerr << "kgpt check: memory plan of one rank (" << memory.backend << " build, world size " << world_size
+            << ", micro-batch " << deck.plan.local_sequences << "x" << deck.plan.seq_len << "):\n";
+  for (const auto& line : train::describe(memory)) std::cerr << line << "\n";
+  train::require_fit(deck, memory, target);
   std::cerr << "kgpt check: " << deck.path << " is valid for world size " << world_size << "; " << data_note << "\n";
   if (args.has("device")) check_device(deck);
   return 0;

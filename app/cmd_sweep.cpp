@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "data/dataset_check.hpp"
+#include "train/memory_plan.hpp"
 
 namespace kgpt::app {
 
@@ -23,7 +24,7 @@ const CommandSpec& sweep_spec() {
       "SWEEP.yaml --out DIR [--world-size N] [--no-data]",
       "expand a sweep file into numbered decks for a job array",
       "Reads SWEEP.yaml (a base deck and a grid or list of overrides; format below), validates the\n"
-      "deck of every point for --world-size ranks, and its data unless --no-data, exactly as\n"
+      "deck of every point for --world-size ranks, its memory plan, and its data unless --no-data, exactly as\n"
       "`kgpt check` does. Only when every point is valid does it write DIR:\n"
       "  DIR/decks/000.yaml ...   one resolved deck per point; point i trains in DIR/runs/000 ...\n"
       "  DIR/manifest.csv         index,deck,run_dir and one column per swept key\n"
@@ -96,6 +97,16 @@ int run_sweep(const ParsedArgs& args) {
   const std::string sweep_path = args.positional().at(0);
 
   const config::Sweep sweep = config::expand_sweep(sweep_path, out, world_size);
+  // Every point must fit its device, as `kgpt train` will require.
+  std::vector<std::string> too_large;
+  for (const auto& point : sweep.points) {
+    try {
+      train::require_fit(point.deck, train::plan_memory(point.deck, model::this_build()), model::this_build());
+    } catch (const InputError& e) {
+      too_large.push_back("point " + std::to_string(point.index) + ": " + e.what());
+    }
+  }
+  if (!too_large.empty()) throw InputError(too_large);
   std::string data_note = "data not checked (--no-data)";
   if (!args.has("no-data")) {
     // Points that share their data keys share one check.

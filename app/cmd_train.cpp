@@ -13,6 +13,7 @@
 #include "model/attention/attention.hpp"
 #include "parallel/world.hpp"
 #include "train/checkpoint.hpp"
+#include "train/memory_plan.hpp"
 #include "train/trainer.hpp"
 
 namespace kgpt::app {
@@ -62,6 +63,7 @@ int run_train(const ParsedArgs& args) {
   data::DatasetFiles files;
   std::string dir;
   io::RunLog log;
+  train::MemoryPlan memory;
   const bool auto_resume = args.has("auto-resume");
   bool resume = args.has("resume");
   std::string restart_note;
@@ -73,6 +75,8 @@ int run_train(const ParsedArgs& args) {
       throw InputError("--run-suffix " + args.get("run-suffix") + ": must not contain '/'");
     }
     deck = load_deck_from_args(args, w.size);
+    memory = train::plan_memory(deck, model::this_build());
+    train::require_fit(deck, memory, model::this_build());
     files = data::check_dataset(deck);
     dir = io::run_directory_path(deck, args.get("run-dir")) + args.get("run-suffix");
     if (w.rank == 0) {
@@ -108,6 +112,7 @@ int run_train(const ParsedArgs& args) {
            " micro_batch:" + std::to_string(p.local_sequences) + "x" + std::to_string(p.seq_len) +
            " ranks_per_node:" + std::to_string(w.local_size));
   for (const auto& note : deck.notes) log.line("note: " + note);
+  log.line(train::log_line(memory));
   log.line("train_shards:" + std::to_string(files.train.files.size()) + " train_tokens:" +
            std::to_string(files.train.tokens) + " val_shards:" + std::to_string(files.val.files.size()) +
            " val_tokens:" + std::to_string(files.val.tokens));

@@ -135,6 +135,7 @@ struct ParallelConfig {
   bool overlap = true;
   int check_every = 0;
   double stall_timeout_s = 600.0;  // 0: no stall watchdog
+  double device_memory_gib = 0.0;  // the memory plan's budget per rank; 0: this machine's device
 };
 
 struct Config {

@@ -360,6 +360,10 @@ std::vector<KeySpec> build_schema() {
           "this many seconds, or one stops answering, naming the rank, step and phase; 0 turns the watchdog "
           "off. It must exceed the longest stretch without progress: a micro-step's forward or backward, one "
           "evaluation batch, one checkpoint tensor, the first step's set-up (GEMM plans, cuDNN graphs)."),
+      key("parallel", "device_memory_gib", &Config::parallel, &PC::device_memory_gib, VK::real, at_least(0),
+          "Memory per rank (GiB, 2^30 bytes) that the memory plan must fit in: kgpt check, train and bench "
+          "refuse a deck whose plan exceeds it. 0: the memory of this machine's device (the GPU on a CUDA "
+          "build, the host's physical memory on a CPU build)."),
   };
 }
 

@@ -7,6 +7,8 @@
 #include <KokkosKernels_config.h>
 #include <Kokkos_Core.hpp>
 
+#include <unistd.h>
+
 #include <string>
 #include <type_traits>
 
@@ -155,6 +157,19 @@ inline double device_memory_used_bytes() {
   return static_cast<double>(total_bytes - free_bytes);
 #else
   return -1;
+#endif
+}
+
+// Bytes of memory of the device this process computes on: the GPU's total (cudaMemGetInfo) on a
+// CUDA build, the host's physical memory otherwise; -1 when it cannot be read.
+inline double device_memory_total_bytes() {
+#ifdef KOKKOS_ENABLE_CUDA
+  std::size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) return -1;
+  return static_cast<double>(total_bytes);
+#else
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page_size > 0 ? static_cast<double>(pages) * static_cast<double>(page_size) : -1;
 #endif
 }
 

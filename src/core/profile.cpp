@@ -1,5 +1,6 @@
 #include "core/profile.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -13,6 +14,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr const char* kLibraryLabel = "(library workspaces)";
+
 struct State {
   bool on = false;
   std::string phase = "other";
@@ -24,6 +27,16 @@ struct State {
   double live_bytes = 0, peak_bytes = 0;
   double library_bytes = 0;  // workspaces kgpt allocates for libraries, live now
   long long allocations = 0;
+  std::map<std::string, double> live_by_label, peak_by_label;
+
+  void grow(const std::string& label, double bytes) {
+    live_bytes += bytes;
+    live_by_label[label] += bytes;
+    if (live_bytes > peak_bytes) {
+      peak_bytes = live_bytes;
+      peak_by_label = live_by_label;
+    }
+  }
 
   void add(const std::string& name, double seconds) {
     const auto key = std::make_pair(phase, name);
@@ -63,16 +76,18 @@ bool in_memory_space(const Kokkos::Profiling::SpaceHandle handle) {
   return std::strcmp(handle.name, MemSpace::name()) == 0;
 }
 
-void allocated(const Kokkos::Profiling::SpaceHandle handle, const char*, const void*, const std::uint64_t bytes) {
+void allocated(const Kokkos::Profiling::SpaceHandle handle, const char* label, const void*, const std::uint64_t bytes) {
   State& s = state();
   ++s.allocations;
   if (!in_memory_space(handle)) return;
-  s.live_bytes += static_cast<double>(bytes);
-  if (s.live_bytes > s.peak_bytes) s.peak_bytes = s.live_bytes;
+  s.grow(label, static_cast<double>(bytes));
 }
 
-void deallocated(const Kokkos::Profiling::SpaceHandle handle, const char*, const void*, const std::uint64_t bytes) {
-  if (in_memory_space(handle)) state().live_bytes -= static_cast<double>(bytes);
+void deallocated(const Kokkos::Profiling::SpaceHandle handle, const char* label, const void*, const std::uint64_t bytes) {
+  if (!in_memory_space(handle)) return;
+  State& s = state();
+  s.live_bytes -= static_cast<double>(bytes);
+  s.live_by_label[label] -= static_cast<double>(bytes);
 }
 
 // Whether callbacks other than ours are installed (a Kokkos Tools library).
@@ -87,7 +102,10 @@ bool track_memory(bool on) {
   State& s = state();
   if (on && (s.tracking_memory || foreign_tool_loaded())) return s.tracking_memory;
   s.tracking_memory = on;
-  s.live_bytes = s.peak_bytes = on ? s.library_bytes : 0;
+  s.live_bytes = s.peak_bytes = 0;
+  s.live_by_label.clear();
+  s.peak_by_label.clear();
+  if (on && s.library_bytes != 0) s.grow(kLibraryLabel, s.library_bytes);
   s.allocations = 0;
   namespace tools = Kokkos::Tools::Experimental;
   tools::set_allocate_data_callback(on ? allocated : nullptr);
@@ -97,12 +115,19 @@ bool track_memory(bool on) {
 
 double peak_memory_bytes() { return state().peak_bytes; }
 
+std::vector<std::pair<std::string, double>> peak_memory_by_label() {
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& [label, bytes] : state().peak_by_label) {
+    if (bytes > 0) out.emplace_back(label, bytes);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  return out;
+}
+
 void library_memory(double bytes) {
   State& s = state();
   s.library_bytes += bytes;
-  if (!s.tracking_memory) return;
-  s.live_bytes += bytes;
-  if (s.live_bytes > s.peak_bytes) s.peak_bytes = s.live_bytes;
+  if (s.tracking_memory) s.grow(kLibraryLabel, bytes);
 }
 
 long long allocation_count() { return state().allocations; }

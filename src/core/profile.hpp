@@ -8,6 +8,7 @@
 // Fencing serialises the device: the table says where time goes, not how fast an unprofiled step is.
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/views.hpp"
@@ -35,6 +36,8 @@ std::vector<Entry> entries();
 // context) is not in it. Returns false, counting nothing, when a Kokkos Tools library is loaded.
 bool track_memory(bool on);
 double peak_memory_bytes();
+// What made up that peak, by View label (the library workspaces as one entry), largest first.
+std::vector<std::pair<std::string, double>> peak_memory_by_label();
 // Device memory kgpt allocates outside Views for a library to use (the cuBLASLt and cuDNN
 // workspaces): +bytes when allocated, -bytes when freed.
 void library_memory(double bytes);

@@ -40,6 +40,10 @@ class OutputHead {
         losses_(prefix + "losses", max_rows),
         scratch_(prefix + "loss_scratch"),
         vocab_(vocab) {}
+  // What the constructor allocates.
+  static std::size_t bytes(std::size_t max_rows, std::size_t vocab) {
+    return max_rows * vocab * sizeof(A) + 2 * max_rows * sizeof(T) + sizeof(double);
+  }
 
   // Adds the mean loss of x (N, C) through the head's weights w (V, C) to loss_sum.
   template <class W>

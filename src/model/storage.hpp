@@ -111,6 +111,9 @@ class TokenStage {
  public:
   TokenStage(int max_batch, int max_seq)
       : inputs_("kgpt::model::inputs", max_batch, max_seq), targets_("kgpt::model::targets", max_batch, max_seq) {}
+  static std::size_t bytes(int max_batch, int max_seq) {
+    return 2 * static_cast<std::size_t>(max_batch) * max_seq * sizeof(int);
+  }
 
   // Copies a (B, T) micro-batch in; throws Error naming `who` when it exceeds the capacity or the
   // two shapes differ.

@@ -26,6 +26,9 @@ struct NewtonSchulzWorkspace {
         a("kgpt::newton_schulz::a", max_side * max_side),
         b("kgpt::newton_schulz::b", max_side * max_side),
         norm("kgpt::newton_schulz::norm") {}
+  static std::size_t bytes(std::size_t max_elements, std::size_t max_side) {
+    return (2 * max_elements + 2 * max_side * max_side) * sizeof(X) + sizeof(double);
+  }
   Vector<X> x, x_next, a, b;
   Kokkos::View<double, MemSpace> norm;
 };

@@ -24,19 +24,50 @@ std::size_t largest_matrix(const model::ParameterLayout& layout, bool side) {
 }  // namespace
 
 template <class T>
+typename Optimizer<T>::Sizes Optimizer<T>::sizes(const model::ParameterLayout& layout, const config::Config& config) {
+  Sizes s;
+  s.muon = config.optim.matrix_optimizer == config::MatrixOptimizer::muon;
+  s.bf16_muon = s.muon && config.model.precision == config::Precision::bf16 && std::is_same<T, float>::value;
+  s.moments = layout.buffer_size();
+  s.momentum = s.muon ? layout.buffer_size() : 0;
+  s.update = s.muon ? largest_matrix(layout, false) : 0;
+  if (s.muon && !s.bf16_muon) {
+    s.work_elements = largest_matrix(layout, false);
+    s.work_side = largest_matrix(layout, true);
+  }
+  if (s.bf16_muon) {
+    s.work16_elements = largest_matrix(layout, false);
+    s.work16_side = largest_matrix(layout, true);
+  }
+  s.tensors = layout.entries().size();
+  return s;
+}
+
+template <class T>
+std::size_t Optimizer<T>::state_bytes(const model::ParameterLayout& layout, const config::Config& config) {
+  const Sizes s = sizes(layout, config);
+  return (2 * s.moments + s.momentum + s.update) * sizeof(T) +
+         NewtonSchulzWorkspace<T>::bytes(s.work_elements, s.work_side) +
+         NewtonSchulzWorkspace<bf16>::bytes(s.work16_elements, s.work16_side) + s.tensors * sizeof(double);
+}
+
+template <class T>
 Optimizer<T>::Optimizer(const model::Parameters<T>& params, const config::Config& config)
+    : Optimizer(params, config, sizes(params.layout(), config)) {}
+
+template <class T>
+Optimizer<T>::Optimizer(const model::Parameters<T>& params, const config::Config& config, const Sizes& s)
     : params_(params),
       optim_(config.optim),
-      muon_(config.optim.matrix_optimizer == config::MatrixOptimizer::muon),
-      bf16_muon_(muon_ && config.model.precision == config::Precision::bf16 && std::is_same<T, float>::value),
-      m_("kgpt::optim::adam_m", params.layout().buffer_size()),
-      v_("kgpt::optim::adam_v", params.layout().buffer_size()),
-      momentum_("kgpt::optim::muon_momentum", muon_ ? params.layout().buffer_size() : 0),
-      update_("kgpt::optim::muon_update", muon_ ? largest_matrix(params.layout(), false) : 0),
-      work_(muon_ && !bf16_muon_ ? largest_matrix(params.layout(), false) : 1,
-            muon_ && !bf16_muon_ ? largest_matrix(params.layout(), true) : 1),
-      work16_(bf16_muon_ ? largest_matrix(params.layout(), false) : 1, bf16_muon_ ? largest_matrix(params.layout(), true) : 1),
-      norm_parts_("kgpt::optim::norm_parts", params.layout().entries().size()) {}
+      muon_(s.muon),
+      bf16_muon_(s.bf16_muon),
+      m_("kgpt::optim::adam_m", s.moments),
+      v_("kgpt::optim::adam_v", s.moments),
+      momentum_("kgpt::optim::muon_momentum", s.momentum),
+      update_("kgpt::optim::muon_update", s.update),
+      work_(s.work_elements, s.work_side),
+      work16_(s.work16_elements, s.work16_side),
+      norm_parts_("kgpt::optim::norm_parts", s.tensors) {}
 
 template <class T>
 std::vector<std::pair<std::string, Vector<T>>> Optimizer<T>::state_buffers() const {

@@ -29,11 +29,24 @@ class Optimizer {
   void step(const ExecSpace& exec, int step, double lr_multiplier, const double* grad_factor = nullptr,
             double* norm_sq = nullptr);
   double group_lr(model::ParamGroup group) const;
+  // Bytes of device memory the constructor allocates for parameters of this layout (the state and
+  // the Newton-Schulz workspaces), allocating nothing: for the memory plan.
+  static std::size_t state_bytes(const model::ParameterLayout& layout, const config::Config& config);
   // The state a checkpoint must hold, by name, each a buffer with the parameter buffer's layout:
   // adam_m, adam_v, and with Muon muon_momentum.
   std::vector<std::pair<std::string, Vector<T>>> state_buffers() const;
 
  private:
+  // The sizes of the constructor's buffers, in elements.
+  struct Sizes {
+    bool muon = false, bf16_muon = false;
+    std::size_t moments = 0, momentum = 0, update = 0;
+    std::size_t work_elements = 1, work_side = 1, work16_elements = 1, work16_side = 1;
+    std::size_t tensors = 0;
+  };
+  static Sizes sizes(const model::ParameterLayout& layout, const config::Config& config);
+  Optimizer(const model::Parameters<T>& params, const config::Config& config, const Sizes& sizes);
+
   const model::Parameters<T>& params_;
   config::OptimConfig optim_;
   bool muon_;       // Muon for the matrices (else AdamW)

@@ -98,6 +98,7 @@ BenchResult run_bench(const config::ResolvedDeck& deck, const BenchOptions& opti
   // Every View the step needs is counted, from the model to the warm-up steps (a step allocates
   // nothing after its first, so this is the peak); the timed steps run without the callbacks.
   const bool counting_memory = profile::track_memory(true);
+  BenchResult result;
   const config::Config& c = deck.config;
   const config::BatchPlan& plan = deck.plan;
   const ExecSpace exec;
@@ -109,8 +110,8 @@ BenchResult run_bench(const config::ResolvedDeck& deck, const BenchOptions& opti
 
   for (int i = 0; i < options.warmup_steps; ++i) train_step.run(exec, i, 0.0, batches, true);
   const double view_peak = counting_memory ? profile::peak_memory_bytes() : -1;
+  if (counting_memory) result.view_peak_by_label = profile::peak_memory_by_label();
   profile::track_memory(false);
-  BenchResult result;
   double seconds = 0;
   const double watchdog_cpu_before = watchdog.thread_cpu_seconds();
   const parallel::ProgressCalls calls_before = parallel::progress_calls();

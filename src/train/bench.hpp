@@ -34,6 +34,7 @@ struct BenchResult {
   double peak_rss_bytes = 0;
   double device_used_bytes = -1;  // GPU memory in use after the timed steps (-1: no GPU backend)
   double view_peak_bytes = -1;    // high-water mark of kgpt's Views in the model's memory space (-1: not counted)
+  std::vector<std::pair<std::string, double>> view_peak_by_label;  // what made up that mark, by View label
   // With profile_steps > 0: per phase and op, totals over the profiled steps, and their mean time.
   std::vector<profile::Entry> profile;
   double profiled_step_ms = 0;

@@ -57,6 +57,14 @@ class TrainStep {
 
   const parallel::GradientAverager<T>& averager() const { return *averager_; }
 
+  // Bytes of the model's memory space the constructor allocates for this batch plan: the step's
+  // tokens, and on a host build (where the staging copy lives in the same memory) their staging
+  // copy too.
+  static std::size_t buffer_bytes(const config::BatchPlan& plan, bool gpu) {
+    const std::size_t tokens = 2 * static_cast<std::size_t>(plan.grad_accum_steps) * plan.local_sequences * plan.seq_len;
+    return tokens * sizeof(int) * (gpu ? 1 : 2) + 3 * sizeof(double) + (gpu ? 0 : 2 * sizeof(double));
+  }
+
  private:
   using Tokens = Kokkos::View<int***, Layout, MemSpace>;                     // (micro-step, B, T)
   using StagedTokens = Kokkos::View<int***, Layout, backend::StagingSpace>;  // the same, on the host

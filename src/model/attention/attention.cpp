@@ -9,9 +9,37 @@
 namespace kgpt::model {
 
 config::Attention resolve_attention(const config::ModelConfig& m) {
+  return resolve_attention(m, attention_capability(config::Attention::cudnn).built);
+}
+
+config::Attention resolve_attention(const config::ModelConfig& m, bool cudnn_available) {
   if (m.attention != config::Attention::automatic) return m.attention;
-  return attention_runs(config::Attention::cudnn, m.d_model / m.n_head, m.precision) ? config::Attention::cudnn
-                                                                                     : config::Attention::gemm;
+  const AttentionCapability& cudnn = attention_capability(config::Attention::cudnn);
+  const bool runs = cudnn_available && cudnn.head_dim(m.d_model / m.n_head) &&
+                    (!cudnn.bf16_only || m.precision == config::Precision::bf16);
+  return runs ? config::Attention::cudnn : config::Attention::gemm;
+}
+
+AttentionMemory attention_memory(config::Attention kind, const AttentionShape& s, config::Precision precision) {
+  const bool bf16_acts = precision == config::Precision::bf16;
+  AttentionMemory memory;
+  switch (kind) {
+    case config::Attention::fused:
+      memory.activations = bf16_acts ? FusedAttention<bf16>::bytes(s) : FusedAttention<float>::bytes(s);
+      break;
+    case config::Attention::cudnn: {
+      // As CudnnAttention allocates: fp32 softmax statistics (B, H, T) per layer.
+      const std::size_t rows = static_cast<std::size_t>(s.max_batch) * s.heads * s.max_seq;
+      memory.activations = rows * s.layers * sizeof(float);
+      memory.library_workspace = rows * static_cast<std::size_t>(s.head_dim) * sizeof(float);
+      break;
+    }
+    case config::Attention::gemm:
+    case config::Attention::automatic:
+      memory.activations = bf16_acts ? GemmAttention<bf16>::bytes(s) : GemmAttention<float>::bytes(s);
+      break;
+  }
+  return memory;
 }
 
 const char* attention_name(const config::ModelConfig& model) { return config::name_of(resolve_attention(model)); }

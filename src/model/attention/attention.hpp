@@ -52,6 +52,17 @@ inline AttentionShape attention_shape(const config::ModelConfig& m, int max_batc
 // chosen only by name, for their memory.)
 config::Attention resolve_attention(const config::ModelConfig& model);
 const char* attention_name(const config::ModelConfig& model);
+// The same choice for a build that has cuDNN or not (a memory plan for another machine).
+config::Attention resolve_attention(const config::ModelConfig& model, bool cudnn_available);
+
+// The device memory of an attention implementation of this shape: what it allocates (per-layer
+// statistics or probabilities, scratch), and the workspace it asks a library for (cuDNN's, which
+// cuDNN sizes when it builds the graphs: estimated here as the backward's fp32 dQ accumulator).
+struct AttentionMemory {
+  std::size_t activations = 0;
+  std::size_t library_workspace = 0;
+};
+AttentionMemory attention_memory(config::Attention kind, const AttentionShape& shape, config::Precision precision);
 
 template <class A>
 std::unique_ptr<Attention<A>> make_attention(config::Attention choice, const AttentionShape& shape,

@@ -25,9 +25,15 @@ class FusedAttention final : public Attention<A> {
       throw Error(ExitCode::failure, "fused attention: head dimension " + std::to_string(s.head_dim) + " is not " +
                                          can.head_dims + " (use model.attention: gemm)");
     }
-    const std::size_t rows = static_cast<std::size_t>(s.max_batch) * s.heads * s.max_seq;
+    const std::size_t rows = rows_of(s);
     for (int l = 0; l < s.layers; ++l) lse_.emplace_back(prefix + "lse", rows);
     delta_ = Buffer<T>(prefix + "attention_delta", rows);
+  }
+
+  // What the constructor allocates for this shape.
+  static std::size_t bytes(const AttentionShape& s) { return rows_of(s) * (s.layers + 1) * sizeof(T); }
+  static std::size_t rows_of(const AttentionShape& s) {
+    return static_cast<std::size_t>(s.max_batch) * s.heads * s.max_seq;
   }
 
   const char* name() const override { return "fused"; }

@@ -22,10 +22,15 @@ class GemmAttention final : public Attention<A> {
 
  public:
   GemmAttention(const AttentionShape& s, const std::string& prefix) {
-    const std::size_t slice = static_cast<std::size_t>(s.max_batch) * s.heads * s.max_seq * s.max_seq;
+    const std::size_t slice = slice_of(s);
     for (int l = 0; l < s.layers; ++l) probs_.emplace_back(prefix + "probs", slice);
     scores_ = Buffer<T>(prefix + "attention_scores", slice);
     if (!same) ds_ = Buffer<A>(prefix + "attention_ds", slice);
+  }
+
+  // What the constructor allocates for this shape.
+  static std::size_t bytes(const AttentionShape& s) {
+    return slice_of(s) * (s.layers * sizeof(A) + sizeof(T) + (same ? 0 : sizeof(A)));
   }
 
   const char* name() const override { return "gemm"; }
@@ -49,6 +54,9 @@ class GemmAttention final : public Attention<A> {
   }
 
  private:
+  static std::size_t slice_of(const AttentionShape& s) {
+    return static_cast<std::size_t>(s.max_batch) * s.heads * s.max_seq * s.max_seq;
+  }
   static std::size_t size(const Heads<const A>& q) {
     return static_cast<std::size_t>(q.batch) * q.heads * q.seq * q.seq;
   }

@@ -15,7 +15,7 @@ namespace kgpt::model::cuda_gemm {
 
 namespace {
 
-constexpr std::size_t kWorkspaceBytes = 32u << 20;  // lets cuBLASLt split K of the weight gradients
+constexpr std::size_t kWorkspaceBytes = kCublasLtWorkspaceBytes;
 
 std::string describe(const Product& p) {
   return "m " + std::to_string(p.m) + ", n " + std::to_string(p.n) + ", k " + std::to_string(p.k) + ", batch " +

@@ -17,6 +17,10 @@ namespace kgpt::model {
 
 enum class Op { none, transpose };
 
+// The device memory the GPU's products keep for cuBLASLt (one workspace per process): it lets
+// cuBLASLt split K of the weight gradients.
+constexpr std::size_t kCublasLtWorkspaceBytes = 32u << 20;
+
 // `count` row-major matrices of rows x cols with leading dimension ld (>= cols); item i starts at
 // data + i * stride (elements).
 template <class T>

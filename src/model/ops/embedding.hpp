@@ -66,6 +66,11 @@ struct EmbeddingSortSpace {
         start("kgpt::embedding::start", vocab + 1),
         key("kgpt::embedding::segment_key", vocab),
         partials("kgpt::embedding::segment_partials", static_cast<std::size_t>(slots(max_rows)) * width) {}
+  // What the constructor allocates.
+  static std::size_t bytes(std::size_t max_rows, std::size_t vocab, std::size_t width) {
+    const std::size_t ints = max_rows + (max_rows + rows_per_block - 1) / rows_per_block * vocab + (vocab + 1) + vocab;
+    return ints * sizeof(int) + static_cast<std::size_t>(slots(max_rows)) * width * sizeof(T);
+  }
   Kokkos::View<int*, MemSpace> order;    // rows in (token, row) order
   Kokkos::View<int*, MemSpace> offsets;  // per (token, block): counts, then where the block's rows go
   Kokkos::View<int*, MemSpace> start;    // first position of each token; start(V) = N
