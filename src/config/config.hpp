@@ -17,6 +17,7 @@ enum class Tokenizer { byte, sentencepiece };
 enum class Schedule { constant, cosine };
 enum class Precision { fp32, bf16 };
 enum class MatrixOptimizer { muon, adamw };
+enum class Recompute { none, block };
 
 template <class E>
 struct ChoiceNames;
@@ -39,6 +40,10 @@ struct ChoiceNames<Precision> {
 template <>
 struct ChoiceNames<MatrixOptimizer> {
   static constexpr const char* names[] = {"muon", "adamw"};
+};
+template <>
+struct ChoiceNames<Recompute> {
+  static constexpr const char* names[] = {"none", "block"};
 };
 
 // "golf", "auto", ... : the deck spelling of a value.
@@ -88,6 +93,8 @@ struct ModelConfig {
   // The deck key is train.precision; it lives here because the model is built for it, so that
   // eval, sample and resume run a checkpoint in the precision it was trained in.
   Precision precision = Precision::fp32;
+  // The deck key is train.recompute; the model keeps what its backward needs by it.
+  Recompute recompute = Recompute::none;
 };
 
 struct DataConfig {

@@ -304,6 +304,11 @@ std::vector<KeySpec> build_schema() {
           "the loss stay fp32. CPU builds run bf16 too (for tests, not speed). Part of the model: eval, sample "
           "and resume use the precision of the checkpoint's deck. Read also under its old name "
           "train.gemm_precision."),
+      key("train", "recompute", &Config::model, &MC::recompute, VK::choice, none,
+          "What the forward keeps for the backward: none keeps every activation of every block; block "
+          "keeps only each transformer block's input and runs the block's forward again, with the same "
+          "kernels, just before its backward (the same losses and gradients, bit for bit, for about a "
+          "third more compute; kgpt check's memory plan shows what it saves)."),
       // optim
       by_family(key("optim", "matrix_optimizer", &Config::optim, &OC::matrix_optimizer, VK::choice, none,
                     "Optimizer of the 2-D block matrices: muon (Newton-Schulz orthogonalised momentum) or "

@@ -141,6 +141,16 @@ void require_fit(const config::ResolvedDeck& deck, const MemoryPlan& plan, const
              deck.origin("train.accum_total").describe() + ")";
     break;
   }
+  // Keeping only each block's input.
+  if (deck.config.model.recompute == config::Recompute::none) {
+    config::ResolvedDeck recomputed = deck;
+    recomputed.config.model.recompute = config::Recompute::block;
+    const MemoryPlan plan_block = plan_memory(recomputed, target);
+    if (plan_block.fits()) {
+      remedy += std::string(remedy.empty() ? "" : "; or ") + "train.recompute = block would fit at this micro-batch (" +
+                gib(plan_block.total) + ", for about a third more compute)";
+    }
+  }
   if (remedy.empty()) {
     const double fixed = plan.parts[0].bytes + plan.parts[1].bytes + plan.parts[2].bytes + plan.parts[3].bytes;
     remedy = "no micro-batch fits, not even one sequence per rank (train.accum_total = " +

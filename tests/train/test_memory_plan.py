@@ -5,7 +5,7 @@ usage: test_memory_plan.py KGPT MPIEXEC SOURCE_DIR WORKDIR
 
 For each deck (golf: the embedded default; gpt2: a small gpt2; llama: its tiny deck; the 1.3B deck
 scaled down to 2 layers of width 128 with its GPT-2 vocabulary and bf16 activations) at world sizes
-1, 2 and 4, `kgpt bench` under mpiexec prints view_peak_mb (the high-water mark of every array kgpt
+1, 2 and 4, and golf and the 1.3B deck again with train.recompute: block, `kgpt bench` under mpiexec prints view_peak_mb (the high-water mark of every array kgpt
 allocated, counted by Kokkos' allocation callbacks while the model, the optimizer, the step and two
 warm-up steps ran) and plan_mb (the plan `kgpt check` prints, computed from the sizes alone). The
 plan must be within 10% of the measured peak (the contract; they agree far closer today, and a
@@ -39,6 +39,8 @@ DECKS = [
     ("gpt2", "inputs/tiny_cpu.yaml", GPT2_SMALL),
     ("llama", "inputs/llama_tiny_cpu.yaml", []),
     ("1.3B scaled down", "inputs/llm_1p3b_8xh100.yaml", SCALED_1P3B),
+    ("golf, recompute", "inputs/tiny_cpu.yaml", ["train.recompute=block"]),
+    ("1.3B, recompute", "inputs/llm_1p3b_8xh100.yaml", SCALED_1P3B + ["train.recompute=block"]),
 ]
 
 
@@ -88,6 +90,11 @@ def refusals():
 
     r = kgpt(["check", deck, "--world-size", "8", "--no-data", "--plan-for", "cuda", "--set", "train.accum_total=8"])
     check(r.returncode == 2, f"a micro-batch of 32 x 2048 on 79 GiB: exit code {r.returncode}, not 2")
+    # Recomputing the blocks makes the same micro-batch fit.
+    r = kgpt(["check", deck, "--world-size", "8", "--no-data", "--plan-for", "cuda", "--set", "train.accum_total=8",
+              "--set", "train.recompute=block"])
+    check(r.returncode == 0, f"32 x 2048 with train.recompute: block does not fit 79 GiB:\n{r.stderr}")
+    r = kgpt(["check", deck, "--world-size", "8", "--no-data", "--plan-for", "cuda", "--set", "train.accum_total=8"])
     check("parallel.device_memory_gib" in r.stderr and "train.accum_total = 16 would fit" in r.stderr,
           f"the refusal does not name the key and the accum_total that fits:\n{r.stderr}")
 

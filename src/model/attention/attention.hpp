@@ -40,10 +40,16 @@ struct AttentionShape {
 };
 
 // The attention of a model of this configuration built for micro-batches of up to max_batch
-// sequences of up to max_seq tokens.
+// sequences of up to max_seq tokens. What it keeps per layer for the backward (statistics or
+// probabilities) is kept for one layer only when blocks are recomputed (train.recompute: block):
+// each block then runs its attention again, as layer attention_layer(), just before its backward.
 inline AttentionShape attention_shape(const config::ModelConfig& m, int max_batch, int max_seq) {
-  return AttentionShape{m.n_layer, max_batch, m.n_head, m.n_kv_head, max_seq, m.d_model / m.n_head,
+  const int kept = m.recompute == config::Recompute::block ? 1 : m.n_layer;
+  return AttentionShape{kept, max_batch, m.n_head, m.n_kv_head, max_seq, m.d_model / m.n_head,
                         m.attention_deterministic};
+}
+inline int attention_layer(const config::ModelConfig& m, int layer) {
+  return m.recompute == config::Recompute::block ? 0 : layer;
 }
 
 // The implementation model.attention names. auto takes, in order: cudnn where this build has it,

@@ -114,7 +114,7 @@ void GolfModel<T, A>::block_forward(const ExecSpace& exec, int l, const Matrix<A
   ops::qk_norm_rope_forward<T>(exec, CM(qkv), shape, ConstMatrix<T>(acts_.rope_cos), ConstMatrix<T>(acts_.rope_sin),
                                W.q_gain, q_final, k_final, L.q_rstd.vec(n * heads_), L.k_rstd.vec(n * kv_heads_),
                                T(kRmsEps));
-  this->attention_->forward(exec, l, heads_of(CM(q_final), 0, b, heads_, head_dim_),
+  this->attention_->forward(exec, attention_layer(this->config_, l), heads_of(CM(q_final), 0, b, heads_, head_dim_),
                             heads_of(CM(k_final), 0, b, kv_heads_, head_dim_),
                             heads_of(CM(qkv), static_cast<int>(c + kvd), b, kv_heads_, head_dim_),
                             heads_of(o, 0, b, heads_, head_dim_));
@@ -168,6 +168,11 @@ void GolfModel<T, A>::block_backward(const ExecSpace& exec, int l, const Matrix<
   using CM = ConstMatrix<A>;
   const Matrix<A> d_branch = acts_.d_branch.mat(n, c), d_hidden = acts_.d_hidden.mat(n, f);
   const Matrix<A> d_h = this->d_final_.mat(n, c);  // scratch once the head's gradient is consumed
+  // Recomputing writes the block's output again too: the same kernels on the same input give the
+  // same values, and its readers (the block above, the final norm, a decoder's skip) are done with it.
+  if (this->config_.recompute == config::Recompute::block) {
+    block_forward(exec, l, l == 0 ? acts_.x0.mat(n, c) : acts_.layers[static_cast<std::size_t>(l - 1)].x_out.mat(n, c));
+  }
   // x_out = x_attn + mlp_scale * mlp_out; dx continues as the gradient of x_attn.
   ops::scaled_add_backward<T>(exec, L.mlp_out.mat(n, c), W.mlp_scale, dx, d_branch, G.mlp_scale, partials());
   ops::linear_backward(exec, mlp_proj_[static_cast<std::size_t>(l)], L.act.mat(n, f), d_branch, d_hidden);
@@ -181,7 +186,7 @@ void GolfModel<T, A>::block_backward(const ExecSpace& exec, int l, const Matrix<
   ops::linear_backward(exec, proj_[static_cast<std::size_t>(l)], o, d_branch, d_o);
   const Matrix<A> q_final = L.q_final.mat(n, c), k_final = L.k_final.mat(n, kvd);
   const Matrix<A> d_qf = acts_.d_qf.mat(n, c), d_kf = acts_.d_kf.mat(n, kvd);
-  this->attention_->backward(exec, l, heads_of(CM(q_final), 0, b, heads_, head_dim_),
+  this->attention_->backward(exec, attention_layer(this->config_, l), heads_of(CM(q_final), 0, b, heads_, head_dim_),
                              heads_of(CM(k_final), 0, b, kv_heads_, head_dim_),
                              heads_of(CM(qkv), static_cast<int>(c + kvd), b, kv_heads_, head_dim_),
                              heads_of(CM(o), 0, b, heads_, head_dim_), heads_of(CM(d_o), 0, b, heads_, head_dim_),

@@ -87,9 +87,18 @@ void declare_golf(const config::ModelConfig& m, Tensors& t, Declare&& declare) {
 template <class T, class A>
 struct GolfActivations {
   struct Layer {
-    // x_in only in decoder blocks that add a skip.
-    Buffer<A> x_in, x_mix, h_attn, qkv, q_final, k_final, o, attn_out, x_attn, h_mlp, fc, act, mlp_out, x_out;
+    Buffer<A> x_out;  // the block's output (the next block's input, a skip's source): always kept
+    // The rest, kept per block, or (train.recompute: block) one set shared by every block and
+    // filled again by the block's forward just before its backward. x_in only in decoder blocks
+    // that add a skip (in the shared set when any does).
+    Buffer<A> x_in, x_mix, h_attn, qkv, q_final, k_final, o, attn_out, x_attn, h_mlp, fc, act, mlp_out;
     Buffer<T> rstd_attn, q_rstd, k_rstd, rstd_mlp;
+    void share_recomputed(const Layer& from) {
+      x_in = from.x_in, x_mix = from.x_mix, h_attn = from.h_attn, qkv = from.qkv, q_final = from.q_final;
+      k_final = from.k_final, o = from.o, attn_out = from.attn_out, x_attn = from.x_attn, h_mlp = from.h_mlp;
+      fc = from.fc, act = from.act, mlp_out = from.mlp_out;
+      rstd_attn = from.rstd_attn, q_rstd = from.q_rstd, k_rstd = from.k_rstd, rstd_mlp = from.rstd_mlp;
+    }
   };
   std::vector<Layer> layers;
   Buffer<A> x0, final;
@@ -109,10 +118,16 @@ void declare_golf_activations(const config::ModelConfig& m, std::size_t max_toke
   const std::size_t kvd = kv_heads * d, f = c * m.mlp_mult, w = c + 2 * kvd;
   const int encoders = golf_encoder_layers(m.n_layer), skips = golf_skip_count(m.n_layer);
   a.layers.resize(static_cast<std::size_t>(m.n_layer));
+  const bool recompute = m.recompute == config::Recompute::block;
   for (int l = 0; l < m.n_layer; ++l) {
     auto& L = a.layers[static_cast<std::size_t>(l)];
+    declare(L.x_out, ActivationSpec{"x_out", c});
+    if (recompute && l > 0) {
+      L.share_recomputed(a.layers.front());
+      continue;
+    }
     const int decoder = l - encoders;
-    if (decoder >= 0 && decoder < skips) declare(L.x_in, ActivationSpec{"x_in", c});
+    if ((decoder >= 0 && decoder < skips) || (recompute && skips > 0)) declare(L.x_in, ActivationSpec{"x_in", c});
     declare(L.x_mix, ActivationSpec{"x_mix", c});
     declare(L.h_attn, ActivationSpec{"h_attn", c});
     declare(L.rstd_attn, ActivationSpec{"rstd_attn", 1});
@@ -129,7 +144,6 @@ void declare_golf_activations(const config::ModelConfig& m, std::size_t max_toke
     declare(L.fc, ActivationSpec{"fc", f});
     declare(L.act, ActivationSpec{"act", f});
     declare(L.mlp_out, ActivationSpec{"mlp_out", c});
-    declare(L.x_out, ActivationSpec{"x_out", c});
   }
   declare(a.x0, ActivationSpec{"x0", c});
   declare(a.rstd0, ActivationSpec{"rstd0", 1});

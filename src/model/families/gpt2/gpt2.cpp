@@ -45,31 +45,35 @@ Matrix<A> Gpt2Model<T, A>::final_input() const {
 
 template <class T, class A>
 Matrix<A> Gpt2Model<T, A>::forward_blocks(const ExecSpace& exec) {
-  const std::size_t n = this->rows_, c = this->config_.d_model, f = hidden_;
-  const int b = this->batch_;
-  using CM = ConstMatrix<A>;
+  const std::size_t n = this->rows_, c = this->config_.d_model;
   ops::embedding_forward<T>(exec, this->stage_.inputs(), this->w_.wte, this->w_.wpe, block_input(0));
-  for (std::size_t l = 0; l < acts_.layers.size(); ++l) {
-    auto& L = acts_.layers[l];
-    const Gpt2BlockTensors<T>& W = this->w_.blocks[l];
-    const Matrix<A> x_in = L.x_in.mat(n, c), h1 = L.h1.mat(n, c), qkv = L.qkv.mat(n, 3 * c), o = L.o.mat(n, c);
-    ops::layernorm_forward<T>(exec, x_in, W.ln_1_w, W.ln_1_b, h1, L.mean1.vec(n), L.rstd1.vec(n), T(kLayerNormEps));
-    ops::linear_forward(exec, attn_[l], h1, qkv);
-    this->attention_->forward(exec, static_cast<int>(l), heads_of(CM(qkv), 0, b, heads_, head_dim_),
-                              heads_of(CM(qkv), static_cast<int>(c), b, heads_, head_dim_),
-                              heads_of(CM(qkv), static_cast<int>(2 * c), b, heads_, head_dim_),
-                              heads_of(o, 0, b, heads_, head_dim_));
-    const Matrix<A> x_attn = L.x_attn.mat(n, c), h2 = L.h2.mat(n, c), fc = L.fc.mat(n, f), act = L.act.mat(n, f);
-    // x_attn = x_in + o W^T + b: the residual add and the bias ride in the product.
-    ops::linear_forward(exec, attn_proj_[l], o, x_in, x_attn);
-    ops::layernorm_forward<T>(exec, x_attn, W.ln_2_w, W.ln_2_b, h2, L.mean2.vec(n), L.rstd2.vec(n), T(kLayerNormEps));
-    ops::linear_forward(exec, fc_[l], h2, fc);
-    ops::gelu_tanh_forward<T>(exec, fc, act);
-    ops::linear_forward(exec, mlp_proj_[l], act, x_attn, block_input(static_cast<int>(l) + 1));
-  }
+  for (std::size_t l = 0; l < acts_.layers.size(); ++l) block_forward(exec, l);
   ops::layernorm_forward<T>(exec, acts_.x_last.mat(n, c), this->w_.ln_f_w, this->w_.ln_f_b, acts_.final.mat(n, c),
                             acts_.mean_final.vec(n), acts_.rstd_final.vec(n), T(kLayerNormEps));
   return acts_.final.mat(n, c);
+}
+
+template <class T, class A>
+void Gpt2Model<T, A>::block_forward(const ExecSpace& exec, std::size_t l) {
+  const std::size_t n = this->rows_, c = this->config_.d_model, f = hidden_;
+  const int b = this->batch_;
+  using CM = ConstMatrix<A>;
+  auto& L = acts_.layers[l];
+  const Gpt2BlockTensors<T>& W = this->w_.blocks[l];
+  const Matrix<A> x_in = L.x_in.mat(n, c), h1 = L.h1.mat(n, c), qkv = L.qkv.mat(n, 3 * c), o = L.o.mat(n, c);
+  ops::layernorm_forward<T>(exec, x_in, W.ln_1_w, W.ln_1_b, h1, L.mean1.vec(n), L.rstd1.vec(n), T(kLayerNormEps));
+  ops::linear_forward(exec, attn_[l], h1, qkv);
+  this->attention_->forward(exec, attention_layer(this->config_, static_cast<int>(l)), heads_of(CM(qkv), 0, b, heads_, head_dim_),
+                            heads_of(CM(qkv), static_cast<int>(c), b, heads_, head_dim_),
+                            heads_of(CM(qkv), static_cast<int>(2 * c), b, heads_, head_dim_),
+                            heads_of(o, 0, b, heads_, head_dim_));
+  const Matrix<A> x_attn = L.x_attn.mat(n, c), h2 = L.h2.mat(n, c), fc = L.fc.mat(n, f), act = L.act.mat(n, f);
+  // x_attn = x_in + o W^T + b: the residual add and the bias ride in the product.
+  ops::linear_forward(exec, attn_proj_[l], o, x_in, x_attn);
+  ops::layernorm_forward<T>(exec, x_attn, W.ln_2_w, W.ln_2_b, h2, L.mean2.vec(n), L.rstd2.vec(n), T(kLayerNormEps));
+  ops::linear_forward(exec, fc_[l], h2, fc);
+  ops::gelu_tanh_forward<T>(exec, fc, act);
+  ops::linear_forward(exec, mlp_proj_[l], act, x_attn, block_input(static_cast<int>(l) + 1));
 }
 
 template <class T, class A>
@@ -89,6 +93,9 @@ void Gpt2Model<T, A>::backward_blocks(const ExecSpace& exec, const Matrix<A>& d_
     const Gpt2BlockTensors<T>& W = this->w_.blocks[static_cast<std::size_t>(l)];
     const Gpt2BlockTensors<T>& G = this->g_.blocks[static_cast<std::size_t>(l)];
     const std::size_t i = static_cast<std::size_t>(l);
+    // Recomputing writes the block's output again too: the same kernels on the same input give the
+    // same values, and the block above, the only reader, is done with it.
+    if (this->config_.recompute == config::Recompute::block) block_forward(exec, i);
     // x_out = x_attn + mlp: dx flows to x_attn unchanged and into the MLP.
     ops::linear_backward(exec, mlp_proj_[i], L.act.mat(n, f), dx, d_hidden, false, partials());
     ops::gelu_tanh_backward<T>(exec, L.fc.mat(n, f), d_hidden, d_hidden);
@@ -99,7 +106,7 @@ void Gpt2Model<T, A>::backward_blocks(const ExecSpace& exec, const Matrix<A>& d_
     const Matrix<A> o = L.o.mat(n, c), qkv = L.qkv.mat(n, 3 * c);
     ops::linear_backward(exec, attn_proj_[i], o, dx, d_o, false, partials());
     const int ci = static_cast<int>(c);
-    this->attention_->backward(exec, l, heads_of(CM(qkv), 0, b, heads_, head_dim_), heads_of(CM(qkv), ci, b, heads_, head_dim_),
+    this->attention_->backward(exec, attention_layer(this->config_, l), heads_of(CM(qkv), 0, b, heads_, head_dim_), heads_of(CM(qkv), ci, b, heads_, head_dim_),
                                heads_of(CM(qkv), 2 * ci, b, heads_, head_dim_), heads_of(CM(o), 0, b, heads_, head_dim_),
                                heads_of(CM(d_o), 0, b, heads_, head_dim_), heads_of(d_qkv, 0, b, heads_, head_dim_),
                                heads_of(d_qkv, ci, b, heads_, head_dim_), heads_of(d_qkv, 2 * ci, b, heads_, head_dim_));

@@ -84,8 +84,15 @@ void declare_gpt2(const config::ModelConfig& m, int block_size, Tensors& t, Decl
 template <class T, class A>
 struct Gpt2Activations {
   struct Layer {
-    Buffer<A> x_in, h1, qkv, o, x_attn, h2, fc, act;
+    Buffer<A> x_in;  // the block's input: always kept
+    // The rest, kept per block, or (train.recompute: block) one set shared by every block and
+    // filled again by the block's forward just before its backward.
+    Buffer<A> h1, qkv, o, x_attn, h2, fc, act;
     Buffer<T> mean1, rstd1, mean2, rstd2;
+    void share_recomputed(const Layer& from) {
+      h1 = from.h1, qkv = from.qkv, o = from.o, x_attn = from.x_attn, h2 = from.h2, fc = from.fc, act = from.act;
+      mean1 = from.mean1, rstd1 = from.rstd1, mean2 = from.mean2, rstd2 = from.rstd2;
+    }
   };
   std::vector<Layer> layers;
   Buffer<A> x_last, final;
@@ -101,6 +108,10 @@ void declare_gpt2_activations(const config::ModelConfig& m, std::size_t max_toke
   a.layers.resize(static_cast<std::size_t>(m.n_layer));
   for (auto& L : a.layers) {
     declare(L.x_in, ActivationSpec{"x_in", c});
+    if (&L != &a.layers.front() && m.recompute == config::Recompute::block) {
+      L.share_recomputed(a.layers.front());
+      continue;
+    }
     declare(L.h1, ActivationSpec{"h1", c});
     declare(L.mean1, ActivationSpec{"mean1", 1});
     declare(L.rstd1, ActivationSpec{"rstd1", 1});
@@ -141,6 +152,7 @@ class Gpt2Model final : public ModelBase<T, A, Gpt2Tensors> {
 
  private:
   Matrix<A> block_input(int l) const;  // x_in of block l: the embedding's output or block l - 1's
+  void block_forward(const ExecSpace& exec, std::size_t l);
   Workspace<T> partials() const { return Workspace<T>(acts_.partials); }
 
   int heads_, head_dim_, hidden_;

@@ -103,35 +103,39 @@ Matrix<A> LlamaModel<T, A>::final_input() const {
 
 template <class T, class A>
 Matrix<A> LlamaModel<T, A>::forward_blocks(const ExecSpace& exec) {
+  const std::size_t n = this->rows_, c = this->config_.d_model;
+  ops::embedding_forward<T>(exec, this->stage_.inputs(), this->w_.embed, block_input(0));
+  for (std::size_t l = 0; l < acts_.layers.size(); ++l) block_forward(exec, l);
+  llama::rmsnorm_forward<T>(exec, acts_.x_last.mat(n, c), this->w_.norm, acts_.final.mat(n, c), acts_.rstd_final.vec(n),
+                            T(kRmsEps));
+  return acts_.final.mat(n, c);
+}
+
+template <class T, class A>
+void LlamaModel<T, A>::block_forward(const ExecSpace& exec, std::size_t l) {
   const std::size_t n = this->rows_, c = this->config_.d_model, kvd = static_cast<std::size_t>(kv_heads_) * head_dim_;
   const std::size_t f = hidden_, w = qkv_width_;
   const int b = this->batch_;
   using CM = ConstMatrix<A>;
-  ops::embedding_forward<T>(exec, this->stage_.inputs(), this->w_.embed, block_input(0));
   const ops::QkShape shape{heads_, kv_heads_, head_dim_, this->seq_, 0, static_cast<int>(c)};
-  for (std::size_t l = 0; l < acts_.layers.size(); ++l) {
-    auto& L = acts_.layers[l];
-    const LlamaBlockTensors<T>& W = this->w_.blocks[l];
-    const Matrix<A> x_in = L.x_in.mat(n, c), h1 = L.h1.mat(n, c), qkv = L.qkv.mat(n, w);
-    const Matrix<A> q_rot = L.q_rot.mat(n, c), k_rot = L.k_rot.mat(n, kvd), o = L.o.mat(n, c);
-    llama::rmsnorm_forward<T>(exec, x_in, W.input_norm, h1, L.rstd1.vec(n), T(kRmsEps));
-    forward_pieces(exec, qkv_[l], h1, qkv);
-    llama::rope_forward<T>(exec, CM(qkv), shape, ConstMatrix<T>(acts_.rope_cos), ConstMatrix<T>(acts_.rope_sin), q_rot,
-                           k_rot);
-    this->attention_->forward(exec, static_cast<int>(l), heads_of(CM(q_rot), 0, b, heads_, head_dim_),
-                              heads_of(CM(k_rot), 0, b, kv_heads_, head_dim_),
-                              heads_of(CM(qkv), static_cast<int>(c + kvd), b, kv_heads_, head_dim_),
-                              heads_of(o, 0, b, heads_, head_dim_));
-    const Matrix<A> x_attn = L.x_attn.mat(n, c), h2 = L.h2.mat(n, c), gu = L.gu.mat(n, 2 * f), act = L.act.mat(n, f);
-    ops::linear_forward(exec, o_[l], o, x_in, x_attn);  // x_attn = x_in + o W_o^T
-    llama::rmsnorm_forward<T>(exec, x_attn, W.post_norm, h2, L.rstd2.vec(n), T(kRmsEps));
-    forward_pieces(exec, gate_up_[l], h2, gu);
-    llama::swiglu_forward<T>(exec, gu, act);
-    ops::linear_forward(exec, down_[l], act, x_attn, block_input(static_cast<int>(l) + 1));
-  }
-  llama::rmsnorm_forward<T>(exec, acts_.x_last.mat(n, c), this->w_.norm, acts_.final.mat(n, c), acts_.rstd_final.vec(n),
-                            T(kRmsEps));
-  return acts_.final.mat(n, c);
+  auto& L = acts_.layers[l];
+  const LlamaBlockTensors<T>& W = this->w_.blocks[l];
+  const Matrix<A> x_in = L.x_in.mat(n, c), h1 = L.h1.mat(n, c), qkv = L.qkv.mat(n, w);
+  const Matrix<A> q_rot = L.q_rot.mat(n, c), k_rot = L.k_rot.mat(n, kvd), o = L.o.mat(n, c);
+  llama::rmsnorm_forward<T>(exec, x_in, W.input_norm, h1, L.rstd1.vec(n), T(kRmsEps));
+  forward_pieces(exec, qkv_[l], h1, qkv);
+  llama::rope_forward<T>(exec, CM(qkv), shape, ConstMatrix<T>(acts_.rope_cos), ConstMatrix<T>(acts_.rope_sin), q_rot,
+                         k_rot);
+  this->attention_->forward(exec, attention_layer(this->config_, static_cast<int>(l)),
+                            heads_of(CM(q_rot), 0, b, heads_, head_dim_), heads_of(CM(k_rot), 0, b, kv_heads_, head_dim_),
+                            heads_of(CM(qkv), static_cast<int>(c + kvd), b, kv_heads_, head_dim_),
+                            heads_of(o, 0, b, heads_, head_dim_));
+  const Matrix<A> x_attn = L.x_attn.mat(n, c), h2 = L.h2.mat(n, c), gu = L.gu.mat(n, 2 * f), act = L.act.mat(n, f);
+  ops::linear_forward(exec, o_[l], o, x_in, x_attn);  // x_attn = x_in + o W_o^T
+  llama::rmsnorm_forward<T>(exec, x_attn, W.post_norm, h2, L.rstd2.vec(n), T(kRmsEps));
+  forward_pieces(exec, gate_up_[l], h2, gu);
+  llama::swiglu_forward<T>(exec, gu, act);
+  ops::linear_forward(exec, down_[l], act, x_attn, block_input(static_cast<int>(l) + 1));
 }
 
 template <class T, class A>
@@ -153,6 +157,9 @@ void LlamaModel<T, A>::backward_blocks(const ExecSpace& exec, const Matrix<A>& d
     auto& L = acts_.layers[i];
     const LlamaBlockTensors<T>& W = this->w_.blocks[i];
     const LlamaBlockTensors<T>& G = this->g_.blocks[i];
+    // Recomputing writes the block's output again too: the same kernels on the same input give the
+    // same values, and the block above, the only reader, is done with it.
+    if (this->config_.recompute == config::Recompute::block) block_forward(exec, i);
     // x_out = x_attn + mlp: dx flows to x_attn unchanged and into the MLP.
     ops::linear_backward(exec, down_[i], L.act.mat(n, f), dx, d_act);
     llama::swiglu_backward<T>(exec, L.gu.mat(n, 2 * f), d_act, d_gu);
@@ -162,7 +169,7 @@ void LlamaModel<T, A>::backward_blocks(const ExecSpace& exec, const Matrix<A>& d
     // x_attn = x_in + attention: dx flows to x_in unchanged and into attention.
     const Matrix<A> o = L.o.mat(n, c), qkv = L.qkv.mat(n, w);
     ops::linear_backward(exec, o_[i], o, dx, d_o);
-    this->attention_->backward(exec, l, heads_of(CM(L.q_rot.mat(n, c)), 0, b, heads_, head_dim_),
+    this->attention_->backward(exec, attention_layer(this->config_, l), heads_of(CM(L.q_rot.mat(n, c)), 0, b, heads_, head_dim_),
                                heads_of(CM(L.k_rot.mat(n, kvd)), 0, b, kv_heads_, head_dim_),
                                heads_of(CM(qkv), static_cast<int>(c + kvd), b, kv_heads_, head_dim_),
                                heads_of(CM(o), 0, b, heads_, head_dim_), heads_of(CM(d_o), 0, b, heads_, head_dim_),

@@ -70,8 +70,15 @@ void declare_llama(const config::ModelConfig& m, Tensors& t, Declare&& declare) 
 template <class T, class A>
 struct LlamaActivations {
   struct Layer {
-    Buffer<A> x_in, h1, qkv, q_rot, k_rot, o, x_attn, h2, gu, act;
+    Buffer<A> x_in;  // the block's input: always kept
+    // The rest, kept per block, or (train.recompute: block) one set shared by every block and
+    // filled again by the block's forward just before its backward.
+    Buffer<A> h1, qkv, q_rot, k_rot, o, x_attn, h2, gu, act;
     Buffer<T> rstd1, rstd2;
+    void share_recomputed(const Layer& from) {
+      h1 = from.h1, qkv = from.qkv, q_rot = from.q_rot, k_rot = from.k_rot, o = from.o, x_attn = from.x_attn;
+      h2 = from.h2, gu = from.gu, act = from.act, rstd1 = from.rstd1, rstd2 = from.rstd2;
+    }
   };
   std::vector<Layer> layers;
   Buffer<A> x_last, final;
@@ -89,6 +96,10 @@ void declare_llama_activations(const config::ModelConfig& m, std::size_t max_tok
   a.layers.resize(static_cast<std::size_t>(m.n_layer));
   for (auto& L : a.layers) {
     declare(L.x_in, ActivationSpec{"x_in", c});
+    if (&L != &a.layers.front() && m.recompute == config::Recompute::block) {
+      L.share_recomputed(a.layers.front());
+      continue;
+    }
     declare(L.h1, ActivationSpec{"h1", c});
     declare(L.rstd1, ActivationSpec{"rstd1", 1});
     declare(L.qkv, ActivationSpec{"qkv", w});
@@ -128,6 +139,7 @@ class LlamaModel final : public ModelBase<T, A, LlamaTensors> {
 
  private:
   Matrix<A> block_input(int l) const;
+  void block_forward(const ExecSpace& exec, std::size_t l);
   Workspace<T> partials() const { return Workspace<T>(acts_.partials); }
 
   int heads_, kv_heads_, head_dim_, hidden_, qkv_width_;
