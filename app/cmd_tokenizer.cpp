@@ -23,6 +23,9 @@ const CommandSpec& tokenizer_spec() {
       "bytes encoded and val_bpb counts the text's own bytes. Digits are split into single pieces.\n\n"
       "With --doc-delimiter TEXT, lines equal to TEXT separate documents and are not trained on\n"
       "(fortune files use %); empty lines are skipped. Existing PREFIX files are never replaced.\n"
+      "Before SentencePiece runs, the text is read until it can give the pieces asked for: inputs with\n"
+      "no line to train on, or too little text for --vocab-size, end with exit code 2 naming the files\n"
+      "and the most pieces they allow; nothing is written then.\n"
       "Progress lines and SentencePiece's own log go to stderr (--quiet: none).",
       {
           {"input", "FILE...", "text files to train on (one or more)", true},

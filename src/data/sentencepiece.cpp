@@ -12,6 +12,8 @@
 #include <fstream>
 #include <ostream>
 #include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/files.hpp"
@@ -105,6 +107,103 @@ class LineReader final : public sentencepiece::SentenceIterator {
   sentencepiece::util::Status status_;
   std::chrono::steady_clock::time_point last_report_;
 };
+
+// SentencePiece skips lines longer than this many bytes (its max_sentence_length, set to this).
+constexpr std::size_t kMaxLineBytes = 4192;
+// Pieces every model has before the learned ones: 4 special pieces and 256 bytes.
+constexpr std::size_t kFixedPieces = 260;
+
+// "a.txt", "a.txt, b.txt", "a.txt, b.txt, c.txt and 4 more".
+std::string name_inputs(const std::vector<std::string>& inputs) {
+  std::string names;
+  for (std::size_t i = 0; i < inputs.size() && i < 3; ++i) names += (i ? ", " : "") + inputs[i];
+  if (inputs.size() > 3) names += " and " + std::to_string(inputs.size() - 3) + " more";
+  return names;
+}
+
+// What the text can give SentencePiece, read before it sees the text: how many lines it would
+// train on, and an upper bound on the pieces it can make of them. Pieces never cross a space
+// (a space starts a word), so beyond the fixed pieces and the distinct characters, BPE makes at
+// most one merge per pair of neighbouring characters in each distinct word, and unigram keeps at
+// most the distinct substrings of 2 to 16 characters of the distinct words. The reading stops as
+// soon as the bound reaches the pieces asked for, so a corpus large enough costs little.
+struct TextCapacity {
+  std::uint64_t lines = 0, usable = 0, too_long = 0;
+  std::size_t bound = kFixedPieces;
+  std::size_t characters = 0;
+};
+
+TextCapacity text_capacity(const TokenizerTrainOptions& options) {
+  TextCapacity c;
+  std::unordered_set<std::string> characters, words, substrings;
+  std::size_t learned = 0;
+  const bool bpe = options.type == SentencePieceType::bpe;
+  const auto enough = [&] { return c.usable > 0 && c.bound >= static_cast<std::size_t>(options.vocab_size); };
+  for (const auto& input : options.inputs) {
+    std::ifstream in(input, std::ios::binary);
+    if (!in) throw InputError(input + ": cannot open input file");
+    std::string line;
+    while (!enough() && std::getline(in, line)) {
+      ++c.lines;
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.empty() || (!options.doc_delimiter.empty() && line == options.doc_delimiter)) continue;
+      if (line.size() > kMaxLineBytes) {
+        ++c.too_long;
+        continue;
+      }
+      ++c.usable;
+      std::size_t start = 0;
+      while (start < line.size()) {
+        std::size_t end = line.find(' ', start + 1);
+        if (end == std::string::npos) end = line.size();
+        const std::string word = line.substr(start, end - start);
+        start = end;
+        if (!words.insert(word).second) continue;
+        // The word's characters, as UTF-8 sequences.
+        std::vector<std::string> chars;
+        for (std::size_t i = 0; i < word.size();) {
+          std::size_t j = i + 1;
+          while (j < word.size() && (static_cast<unsigned char>(word[j]) & 0xC0) == 0x80) ++j;
+          chars.push_back(word.substr(i, j - i));
+          characters.insert(chars.back());
+          i = j;
+        }
+        if (bpe) {
+          learned += chars.size() - 1;
+        } else {
+          for (std::size_t i = 0; i < chars.size(); ++i) {
+            std::string piece = chars[i];
+            for (std::size_t j = i + 1; j < chars.size() && j < i + 16; ++j) {
+              piece += chars[j];
+              substrings.insert(piece);
+            }
+          }
+          learned = substrings.size();
+        }
+        c.characters = characters.size();
+        c.bound = kFixedPieces + c.characters + learned;
+      }
+    }
+    if (in.bad()) throw InputError(input + ": error while reading");
+    if (enough()) break;
+  }
+  return c;
+}
+
+// SentencePiece's refusal in kgpt's words: the pieces it could make when it says so.
+std::string refusal(const TokenizerTrainOptions& options, const std::string& status) {
+  const std::string names = name_inputs(options.inputs);
+  const std::string marker = "Please set it to a value <= ";
+  const auto at = status.find(marker);
+  if (at != std::string::npos) {
+    const std::string most = status.substr(at + marker.size(), status.find_first_not_of("0123456789", at + marker.size()) -
+                                                                   (at + marker.size()));
+    return "tokenizer train: --vocab-size " + std::to_string(options.vocab_size) + " is more than the text of " + names +
+           " gives: SentencePiece can make at most " + most + " pieces of it; ask for " + most +
+           " or fewer, or give more text";
+  }
+  return "tokenizer train: SentencePiece could not train on " + names + ": " + status;
+}
 
 bool file_exists(const std::string& path) {
   struct stat info {};
@@ -247,6 +346,26 @@ TokenizerTrainSummary train_sentencepiece(const TokenizerTrainOptions& options) 
       throw InputError(file + ": already exists; remove it or choose another --out prefix");
     }
   }
+  // What SentencePiece would fail on, or (with its log on) crash on, checked first in kgpt's words.
+  const TextCapacity capacity = text_capacity(options);
+  const std::string names = name_inputs(options.inputs);
+  if (capacity.usable == 0) {
+    throw InputError(names + ": no line to train a tokenizer on (" + text::with_thousands(capacity.lines) +
+                     " lines read: empty" + (options.doc_delimiter.empty() ? "" : ", document delimiters") +
+                     (capacity.too_long > 0 ? ", or longer than " + std::to_string(kMaxLineBytes) +
+                                                  " bytes, which SentencePiece skips (" +
+                                                  text::with_thousands(capacity.too_long) + " of them)"
+                                            : "") +
+                     ")");
+  }
+  if (capacity.bound < static_cast<std::size_t>(options.vocab_size)) {
+    throw InputError("tokenizer train: --vocab-size " + std::to_string(options.vocab_size) + " is more than the text of " +
+                     names + " can give: at most " + std::to_string(capacity.bound) + " pieces (" +
+                     std::to_string(kFixedPieces) + " special and byte pieces, " +
+                     std::to_string(capacity.characters) + " distinct characters, and the " +
+                     (options.type == SentencePieceType::bpe ? "merges" : "substrings") + " of " +
+                     text::with_thousands(capacity.usable) + " lines); ask for fewer pieces or give more text");
+  }
   const auto slash = options.out_prefix.rfind('/');
   if (slash != std::string::npos && slash > 0) make_directories(options.out_prefix.substr(0, slash));
 
@@ -266,7 +385,10 @@ TokenizerTrainSummary train_sentencepiece(const TokenizerTrainOptions& options) 
       {"split_digits", "true"},
       {"character_coverage", "0.9995"},
       {"num_threads", std::to_string(options.threads < 1 ? 1 : options.threads)},
-      {"minloglevel", options.progress ? "0" : "2"},
+      {"max_sentence_length", std::to_string(kMaxLineBytes)},
+      // Warnings at most: the BPE trainer's INFO log dereferences its best pair even when no pair is
+      // left (a crash when the text gives fewer merges than asked for); kgpt prints its own progress.
+      {"minloglevel", options.progress ? "1" : "2"},
   };
   if (options.progress) {
     *options.progress << "tokenizer: training a " << (options.type == SentencePieceType::bpe ? "bpe" : "unigram")
@@ -279,7 +401,7 @@ TokenizerTrainSummary train_sentencepiece(const TokenizerTrainOptions& options) 
   if (!lines.status().ok()) throw InputError("tokenizer train: " + lines.status().ToString());
   if (!status.ok()) {
     for (const auto& file : {summary.model_file, summary.vocab_file}) std::remove(file.c_str());
-    throw InputError("tokenizer train: SentencePiece could not train on these inputs: " + status.ToString());
+    throw InputError(refusal(options, status.ToString()));
   }
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   summary.pieces = SentencePieceModel::load(summary.model_file).vocab_size();

@@ -409,3 +409,21 @@ TEST_CASE("kgpt check --device runs the deck's attention here and compares it wi
   CHECK(odd.exit_code == 0);
   CHECK(odd.err.find("no other implementation to compare with") != std::string::npos);
 }
+
+TEST_CASE("kgpt tokenizer train on text too small for its vocabulary exits 2 naming the file", "[app][bad]") {
+  // Two one-letter lines and 1024 pieces, with progress on: SentencePiece's BPE trainer once died of
+  // a segmentation fault here (exit 139) with no message.
+  TempDir dir;
+  write_file(dir.file("two_lines.txt"), "a\nb\n");
+  const auto r = run_kgpt({"tokenizer", "train", "--input", dir.file("two_lines.txt"), "--vocab-size", "1024", "--out",
+                           dir.file("tk")});
+  INFO(r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--vocab-size 1024 is more than the text of " + dir.file("two_lines.txt") + " can give: at most 262") !=
+        std::string::npos);
+  CHECK_FALSE(kgpt::test::file_exists(dir.file("tk.model")));
+  write_file(dir.file("empty.txt"), "");
+  const auto empty = run_kgpt({"tokenizer", "train", "--input", dir.file("empty.txt"), "--out", dir.file("tk")});
+  CHECK(empty.exit_code == 2);
+  CHECK(empty.err.find(dir.file("empty.txt") + ": no line to train a tokenizer on") != std::string::npos);
+}

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <sstream>
 
 #include "core/error.hpp"
 #include "data/prepare.hpp"
@@ -182,16 +183,54 @@ TEST_CASE("bad tokenizer inputs are named", "[data][sentencepiece]") {
   options.vocab_size = 300;
   options.inputs = {dir.file("missing.txt")};
   CHECK_THROWS_WITH(train_sentencepiece(options), Catch::StartsWith(dir.file("missing.txt") + ": cannot read input file"));
-  // Too little text for the pieces asked for: SentencePiece's reason, and no files left behind.
+  // Too little text for the pieces asked for: named before SentencePiece runs, no files left behind.
   options.inputs = {dir.file("in.txt")};
   options.vocab_size = 5000;
-  CHECK_THROWS_WITH(train_sentencepiece(options), Catch::Contains("SentencePiece could not train on these inputs"));
+  CHECK_THROWS_WITH(train_sentencepiece(options),
+                    Catch::Contains("--vocab-size 5000 is more than the text of " + dir.file("in.txt") + " can give"));
   CHECK_FALSE(kgpt::test::file_exists(dir.file("m.model")));
   // An existing model is never replaced.
   kgpt::test::write_file(dir.file("m.model"), "keep me");
   options.vocab_size = 300;
   CHECK_THROWS_WITH(train_sentencepiece(options), Catch::Contains("m.model: already exists"));
   CHECK(kgpt::test::read_file(dir.file("m.model")) == "keep me");
+
+  // The class that once crashed SentencePiece's BPE trainer (a segmentation fault with its log on):
+  // two one-letter lines leave no pair to merge. With kgpt's progress on, as `kgpt tokenizer train`
+  // runs without --quiet.
+  std::ostringstream log;
+  kgpt::test::write_file(dir.file("two_lines.txt"), "a\nb\n");
+  options.inputs = {dir.file("two_lines.txt")};
+  options.out_prefix = dir.file("tk");
+  options.progress = &log;
+  options.vocab_size = 1024;
+  CHECK_THROWS_WITH(train_sentencepiece(options),
+                    Catch::Contains("--vocab-size 1024 is more than the text of " + dir.file("two_lines.txt") +
+                                    " can give: at most 262 pieces"));
+  CHECK_FALSE(kgpt::test::file_exists(dir.file("tk.model")));
+  options.vocab_size = 262;  // all it can give: trains
+  CHECK(train_sentencepiece(options).pieces == 262);
+  // Nothing to train on: empty, delimiters only, or every line beyond SentencePiece's 4192 bytes.
+  kgpt::test::write_file(dir.file("empty.txt"), "");
+  kgpt::test::write_file(dir.file("delimiters.txt"), "%\n\n%\n" + std::string(5000, 'x') + "\n");
+  options.out_prefix = dir.file("none");
+  options.doc_delimiter = "%";
+  options.vocab_size = 300;
+  options.inputs = {dir.file("empty.txt")};
+  CHECK_THROWS_WITH(train_sentencepiece(options), Catch::StartsWith(dir.file("empty.txt") + ": no line to train a tokenizer on"));
+  options.inputs = {dir.file("delimiters.txt")};
+  CHECK_THROWS_WITH(train_sentencepiece(options), Catch::Contains("longer than 4192 bytes, which SentencePiece skips (1 of them)"));
+  // What only SentencePiece can tell (unigram keeps fewer pieces than the substrings allow), in kgpt's words.
+  kgpt::test::write_file(dir.file("words.txt"), "ab\ncab\ndab\n");
+  options.inputs = {dir.file("words.txt")};
+  options.type = SentencePieceType::unigram;
+  options.doc_delimiter.clear();
+  options.vocab_size = 269;
+  CHECK_THROWS_WITH(train_sentencepiece(options),
+                    Catch::Contains("--vocab-size 269 is more than the text of " + dir.file("words.txt") +
+                                    " gives: SentencePiece can make at most 264 pieces of it"));
+  CHECK_FALSE(kgpt::test::file_exists(dir.file("none.model")));
+  CHECK_FALSE(kgpt::test::file_exists(dir.file("none.vocab")));
 
   PrepareOptions prepare;
   prepare.inputs = {dir.file("in.txt")};
