@@ -16,7 +16,11 @@
 #           same with the non-deterministic cuDNN backward, with Zipf tokens, in fp32; kgpt train
 #           of the golf deck for 12 steps (tokens/s against the bench's)
 #   torch   bench/torch_reference.py for both, on the same GPU
-# A device call runs "device tests train" in one command and "device bench torch" in the next.
+#   scale   the 1.3B deck: its memory plan against this GPU's memory (kgpt check), then kgpt bench
+#           of it on one GPU (8 micro-steps of 4 x 2048) with train.recompute none and block: the
+#           plan beside the measured view_peak_mb (cuDNN's real workspace), tokens/s, MFU
+# A device call runs "device tests train" in one command, "device bench torch" in the next, and
+# "scale" in a third.
 #
 # Output in $OUT (default /tmp/kgpt-cuda), three files, each rewritten after every step so that a
 # command stopped at its limit still brings back what it did: summary.txt (the lines printed on
@@ -208,7 +212,21 @@ for step in "${steps[@]}"; do
       say "torch gpt2: exit $status $(grep torch_reference "$details" | tail -n 1)"
       pack
       ;;
-    *) say "unknown step '$step' (device, tests, train, bench, torch)" ;;
+    scale)
+      big=(inputs/llm_1p3b_8xh100.yaml --set parallel.device_memory_gib=0)
+      run "check 1.3B plan" 60 "${kgpt_env[@]}" "$kgpt" check "${big[@]}" --world-size 8 --no-data
+      say "kgpt check 1.3B (world size 8, this GPU's memory): exit $status"
+      grep -E '^  (parameters|optimizer|activations|library|total|budget)' "$details" | tail -n 6 | tee -a "$summary"
+      pack
+      for recompute in none block; do
+        run "bench 1.3B $recompute" 200 "${kgpt_env[@]}" "$kgpt" bench "${big[@]}" --set train.global_batch_tokens=65536 \
+          --set train.accum_total=8 --set train.recompute=$recompute --steps 2 --warmup 1 --memory
+        say "bench 1.3B 8 x (4 x 2048) recompute $recompute: exit $status"
+        grep -E '^(tok/s|view_peak|device_mem)' "$details" | tail -n 3 | tee -a "$summary"
+        pack
+      done
+      ;;
+    *) say "unknown step '$step' (device, tests, train, bench, torch, scale)" ;;
   esac
 done
 say "== done in $(($(date +%s) - start_s))s"
