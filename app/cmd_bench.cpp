@@ -28,7 +28,8 @@ const CommandSpec& bench_spec() {
       "model's FLOP/s (6N + 12 L H D T FLOPs per token), the FLOP/s of an fp32 GEMM\n"
       "measured in the same run, their ratio, the process's peak resident memory, the high-water\n"
       "mark of kgpt's own arrays in the model's memory space (the GPU on a CUDA build) and, on a GPU,\n"
-      "the device memory in use, and the memory plan's total (kgpt check) beside that high-water mark. The stall watchdog (parallel.stall_timeout_s) watches the steps as in\n"
+      "the device memory in use, and the memory plan's total (kgpt check) beside that high-water mark (both\n"
+      "the largest rank's). The stall watchdog (parallel.stall_timeout_s) watches the steps as in\n"
       "training; its cost per step (its thread's CPU time and the progress marks) is printed as\n"
       "watchdog_ms_per_step and watchdog_share. Reads no data files. Under mpiexec or srun every rank\n"
       "runs its share of the batch and rank 0 prints. Set OPENBLAS_NUM_THREADS to the cores the run may\n"
@@ -128,6 +129,8 @@ int run_bench(const ParsedArgs& args) {
     }
   });
   const train::BenchResult r = train::run_bench(deck, options);
+  // The plan is the largest rank's (ranks differ under parallel.zero_stage: 1): so is the peak printed.
+  const double view_peak = parallel::max(r.view_peak_bytes);
   if (parallel::world().rank != 0) return 0;
   char line[512];
   std::snprintf(line, sizeof(line),
@@ -148,10 +151,9 @@ int run_bench(const ParsedArgs& args) {
                   r.stall_watchdog.c_str(), r.stall_watchdog_ms, 100 * r.stall_watchdog_ms / r.step_ms);
     std::cout << line;
   }
-  if (r.view_peak_bytes >= 0) {
+  if (view_peak >= 0) {
     std::snprintf(line, sizeof(line), "view_peak_mb:%.1f plan_mb:%.1f plan_vs_view_peak:%.4f\n",
-                  r.view_peak_bytes / (1024.0 * 1024.0), memory.total / (1024.0 * 1024.0),
-                  memory.total / r.view_peak_bytes);
+                  view_peak / (1024.0 * 1024.0), memory.total / (1024.0 * 1024.0), memory.total / view_peak);
     std::cout << line;
   } else {
     std::snprintf(line, sizeof(line), "plan_mb:%.1f\n", memory.total / (1024.0 * 1024.0));

@@ -365,6 +365,12 @@ std::vector<KeySpec> build_schema() {
           "this many seconds, or one stops answering, naming the rank, step and phase; 0 turns the watchdog "
           "off. It must exceed the longest stretch without progress: a micro-step's forward or backward, one "
           "evaluation batch, one checkpoint tensor, the first step's set-up (GEMM plans, cuDNN graphs)."),
+      key("parallel", "zero_stage", &Config::parallel, &PC::zero_stage, VK::integer, between(0, 1),
+          "0: every rank holds the whole optimizer state and runs the whole update. 1: the parameter tensors "
+          "are split into one contiguous span per rank (whole tensors, balanced by size); each rank keeps the "
+          "optimizer state of its span only and updates it, then the updated spans are gathered on every rank. "
+          "The same losses and parameters as 0; checkpoints have the same format, so a run resumes across stages "
+          "and world sizes."),
       key("parallel", "device_memory_gib", &Config::parallel, &PC::device_memory_gib, VK::real, at_least(0),
           "Memory per rank (GiB, 2^30 bytes) that the memory plan must fit in: kgpt check, train and bench "
           "refuse a deck whose plan exceeds it. 0: the memory of this machine's device (the GPU on a CUDA "

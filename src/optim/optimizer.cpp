@@ -11,9 +11,10 @@ namespace kgpt::optim {
 
 namespace {
 
-std::size_t largest_matrix(const model::ParameterLayout& layout, bool side) {
+std::size_t largest_matrix(const model::ParameterLayout& layout, const Shard& shard, bool side) {
   std::size_t best = 1;
-  for (const auto& e : layout.entries()) {
+  for (std::size_t i = shard.first_tensor; i < shard.end_tensor; ++i) {
+    const model::TensorEntry& e = layout.entries()[i];
     if (e.spec.shape.size() != 2) continue;
     const std::size_t value = side ? std::min(e.spec.shape[0], e.spec.shape[1]) : e.size;
     best = std::max(best, value);
@@ -23,21 +24,50 @@ std::size_t largest_matrix(const model::ParameterLayout& layout, bool side) {
 
 }  // namespace
 
+Shard whole_layout(const model::ParameterLayout& layout) {
+  return Shard{0, layout.entries().size(), 0, layout.buffer_size()};
+}
+
+std::vector<Shard> shard_layout(const model::ParameterLayout& layout, int ranks) {
+  const auto& entries = layout.entries();
+  std::size_t total = 0;
+  for (const auto& e : entries) total += e.size;
+  std::vector<Shard> shards(static_cast<std::size_t>(ranks));
+  std::size_t tensor = 0, taken = 0;
+  for (int r = 0; r < ranks; ++r) {
+    Shard& s = shards[static_cast<std::size_t>(r)];
+    s.first_tensor = tensor;
+    s.begin = r == 0 ? 0 : shards[static_cast<std::size_t>(r - 1)].end;
+    // Take tensors while that brings the running total nearer to this rank's share.
+    const double target = static_cast<double>(total) * (r + 1) / ranks;
+    while (tensor < entries.size() &&
+           (r == ranks - 1 || std::abs(static_cast<double>(taken + entries[tensor].size) - target) <=
+                                  std::abs(static_cast<double>(taken) - target))) {
+      taken += entries[tensor].size;
+      ++tensor;
+    }
+    s.end_tensor = tensor;
+    s.end = r == ranks - 1 ? layout.buffer_size() : (tensor < entries.size() ? entries[tensor].offset : layout.buffer_size());
+  }
+  return shards;
+}
+
 template <class T>
-typename Optimizer<T>::Sizes Optimizer<T>::sizes(const model::ParameterLayout& layout, const config::Config& config) {
+typename Optimizer<T>::Sizes Optimizer<T>::sizes(const model::ParameterLayout& layout, const config::Config& config,
+                                                 const Shard& shard) {
   Sizes s;
   s.muon = config.optim.matrix_optimizer == config::MatrixOptimizer::muon;
   s.bf16_muon = s.muon && config.model.precision == config::Precision::bf16 && std::is_same<T, float>::value;
-  s.moments = layout.buffer_size();
-  s.momentum = s.muon ? layout.buffer_size() : 0;
-  s.update = s.muon ? largest_matrix(layout, false) : 0;
+  s.moments = shard.size();
+  s.momentum = s.muon ? shard.size() : 0;
+  s.update = s.muon ? largest_matrix(layout, shard, false) : 0;
   if (s.muon && !s.bf16_muon) {
-    s.work_elements = largest_matrix(layout, false);
-    s.work_side = largest_matrix(layout, true);
+    s.work_elements = largest_matrix(layout, shard, false);
+    s.work_side = largest_matrix(layout, shard, true);
   }
   if (s.bf16_muon) {
-    s.work16_elements = largest_matrix(layout, false);
-    s.work16_side = largest_matrix(layout, true);
+    s.work16_elements = largest_matrix(layout, shard, false);
+    s.work16_side = largest_matrix(layout, shard, true);
   }
   s.tensors = layout.entries().size();
   return s;
@@ -45,7 +75,13 @@ typename Optimizer<T>::Sizes Optimizer<T>::sizes(const model::ParameterLayout& l
 
 template <class T>
 std::size_t Optimizer<T>::state_bytes(const model::ParameterLayout& layout, const config::Config& config) {
-  const Sizes s = sizes(layout, config);
+  return state_bytes(layout, config, whole_layout(layout));
+}
+
+template <class T>
+std::size_t Optimizer<T>::state_bytes(const model::ParameterLayout& layout, const config::Config& config,
+                                      const Shard& shard) {
+  const Sizes s = sizes(layout, config, shard);
   return (2 * s.moments + s.momentum + s.update) * sizeof(T) +
          NewtonSchulzWorkspace<T>::bytes(s.work_elements, s.work_side) +
          NewtonSchulzWorkspace<bf16>::bytes(s.work16_elements, s.work16_side) + s.tensors * sizeof(double);
@@ -53,11 +89,17 @@ std::size_t Optimizer<T>::state_bytes(const model::ParameterLayout& layout, cons
 
 template <class T>
 Optimizer<T>::Optimizer(const model::Parameters<T>& params, const config::Config& config)
-    : Optimizer(params, config, sizes(params.layout(), config)) {}
+    : Optimizer(params, config, whole_layout(params.layout())) {}
 
 template <class T>
-Optimizer<T>::Optimizer(const model::Parameters<T>& params, const config::Config& config, const Sizes& s)
+Optimizer<T>::Optimizer(const model::Parameters<T>& params, const config::Config& config, const Shard& shard)
+    : Optimizer(params, config, shard, sizes(params.layout(), config, shard)) {}
+
+template <class T>
+Optimizer<T>::Optimizer(const model::Parameters<T>& params, const config::Config& config, const Shard& shard,
+                        const Sizes& s)
     : params_(params),
+      shard_(shard),
       optim_(config.optim),
       muon_(s.muon),
       bf16_muon_(s.bf16_muon),
@@ -93,15 +135,16 @@ void Optimizer<T>::step(const ExecSpace& exec, int step, double lr_multiplier, c
   const double mu = muon_momentum_at(step, optim_.muon_momentum_warmup_start, optim_.muon_momentum,
                                      optim_.muon_momentum_warmup_steps);
   const auto& entries = params_.layout().entries();
-  for (std::size_t index = 0; index < entries.size(); ++index) {
+  for (std::size_t index = shard_.first_tensor; index < shard_.end_tensor; ++index) {
     const model::TensorEntry& e = entries[index];
+    const std::size_t state_at = e.offset - shard_.begin;  // where its state starts in this shard's buffers
     double* norm_part = norm_sq != nullptr ? norm_parts_.data() + index : nullptr;
     const double lr = group_lr(e.spec.group) * lr_multiplier;
     T* p = params_.values().data() + e.offset;
     T* g = params_.grads().data() + e.offset;
     if (muon_ && e.spec.group == model::ParamGroup::matrix) {
       const std::size_t rows = e.spec.shape[0], cols = e.spec.shape[1];
-      const Matrix<T> param(p, rows, cols), momentum(momentum_.data() + e.offset, rows, cols);
+      const Matrix<T> param(p, rows, cols), momentum(momentum_.data() + state_at, rows, cols);
       const Matrix<T> update(update_.data(), rows, cols);
       if (bf16_muon_) {
         muon_update<T, bf16>(exec, param, ConstMatrix<T>(g, rows, cols), momentum, update, lr, mu, optim_.weight_decay,
@@ -119,8 +162,8 @@ void Optimizer<T>::step(const ExecSpace& exec, int step, double lr_multiplier, c
     settings.eps = optim_.adam_eps;
     const bool decays = e.spec.group != model::ParamGroup::scalar;
     settings.weight_decay = decays ? optim_.weight_decay : 0.0;
-    adam_update<T>(exec, Vector<T>(p, e.size), ConstVector<T>(g, e.size), Vector<T>(m_.data() + e.offset, e.size),
-                   Vector<T>(v_.data() + e.offset, e.size), settings, step + 1, grad_factor, norm_part);
+    adam_update<T>(exec, Vector<T>(p, e.size), ConstVector<T>(g, e.size), Vector<T>(m_.data() + state_at, e.size),
+                   Vector<T>(v_.data() + state_at, e.size), settings, step + 1, grad_factor, norm_part);
   }
   if (norm_sq == nullptr) return;
   const auto parts = norm_parts_;

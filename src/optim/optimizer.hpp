@@ -19,10 +19,26 @@
 
 namespace kgpt::optim {
 
+// The part of the parameter buffer one rank updates under parallel.zero_stage: 1: whole tensors
+// [first_tensor, end_tensor) in layout order, and the buffer elements [begin, end) that hold them
+// (with the alignment gaps after them), so that the shards of all ranks tile the buffer.
+struct Shard {
+  std::size_t first_tensor = 0, end_tensor = 0;
+  std::size_t begin = 0, end = 0;
+  std::size_t size() const { return end - begin; }
+};
+// The whole buffer: stage 0, or one rank.
+Shard whole_layout(const model::ParameterLayout& layout);
+// One shard per rank: contiguous runs of whole tensors, each as close to 1/ranks of the elements as
+// whole tensors allow (a rank may get none when there are fewer tensors than ranks).
+std::vector<Shard> shard_layout(const model::ParameterLayout& layout, int ranks);
+
 template <class T>
 class Optimizer {
  public:
+  // Updates and keeps state for `shard` of the parameters (the whole buffer by default).
   Optimizer(const model::Parameters<T>& params, const config::Config& config);
+  Optimizer(const model::Parameters<T>& params, const config::Config& config, const Shard& shard);
   // `step` counts from 0. Every gradient is read times *grad_factor (a device scalar: the step's
   // clipping factor), or as it is when grad_factor is null. With norm_sq (a device scalar), the
   // squared global norm of the raw gradients is written there by the same passes. Waits for nothing.
@@ -32,9 +48,11 @@ class Optimizer {
   // Bytes of device memory the constructor allocates for parameters of this layout (the state and
   // the Newton-Schulz workspaces), allocating nothing: for the memory plan.
   static std::size_t state_bytes(const model::ParameterLayout& layout, const config::Config& config);
-  // The state a checkpoint must hold, by name, each a buffer with the parameter buffer's layout:
-  // adam_m, adam_v, and with Muon muon_momentum.
+  static std::size_t state_bytes(const model::ParameterLayout& layout, const config::Config& config, const Shard& shard);
+  // The state a checkpoint must hold, by name: adam_m, adam_v, and with Muon muon_momentum, each
+  // the elements [shard().begin, shard().end) of a buffer with the parameter buffer's layout.
   std::vector<std::pair<std::string, Vector<T>>> state_buffers() const;
+  const Shard& shard() const { return shard_; }
 
  private:
   // The sizes of the constructor's buffers, in elements.
@@ -44,10 +62,11 @@ class Optimizer {
     std::size_t work_elements = 1, work_side = 1, work16_elements = 1, work16_side = 1;
     std::size_t tensors = 0;
   };
-  static Sizes sizes(const model::ParameterLayout& layout, const config::Config& config);
-  Optimizer(const model::Parameters<T>& params, const config::Config& config, const Sizes& sizes);
+  static Sizes sizes(const model::ParameterLayout& layout, const config::Config& config, const Shard& shard);
+  Optimizer(const model::Parameters<T>& params, const config::Config& config, const Shard& shard, const Sizes& sizes);
 
   const model::Parameters<T>& params_;
+  Shard shard_;
   config::OptimConfig optim_;
   bool muon_;       // Muon for the matrices (else AdamW)
   bool bf16_muon_;  // Newton-Schulz in bf16, as the model's products (train.precision: bf16)

@@ -100,6 +100,37 @@ void broadcast_from_root(void* data, std::size_t bytes) {
   }
 }
 
+namespace {
+
+// MPI counts and displacements are ints: a buffer past INT_MAX elements cannot be sent this way.
+std::vector<int> as_ints(const std::vector<std::size_t>& values, const char* what) {
+  std::vector<int> out;
+  for (const std::size_t v : values) {
+    if (v > static_cast<std::size_t>(INT_MAX)) {
+      throw Error(ExitCode::failure, std::string(what) + ": " + std::to_string(v) + " elements exceed MPI's int counts");
+    }
+    out.push_back(static_cast<int>(v));
+  }
+  return out;
+}
+
+}  // namespace
+
+void allgather_spans(float* data, const std::vector<std::size_t>& begins, const std::vector<std::size_t>& counts) {
+  const std::vector<int> displs = as_ints(begins, "gathering parameter spans"), sizes = as_ints(counts, "gathering parameter spans");
+  check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, sizes.data(), displs.data(), MPI_FLOAT, MPI_COMM_WORLD),
+        "MPI_Allgatherv");
+}
+
+void gather_spans_to_root(const float* mine, float* data, const std::vector<std::size_t>& begins,
+                          const std::vector<std::size_t>& counts) {
+  const std::vector<int> displs = as_ints(begins, "gathering state spans"), sizes = as_ints(counts, "gathering state spans");
+  const int rank = world().rank;
+  check(MPI_Gatherv(mine, sizes[static_cast<std::size_t>(rank)], MPI_FLOAT, data, sizes.data(), displs.data(), MPI_FLOAT, 0,
+                    MPI_COMM_WORLD),
+        "MPI_Gatherv");
+}
+
 std::vector<std::uint64_t> gather_all(std::uint64_t value) {
   std::vector<std::uint64_t> all(static_cast<std::size_t>(world().size));
   check(MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD), "MPI_Allgather");

@@ -104,7 +104,7 @@ BenchResult run_bench(const config::ResolvedDeck& deck, const BenchOptions& opti
   const ExecSpace exec;
   const auto model = model::make_model<float>(c.model, static_cast<int>(plan.local_sequences), c.train.seq_len);
   model::initialize(model->parameters(), static_cast<std::uint64_t>(c.run.seed));
-  optim::Optimizer<float> optimizer(model->parameters(), c);
+  optim::Optimizer<float> optimizer(model->parameters(), c, optimizer_shard(deck, model->parameters().layout()));
   TrainStep<float> train_step(*model, optimizer, deck, parallel::world().size);
   SyntheticBatches batches(plan.local_sequences, plan.seq_len, c.model.vocab_size, options.tokens);
 

@@ -15,6 +15,7 @@
 #include "core/host_copy.hpp"
 #include "io/hdf5_file.hpp"
 #include "parallel/watchdog.hpp"
+#include "parallel/world.hpp"
 
 namespace kgpt::train {
 
@@ -25,11 +26,18 @@ namespace fs = std::filesystem;
 constexpr const char* kFilePrefix = "ckpt_";
 constexpr const char* kFileSuffix = ".h5";
 
-// The buffers of a checkpoint, in the order the checksum walks them.
-std::vector<std::pair<std::string, Vector<float>>> buffers(const model::Parameters<float>& params,
-                                                           const optim::Optimizer<float>& optimizer) {
-  std::vector<std::pair<std::string, Vector<float>>> all = {{"params", params.values()}};
-  for (const auto& [name, buffer] : optimizer.state_buffers()) all.emplace_back("optim/" + name, buffer);
+// The buffers of a checkpoint, in the order the checksum walks them, each with where it starts in
+// the parameter buffer's layout (an optimizer's shard starts at its first element).
+struct Stored {
+  std::string group;
+  Vector<float> buffer;
+  std::size_t begin;
+};
+std::vector<Stored> buffers(const model::Parameters<float>& params, const optim::Optimizer<float>& optimizer) {
+  std::vector<Stored> all = {{"params", params.values(), 0}};
+  for (const auto& [name, buffer] : optimizer.state_buffers()) {
+    all.push_back({"optim/" + name, buffer, optimizer.shard().begin});
+  }
   return all;
 }
 
@@ -96,8 +104,41 @@ std::vector<std::string> list_checkpoints(const std::string& run_dir) {
   return paths;
 }
 
+HostState checkpoint_state(const optim::Optimizer<float>& optimizer, const std::vector<optim::Shard>& shards,
+                           std::size_t buffer_size) {
+  HostState state;
+  // One shard is the whole buffer: no MPI (tests and tools write checkpoints without it).
+  const bool root = shards.size() == 1 || parallel::world().rank == 0;
+  std::vector<std::size_t> begins, counts;
+  for (const optim::Shard& s : shards) {
+    begins.push_back(s.begin);
+    counts.push_back(s.size());
+  }
+  for (const auto& [name, buffer] : optimizer.state_buffers()) {
+    std::vector<float> mine = to_host(buffer);
+    if (shards.size() == 1) {
+      state.emplace_back(name, std::move(mine));
+      continue;
+    }
+    std::vector<float> whole(root ? buffer_size : 0);
+    parallel::gather_spans_to_root(mine.data(), whole.data(), begins, counts);
+    if (root) state.emplace_back(name, std::move(whole));
+  }
+  return state;
+}
+
 std::string write_checkpoint(const std::string& run_dir, const model::Parameters<float>& params,
                              const optim::Optimizer<float>& optimizer, const CheckpointState& state,
+                             const io::RunMetadata& metadata, const CheckpointPolicy& policy) {
+  if (optimizer.shard().begin != 0 || optimizer.shard().size() != params.layout().buffer_size()) {
+    throw Error(ExitCode::failure, "write_checkpoint: an optimizer of one shard needs checkpoint_state first");
+  }
+  return write_checkpoint(run_dir, params, checkpoint_state(optimizer, {optimizer.shard()}, params.layout().buffer_size()),
+                          state, metadata, policy);
+}
+
+std::string write_checkpoint(const std::string& run_dir, const model::Parameters<float>& params,
+                             const HostState& optimizer_state, const CheckpointState& state,
                              const io::RunMetadata& metadata, const CheckpointPolicy& policy) {
   fs::create_directories(checkpoint_folder(run_dir));
   const std::string path = checkpoint_path(run_dir, state.step), temporary = path + ".tmp";
@@ -105,9 +146,17 @@ std::string write_checkpoint(const std::string& run_dir, const model::Parameters
   try {
     io::Hdf5File out(temporary, io::Hdf5File::Mode::create);
     const auto& layout = params.layout();
-    for (const auto& [group, buffer] : buffers(params, optimizer)) {
+    std::vector<std::pair<std::string, const std::vector<float>*>> all;
+    const std::vector<float> values = to_host(params.values());
+    all.emplace_back("params", &values);
+    for (const auto& [name, host] : optimizer_state) all.emplace_back("optim/" + name, &host);
+    for (const auto& [group, stored] : all) {
       parallel::progress();
-      const std::vector<float> host = to_host(buffer);
+      const std::vector<float>& host = *stored;
+      if (host.size() != layout.buffer_size()) {
+        throw Error(ExitCode::failure, group + ": " + std::to_string(host.size()) + " values for a buffer of " +
+                                           std::to_string(layout.buffer_size()));
+      }
       // A diverged run must not replace the last good checkpoint.
       if (!std::all_of(host.begin(), host.end(), [](float x) { return std::isfinite(x); })) {
         out.close_and_remove();
@@ -157,9 +206,10 @@ CheckpointState load_checkpoint(const std::string& path, const model::Parameters
                      " (a different architecture; check model.* in the deck)");
   }
   Checksum sum;
-  std::vector<std::pair<Vector<float>, std::vector<float>>> loaded;
-  for (const auto& [group, buffer] : buffers(params, optimizer)) {
-    std::vector<float> host(buffer.extent(0), 0.0f);
+  std::vector<std::pair<Stored, std::vector<float>>> loaded;
+  for (const Stored& stored : buffers(params, optimizer)) {
+    const std::string& group = stored.group;
+    std::vector<float> host(layout.buffer_size(), 0.0f);
     for (const auto& e : layout.entries()) {
       const std::string name = "/" + group + "/" + e.spec.name;
       if (!in.contains(name)) {
@@ -181,7 +231,7 @@ CheckpointState load_checkpoint(const std::string& path, const model::Parameters
       in.read_floats(name, host.data() + e.offset);
     }
     sum.add(host.data(), host.size() * sizeof(float));
-    loaded.emplace_back(buffer, std::move(host));
+    loaded.emplace_back(stored, std::move(host));
   }
   CheckpointState state;
   state.step = static_cast<std::int64_t>(in.read_doubles("/state/step").at(0));
@@ -195,7 +245,11 @@ CheckpointState load_checkpoint(const std::string& path, const model::Parameters
     throw InputError(path + ": checksum mismatch (stored " + stored + ", computed " + sum.hex() +
                      "): the checkpoint is corrupted");
   }
-  for (const auto& [buffer, host] : loaded) from_host(host, buffer);
+  // Each buffer takes its span: the whole layout, or the optimizer's shard.
+  for (const auto& [stored, host] : loaded) {
+    const auto first = host.begin() + static_cast<std::ptrdiff_t>(stored.begin);
+    from_host(std::vector<float>(first, first + static_cast<std::ptrdiff_t>(stored.buffer.extent(0))), stored.buffer);
+  }
   return state;
 }
 

@@ -38,13 +38,25 @@ std::string checkpoint_path(const std::string& run_dir, std::int64_t step);
 // Checkpoint files of a run directory, newest (highest step) first.
 std::vector<std::string> list_checkpoints(const std::string& run_dir);
 
+// The optimizer's state as a checkpoint holds it: by name, host copies with the parameter buffer's
+// layout. Collective when the optimizer holds one shard of several (`shards`, parallel.zero_stage:
+// 1): every rank sends its span and rank 0 alone gets the whole buffers (the others get none).
+using HostState = std::vector<std::pair<std::string, std::vector<float>>>;
+HostState checkpoint_state(const optim::Optimizer<float>& optimizer, const std::vector<optim::Shard>& shards,
+                           std::size_t buffer_size);
+
 // Writes the checkpoint of `state.step` and prunes older ones; returns its path. Rank 0 only.
+std::string write_checkpoint(const std::string& run_dir, const model::Parameters<float>& params,
+                             const HostState& optimizer_state, const CheckpointState& state,
+                             const io::RunMetadata& metadata, const CheckpointPolicy& policy);
+// The same for an optimizer of the whole buffer.
 std::string write_checkpoint(const std::string& run_dir, const model::Parameters<float>& params,
                              const optim::Optimizer<float>& optimizer, const CheckpointState& state,
                              const io::RunMetadata& metadata, const CheckpointPolicy& policy);
 
-// Reads `path` into params and optimizer after checking the checksum and that every tensor's
-// name, shape and type match this model. Throws InputError naming the file and what differs.
+// Reads `path` into params and optimizer (its shard of each state buffer) after checking the
+// checksum and that every tensor's name, shape and type match this model. Throws InputError naming
+// the file and what differs.
 CheckpointState load_checkpoint(const std::string& path, const model::Parameters<float>& params,
                                 const optim::Optimizer<float>& optimizer);
 

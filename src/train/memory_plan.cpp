@@ -65,13 +65,22 @@ MemoryPlan plan_memory(const config::ResolvedDeck& deck, const model::MemoryTarg
   plan.backend = target.gpu ? "cuda" : "host";
   plan.attention = config::name_of(m.attention);
   const std::string tokens = std::to_string(micro_batch) + " x " + std::to_string(c.train.seq_len) + " tokens";
+  // Under zero stage 1 each rank keeps the state of its shard: the plan is the largest rank's.
+  const std::vector<optim::Shard> shards = optimizer_shards(deck, layout);
+  std::size_t optimizer_bytes = 0;
+  for (const optim::Shard& shard : shards) {
+    optimizer_bytes = std::max(optimizer_bytes, optim::Optimizer<float>::state_bytes(layout, c, shard));
+  }
+  const std::string sharded =
+      shards.size() > 1 ? " of the largest of " + std::to_string(shards.size()) + " shards (parallel.zero_stage: 1)" : "";
   plan.parts = {
       {"parameters", static_cast<double>(m.parameters), n + " fp32 values"},
       {"gradients", static_cast<double>(m.gradients), n + " fp32 values"},
-      {"optimizer state", static_cast<double>(optim::Optimizer<float>::state_bytes(layout, c)),
-       std::string("Adam moments") + (c.optim.matrix_optimizer == config::MatrixOptimizer::muon
-                                          ? ", Muon momentum and Newton-Schulz workspaces"
-                                          : "")},
+      {"optimizer state", static_cast<double>(optimizer_bytes),
+       std::string("Adam moments") +
+           (c.optim.matrix_optimizer == config::MatrixOptimizer::muon ? ", Muon momentum and Newton-Schulz workspaces"
+                                                                      : "") +
+           sharded},
       {"bf16 weight shadow", static_cast<double>(m.weight_shadow),
        m.weight_shadow > 0 ? n + " bf16 values" : "none (fp32 activations)"},
       {"activations", static_cast<double>(m.activations),
@@ -149,6 +158,17 @@ void require_fit(const config::ResolvedDeck& deck, const MemoryPlan& plan, const
     if (plan_block.fits()) {
       remedy += std::string(remedy.empty() ? "" : "; or ") + "train.recompute = block would fit at this micro-batch (" +
                 gib(plan_block.total) + ", for about a third more compute)";
+    }
+  }
+  // Sharding the optimizer's state over the ranks.
+  if (deck.config.parallel.zero_stage == 0 && deck.plan.world_size > 1) {
+    config::ResolvedDeck sharded = deck;
+    sharded.config.parallel.zero_stage = 1;
+    const MemoryPlan plan_sharded = plan_memory(sharded, target);
+    if (plan_sharded.fits()) {
+      remedy += std::string(remedy.empty() ? "" : "; or ") + "parallel.zero_stage = 1 would fit (" +
+                gib(plan_sharded.total) + ": each of the " + std::to_string(deck.plan.world_size) +
+                " ranks keeps the optimizer state of its shard)";
     }
   }
   if (remedy.empty()) {

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <type_traits>
 
 #include "core/error.hpp"
 #include "core/profile.hpp"
@@ -38,6 +39,16 @@ class PhaseTimer {
 
 }  // namespace
 
+std::vector<optim::Shard> optimizer_shards(const config::ResolvedDeck& deck, const model::ParameterLayout& layout) {
+  if (deck.config.parallel.zero_stage == 0 || deck.plan.world_size == 1) return {optim::whole_layout(layout)};
+  return optim::shard_layout(layout, deck.plan.world_size);
+}
+
+optim::Shard optimizer_shard(const config::ResolvedDeck& deck, const model::ParameterLayout& layout) {
+  const std::vector<optim::Shard> shards = optimizer_shards(deck, layout);
+  return shards.size() == 1 ? shards.front() : shards.at(static_cast<std::size_t>(parallel::world().rank));
+}
+
 template <class T>
 TrainStep<T>::TrainStep(model::LanguageModel<T>& model, optim::Optimizer<T>& optimizer,
                         const config::ResolvedDeck& deck, int world_size)
@@ -60,6 +71,15 @@ TrainStep<T>::TrainStep(model::LanguageModel<T>& model, optim::Optimizer<T>& opt
   averager_ = parallel::make_gradient_averager<T>(ExecSpace(), model.parameters().grads(), world_size, settings);
   // docs/design.md, section 2: grad_scale = 1 / grad_accum_steps; a summing transport adds 1 / world_size.
   backward_scale_ = static_cast<T>(plan_.grad_scale * averager_->backward_scale_factor());
+  const std::vector<optim::Shard> shards = optimizer_shards(deck, model.parameters().layout());
+  if (shards.size() > 1) {
+    if (!std::is_same<T, float>::value) throw Error(ExitCode::failure, "parallel.zero_stage: 1 trains float parameters only");
+    for (const optim::Shard& s : shards) {
+      span_begins_.push_back(s.begin);
+      span_counts_.push_back(s.size());
+    }
+    host_values_ = Kokkos::create_mirror_view(model.parameters().values());
+  }
 }
 
 template <class T>
@@ -127,6 +147,16 @@ StepMetrics TrainStep<T>::run(const ExecSpace& exec, int step, double training_s
     // The norm comes from the update passes themselves.
     optimizer_.step(exec, step, m.lr_multiplier, nullptr, norm_sq.data());
   }
+  if (!span_counts_.empty()) {
+    // parallel.zero_stage: 1: each rank updated its own span; every rank takes everyone's.
+    parallel::progress_detail("gathering the updated parameters");
+    const profile::Region region(exec, "parameter all-gather (zero stage 1)");
+    const Vector<T>& values = model_.parameters().values();
+    Kokkos::deep_copy(exec, host_values_, values);
+    exec.fence();
+    if constexpr (std::is_same<T, float>::value) parallel::allgather_spans(host_values_.data(), span_begins_, span_counts_);
+    Kokkos::deep_copy(exec, values, host_values_);
+  }
   Kokkos::deep_copy(exec, host_sums_, sums_);
   exec.fence();
   timer.lap(m.optimizer_seconds);
@@ -135,7 +165,9 @@ StepMetrics TrainStep<T>::run(const ExecSpace& exec, int step, double training_s
   parallel::progress_detail("summing the loss over ranks");
   const int world_size = averager_->world_size();
   m.loss = parallel::sum(host_sums_(0)) / (accum * world_size);
-  m.grad_norm = std::sqrt(host_sums_(1));
+  // Under zero stage 1 without clipping each rank's update passes saw its own span's gradients.
+  const bool partial_norm = !span_counts_.empty() && train_.grad_clip_norm <= 0;
+  m.grad_norm = std::sqrt(partial_norm ? parallel::sum(host_sums_(1)) : host_sums_(1));
   m.averaging = averager_->step_counters();
   if (!std::isfinite(m.loss)) {
     char value[32];

@@ -11,6 +11,7 @@
 // log line and the history row are both made from them.
 
 #include <memory>
+#include <vector>
 
 #include "config/deck.hpp"
 #include "core/backend.hpp"
@@ -41,11 +42,19 @@ struct StepMetrics {
   double forward_seconds = 0.0, backward_seconds = 0.0, optimizer_seconds = 0.0;
 };
 
+// The shards of parallel.zero_stage: 1 in this world (one per rank), or one shard of the whole
+// buffer at stage 0 or on one rank.
+std::vector<optim::Shard> optimizer_shards(const config::ResolvedDeck& deck, const model::ParameterLayout& layout);
+// This rank's: what its optimizer updates and keeps state for.
+optim::Shard optimizer_shard(const config::ResolvedDeck& deck, const model::ParameterLayout& layout);
+
 template <class T>
 class TrainStep {
  public:
   // Builds the gradient averager of this world (parallel.bucket_mb, parallel.overlap) over the
   // model's gradients, and the step's token and statistics buffers. Collective over MPI_COMM_WORLD.
+  // Under parallel.zero_stage: 1 the optimizer updates this rank's shard (optimizer_shard) and the
+  // step then gathers every rank's updated span of the parameters on every rank.
   TrainStep(model::LanguageModel<T>& model, optim::Optimizer<T>& optimizer, const config::ResolvedDeck& deck,
             int world_size);
 
@@ -80,6 +89,10 @@ class TrainStep {
   Kokkos::View<double[2], MemSpace> sums_;  // the loss summed over micro-steps; the squared gradient norm
   Kokkos::View<double, MemSpace> clip_factor_;
   Kokkos::View<double[2], backend::StagingSpace> host_sums_;
+  // parallel.zero_stage: 1 on more than one rank: every rank's span, and the parameters in host
+  // memory for MPI (the parameters themselves on a host build).
+  std::vector<std::size_t> span_begins_, span_counts_;
+  typename Vector<T>::HostMirror host_values_;
 };
 
 }  // namespace kgpt::train

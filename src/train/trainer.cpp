@@ -92,7 +92,8 @@ Run build_run(const config::ResolvedDeck& deck) {
   parallel::agreed([&] {
     run.model = model::make_model<Real>(c.model, batch, c.train.seq_len);
     model::initialize(run.model->parameters(), static_cast<std::uint64_t>(c.run.seed));
-    run.optimizer = std::make_unique<optim::Optimizer<Real>>(run.model->parameters(), c);
+    run.optimizer = std::make_unique<optim::Optimizer<Real>>(
+        run.model->parameters(), c, optimizer_shard(deck, run.model->parameters().layout()));
     run.loader = std::make_unique<data::DistributedLoader>(
         data::TokenStream(data::find_shards(c.data.train_files), c.model.vocab_size), parallel::world().rank,
         deck.plan.world_size, deck.plan.local_tokens, c.train.seq_len);
@@ -165,8 +166,12 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
   double training_seconds = resumed.training_seconds;
   // Every rank waits for rank 0's write, so that none exits or goes on before the checkpoint is on
   // disk, and a failed write ends every rank with rank 0's message.
+  const std::vector<optim::Shard> shards = optimizer_shards(deck, model.parameters().layout());
   auto save_checkpoint = [&](int steps_done) {
     parallel::progress(parallel::Phase::checkpoint, steps_done);
+    // Under zero stage 1 every rank sends its shard of the optimizer's state to rank 0 first.
+    const HostState optimizer_state =
+        checkpoint_state(*run.optimizer, shards, model.parameters().layout().buffer_size());
     parallel::agreed([&] {
       if (!writes_files) return;
       CheckpointState state;
@@ -175,7 +180,7 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
       state.stream_position = run.loader->stream().tokens_consumed();
       state.training_seconds = training_seconds;
       state.seed = c.run.seed;
-      const std::string path = write_checkpoint(options.run_dir, model.parameters(), *run.optimizer, state, metadata, keep);
+      const std::string path = write_checkpoint(options.run_dir, model.parameters(), optimizer_state, state, metadata, keep);
       log.line("checkpoint:" + path + " step:" + std::to_string(steps_done));
     });
   };

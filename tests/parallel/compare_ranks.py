@@ -1,6 +1,6 @@
 """Checks the data-parallel runs written by train_ranks (docs/design.md, sections 5 to 8).
 
-usage: compare_ranks.py REFERENCE_PREFIX:W[:overlap] PREFIX:W[:overlap]...
+usage: compare_ranks.py REFERENCE_PREFIX:W[:no-overlap|:zero1] PREFIX:W[:no-overlap|:zero1]...
 
 The first run is the reference (world size 1). For every run: every rank ends with bit-identical
 parameters and the same losses; gradient averaging ran once per step over every gradient exactly
@@ -9,6 +9,9 @@ overlap and in several buckets with it. Across runs: train losses within 1e-5 re
 parameters within 1e-5 relative (L2 norm of the difference over the norm of the parameters; Adam's
 normalised step on a near-zero gradient turns reduction-order differences into single elements
 moving by up to lr-sized amounts, so elements are held to 1e-4), val loss within 1e-5 relative.
+A run with parallel.zero_stage: 1 (":zero1") must equal the stage-0 run of its world size bit for
+bit: the same averaged gradients, each tensor updated by one rank with the same kernels, then
+gathered.
 """
 
 import sys
@@ -38,15 +41,25 @@ def main(argv):
         parts = spec.split(":")
         prefix, world_size = parts[0], int(parts[1])
         overlap = len(parts) < 3 or parts[2] != "no-overlap"
-        runs.append((prefix, world_size, overlap, load(prefix, world_size)))
+        zero1 = len(parts) >= 3 and parts[2] == "zero1"
+        runs.append((prefix, world_size, overlap, load(prefix, world_size), zero1))
 
     reference = runs[0][3][0]
+    stage0 = {run[1]: run[3][0] for run in runs if run[2] and not run[4]}
     steps = len(reference["train_loss"])
     check(steps >= 20, f"reference ran {steps} steps, want at least 20")
     check(reference["train_loss"][-1] < reference["train_loss"][0] - 0.1, "reference loss did not fall")
 
-    for prefix, world_size, overlap, ranks in runs:
-        name = f"world size {world_size}{'' if overlap else ' without overlap'}"
+    for prefix, world_size, overlap, ranks, zero1 in runs:
+        name = f"world size {world_size}{'' if overlap else ' without overlap'}{' at zero stage 1' if zero1 else ''}"
+        if zero1:
+            same = stage0.get(world_size)
+            check(same is not None, f"{name}: no stage-0 run of world size {world_size} to compare with")
+            if same is not None:
+                check(np.array_equal(ranks[0]["train_loss"], same["train_loss"]),
+                      f"{name}: train losses differ from stage 0's")
+                check(np.array_equal(ranks[0]["parameters"], same["parameters"]),
+                      f"{name}: final parameters differ from stage 0's")
         root = ranks[0]
         for r, rank in enumerate(ranks[1:], start=1):
             check(np.array_equal(rank["parameters"], root["parameters"]),
