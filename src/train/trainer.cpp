@@ -169,9 +169,11 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
   const std::vector<optim::Shard> shards = optimizer_shards(deck, model.parameters().layout());
   auto save_checkpoint = [&](int steps_done) {
     parallel::progress(parallel::Phase::checkpoint, steps_done);
-    // Under zero stage 1 every rank sends its shard of the optimizer's state to rank 0 first.
+    // Under zero stage 1 every rank sends its shard of the optimizer's state to rank 0 first; at
+    // stage 0 only the rank that writes copies it to the host.
+    const bool gathers = !options.run_dir.empty() && (shards.size() > 1 || writes_files);
     const HostState optimizer_state =
-        checkpoint_state(*run.optimizer, shards, model.parameters().layout().buffer_size());
+        gathers ? checkpoint_state(*run.optimizer, shards, model.parameters().layout().buffer_size()) : HostState{};
     parallel::agreed([&] {
       if (!writes_files) return;
       CheckpointState state;
