@@ -35,9 +35,12 @@ const std::vector<Column>& train_columns() {
       {"grad_norm", Series::float64, "1", "global L2 norm of the averaged gradient, before clipping"},
       {"step_ms", Series::float64, "ms", "wall time of the step on the slowest rank"},
       {"tokens_per_s", Series::float64, "tokens/s", "training tokens of the step over its wall time"},
-      {"allreduce_calls", Series::int64, "calls", "gradient all-reduce calls in the step"},
+      {"allreduce_calls", Series::int64, "calls",
+       "gradient averaging calls in the step (all-reduces; under parallel.zero_stage 1 reduces to each span's owner)"},
       {"allreduce_bytes", Series::int64, "bytes", "gradient bytes averaged in the step"},
       {"wall_time_s", Series::float64, "s", "seconds since the run (or its resumption) started"},
+      {"allgather_calls", Series::int64, "calls", "parameter all-gather calls in the step (parallel.zero_stage 1)"},
+      {"allgather_bytes", Series::int64, "bytes", "parameter bytes all-gathered in the step (parallel.zero_stage 1)"},
   };
   return columns;
 }
@@ -110,12 +113,17 @@ History History::resume(const std::string& path, std::int64_t last_step, const R
              (val ? steps[keep] < static_cast<double>(last_step) : steps[keep] <= static_cast<double>(last_step))) {
         ++keep;
       }
+      std::size_t kept_rows = keep;
       for (const Column& column : *columns) {
-        std::vector<double> values = old.read_doubles(std::string(group) + column.name);
+        // A column that an older kgpt did not write reads as zeros.
+        const std::string name = std::string(group) + column.name;
+        std::vector<double> values = old.contains(name) ? old.read_doubles(name) : std::vector<double>(keep, 0.0);
         values.resize(std::min(keep, values.size()));
+        kept_rows = std::min(kept_rows, values.size());
         kept[std::string(group) + column.name] = std::move(values);
       }
-      (val ? val_rows : train_rows) = keep;
+      // A writer killed inside a row leaves its later columns one short: that row is dropped.
+      (val ? val_rows : train_rows) = kept_rows;
     }
   }
   const std::string temporary = path + ".tmp";
@@ -128,7 +136,8 @@ History History::resume(const std::string& path, std::int64_t last_step, const R
                             at("/train/lr_matrix", i), at("/train/lr_scalar", i), at("/train/lr_embedding", i),
                             at("/train/lr_head", i), at("/train/grad_norm", i), at("/train/step_ms", i),
                             at("/train/tokens_per_s", i), whole("/train/allreduce_calls", i),
-                            whole("/train/allreduce_bytes", i), at("/train/wall_time_s", i)});
+                            whole("/train/allreduce_bytes", i), at("/train/wall_time_s", i),
+                            whole("/train/allgather_calls", i), whole("/train/allgather_bytes", i)});
     }
     for (std::size_t i = 0; i < val_rows; ++i) {
       fresh.append(ValRow{whole("/val/step", i), at("/val/loss", i), at("/val/bpb", i)});
@@ -157,6 +166,8 @@ void History::append(const TrainRow& row) {
   f.append("/train/allreduce_calls", row.allreduce_calls);
   f.append("/train/allreduce_bytes", row.allreduce_bytes);
   f.append("/train/wall_time_s", row.wall_time_s);
+  f.append("/train/allgather_calls", row.allgather_calls);
+  f.append("/train/allgather_bytes", row.allgather_bytes);
 }
 
 void History::append(const ValRow& row) {

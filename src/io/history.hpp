@@ -19,6 +19,7 @@ struct TrainRow {
   double step_ms = 0, tokens_per_s = 0;
   std::int64_t allreduce_calls = 0, allreduce_bytes = 0;
   double wall_time_s = 0;
+  std::int64_t allgather_calls = 0, allgather_bytes = 0;
 };
 
 struct ValRow {

@@ -177,9 +177,15 @@ void Optimizer<T>::step(const ExecSpace& exec, int step, double lr_multiplier, c
 }
 
 template <class T>
-void gradient_norm(const ExecSpace& exec, const Vector<T>& grads, double max_norm,
-                   const Kokkos::View<double, MemSpace>& norm_sq, const Kokkos::View<double, MemSpace>& factor) {
-  update_pass<T>(exec, "kgpt::optim::grad_norm", grads.extent(0), grads, norm_sq.data(), KOKKOS_LAMBDA(const std::size_t) {});
+void gradient_norm_squared(const ExecSpace& exec, const Vector<T>& grads, std::size_t begin, std::size_t end,
+                           const Kokkos::View<double, MemSpace>& norm_sq) {
+  const ConstVector<T> part(grads.data() + begin, end - begin);
+  update_pass<T>(exec, "kgpt::optim::grad_norm", end - begin, part, norm_sq.data(), KOKKOS_LAMBDA(const std::size_t) {});
+}
+
+template <class T>
+void clip_factor(const ExecSpace& exec, double max_norm, const Kokkos::View<double, MemSpace>& norm_sq,
+                 const Kokkos::View<double, MemSpace>& factor) {
   kgpt::parallel_for(
       "kgpt::optim::clip_factor", Kokkos::RangePolicy<ExecSpace>(exec, 0, 1), KOKKOS_LAMBDA(const int) {
         const double norm = compat::sqrt(norm_sq());
@@ -190,9 +196,13 @@ void gradient_norm(const ExecSpace& exec, const Vector<T>& grads, double max_nor
 
 template class Optimizer<float>;
 template class Optimizer<double>;
-template void gradient_norm(const ExecSpace&, const Vector<float>&, double, const Kokkos::View<double, MemSpace>&,
-                            const Kokkos::View<double, MemSpace>&);
-template void gradient_norm(const ExecSpace&, const Vector<double>&, double, const Kokkos::View<double, MemSpace>&,
-                            const Kokkos::View<double, MemSpace>&);
+template void gradient_norm_squared(const ExecSpace&, const Vector<float>&, std::size_t, std::size_t,
+                                    const Kokkos::View<double, MemSpace>&);
+template void gradient_norm_squared(const ExecSpace&, const Vector<double>&, std::size_t, std::size_t,
+                                    const Kokkos::View<double, MemSpace>&);
+template void clip_factor<float>(const ExecSpace&, double, const Kokkos::View<double, MemSpace>&,
+                                 const Kokkos::View<double, MemSpace>&);
+template void clip_factor<double>(const ExecSpace&, double, const Kokkos::View<double, MemSpace>&,
+                                  const Kokkos::View<double, MemSpace>&);
 
 }  // namespace kgpt::optim

@@ -76,11 +76,15 @@ class Optimizer {
   Kokkos::View<double*, MemSpace> norm_parts_;  // one per tensor, added in tensor order
 };
 
-// The global L2 norm of the gradient buffer, squared, into norm_sq, and the clipping factor into
-// factor: max_norm / (norm + 1e-6) when max_norm > 0 and the norm exceeds it, else 1. Both are device
-// scalars; nothing waits for them.
+// The squared L2 norm of grads[begin, end) into norm_sq (a device scalar; nothing waits for it).
 template <class T>
-void gradient_norm(const ExecSpace& exec, const Vector<T>& grads, double max_norm,
-                   const Kokkos::View<double, MemSpace>& norm_sq, const Kokkos::View<double, MemSpace>& factor);
+void gradient_norm_squared(const ExecSpace& exec, const Vector<T>& grads, std::size_t begin, std::size_t end,
+                           const Kokkos::View<double, MemSpace>& norm_sq);
+
+// The clipping factor from the global squared norm: max_norm / (norm + 1e-6) when max_norm > 0 and
+// the norm exceeds it, else 1 (device scalars; nothing waits for them).
+template <class T>
+void clip_factor(const ExecSpace& exec, double max_norm, const Kokkos::View<double, MemSpace>& norm_sq,
+                 const Kokkos::View<double, MemSpace>& factor);
 
 }  // namespace kgpt::optim

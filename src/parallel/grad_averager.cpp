@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <string>
+#include <utility>
 #include <type_traits>
 
 #include "core/backend.hpp"
@@ -31,8 +32,24 @@ class ScopedTimer {
 
 template <class T>
 GradientAverager<T>::GradientAverager(const Vector<T>& grads, int world_size, AveragingSettings settings)
-    : grads_(grads), world_size_(world_size), settings_(settings) {
+    : grads_(grads), world_size_(world_size), settings_(std::move(settings)) {
   if (settings_.bucket_elements == 0) settings_.bucket_elements = 1;
+  if (!settings_.owners.empty()) {
+    // The spans must tile the buffer in rank order, or some gradient would have no owner.
+    std::size_t at = 0;
+    for (const OwnedSpan& span : settings_.owners) {
+      if (span.begin != at || span.end < span.begin) throw Error(ExitCode::failure, "gradient averaging: owned spans do not tile the buffer");
+      at = span.end;
+    }
+    if (settings_.owners.size() != static_cast<std::size_t>(world_size)) {
+      throw Error(ExitCode::failure, "gradient averaging: " + std::to_string(settings_.owners.size()) +
+                                         " owned spans for " + std::to_string(world_size) + " ranks");
+    }
+    if (at != grads_.extent(0)) {
+      throw Error(ExitCode::failure, "gradient averaging: the owned spans end at " + std::to_string(at) +
+                                         ", the buffer at " + std::to_string(grads_.extent(0)));
+    }
+  }
 }
 
 template <class T>
@@ -94,12 +111,34 @@ void GradientAverager<T>::finish(const ExecSpace& exec) {
 
 template <class T>
 void GradientAverager<T>::send(const ExecSpace& exec, std::size_t begin, std::size_t end) {
+  sent_.emplace_back(begin, end);
+  if (settings_.owners.empty()) {
+    start_counted(exec, begin, end, -1);
+    return;
+  }
+  // Each owner's piece of the bucket goes to its owner.
+  for (std::size_t r = 0; r < settings_.owners.size(); ++r) {
+    const std::size_t b = std::max(begin, settings_.owners[r].begin), e = std::min(end, settings_.owners[r].end);
+    if (b < e) start_counted(exec, b, e, static_cast<int>(r));
+  }
+}
+
+template <class T>
+void GradientAverager<T>::start_counted(const ExecSpace& exec, std::size_t begin, std::size_t end, int root) {
   if (!last_micro_step_) ++counters_.calls_before_last_micro_step;
   ++counters_.calls;
   counters_.bytes += static_cast<long long>((end - begin) * sizeof(T));
-  sent_.emplace_back(begin, end);
   ScopedTimer timer(counters_.seconds);
-  start(exec, grads_.data() + begin, end - begin);
+  start(exec, grads_.data() + begin, end - begin, root);
+}
+
+template <class T>
+void GradientAverager<T>::gather_parameters(const ExecSpace& exec, const Vector<T>& values) {
+  if (settings_.owners.empty()) throw Error(ExitCode::failure, "gathering parameters without owned spans");
+  if (values.extent(0) != grads_.extent(0)) throw Error(ExitCode::failure, "gathering parameters: the buffer's size differs from the gradients'");
+  ScopedTimer timer(counters_.gather_seconds);
+  counters_.gather_calls += gather(exec, values, settings_.owners);
+  counters_.gather_bytes += static_cast<long long>(values.extent(0) * sizeof(T));
 }
 
 template class GradientAverager<float>;
@@ -116,9 +155,11 @@ class SingleRankAverager final : public GradientAverager<T> {
   const char* transport() const override { return "none"; }
   void ready(const ExecSpace&, std::size_t, std::size_t) override {}
   void finish(const ExecSpace&) override {}
+  void sum_scalar(const ExecSpace&, double*) override {}
 
  protected:
-  void start(const ExecSpace&, T*, std::size_t) override {}
+  void start(const ExecSpace&, T*, std::size_t, int) override {}
+  int gather(const ExecSpace&, const Vector<T>&, const std::vector<OwnedSpan>&) override { return 0; }
   void wait(const ExecSpace&) override {}
 };
 
@@ -127,7 +168,10 @@ class SingleRankAverager final : public GradientAverager<T> {
 template <class T>
 std::unique_ptr<GradientAverager<T>> make_gradient_averager(const ExecSpace& exec, const Vector<T>& grads,
                                                             int world_size, AveragingSettings settings) {
-  if (world_size == 1) return std::make_unique<SingleRankAverager<T>>(grads, settings);
+  if (world_size == 1) {
+    settings.owners.clear();  // one rank owns everything: nothing to reduce or gather
+    return std::make_unique<SingleRankAverager<T>>(grads, settings);
+  }
 #if KGPT_BACKEND_CUDA && defined(KGPT_HAVE_NCCL)
   return make_nccl_averager<T>(grads, world_size, settings, exec.cuda_stream());
 #else

@@ -12,6 +12,12 @@
 // sends what is left (the pending bucket and every range nobody reported, such as the tied
 // embedding, which is final only at the end) and waits. With overlap off, finish() sends the whole
 // buffer in one call.
+//
+// Under parallel.zero_stage: 1 (AveragingSettings::owners) each rank needs the average of its own
+// span only: every bucket is reduced, piece by piece, to the rank that owns each piece (a
+// reduce-scatter in buckets: each gradient crosses the network once instead of the all-reduce's
+// twice), the other spans of a rank's buffer are left as they were, and after the update
+// gather_parameters() gives every rank everyone's updated span.
 
 #include <cstddef>
 #include <memory>
@@ -23,15 +29,27 @@
 namespace kgpt::parallel {
 
 struct AveragingCounters {
-  long long calls = 0;  // collective calls (one per bucket)
+  long long calls = 0;  // gradient collective calls (one per bucket, or per owner's piece of one)
   long long bytes = 0;  // gradient bytes handed to them
   long long calls_before_last_micro_step = 0;  // must stay 0: the contract forbids them
   double seconds = 0.0;  // host time inside the transport (starting, progressing, waiting)
+  // parallel.zero_stage: 1: the all-gather of the updated parameters.
+  long long gather_calls = 0;  // collective calls
+  long long gather_bytes = 0;  // parameter bytes every rank holds after it (the whole buffer)
+  double gather_seconds = 0.0;
+};
+
+// One rank's part of the buffer: elements [begin, end).
+struct OwnedSpan {
+  std::size_t begin = 0, end = 0;
 };
 
 struct AveragingSettings {
   std::size_t bucket_elements = 0;  // a bucket starts once it holds this many gradients
   bool overlap = true;
+  // Empty: every rank gets the average of every gradient (all-reduce). Otherwise one span per rank,
+  // in rank order, covering the buffer: rank r gets the average of owners[r] only (reduce to owner).
+  std::vector<OwnedSpan> owners;
 };
 
 template <class T>
@@ -53,12 +71,23 @@ class GradientAverager {
   virtual void ready(const ExecSpace& exec, std::size_t begin, std::size_t end);
   virtual void finish(const ExecSpace& exec);
 
+  // With owners: every rank's `values` (same layout as the gradients) takes the owner's elements of
+  // each span, as exec's later work sees them. Counted in the step's gather counters.
+  void gather_parameters(const ExecSpace& exec, const Vector<T>& values);
+  // Replaces *value (one double in the memory of the default execution space, written by exec's
+  // earlier work) by its sum over the ranks, before exec's later work reads it.
+  virtual void sum_scalar(const ExecSpace& exec, double* value) = 0;
+
   const AveragingCounters& step_counters() const { return counters_; }
   int world_size() const { return world_size_; }
 
  protected:
-  // Starts averaging count elements at data once exec's pending work on them is done.
-  virtual void start(const ExecSpace& exec, T* data, std::size_t count) = 0;
+  // Starts averaging count elements at data once exec's pending work on them is done: onto every
+  // rank for root < 0, onto rank `root` only otherwise (the others' elements are left unchanged).
+  virtual void start(const ExecSpace& exec, T* data, std::size_t count, int root) = 0;
+  // Every rank's values take rank r's elements of owners[r], as exec's later work sees them;
+  // returns the number of collective calls made.
+  virtual int gather(const ExecSpace& exec, const Vector<T>& values, const std::vector<OwnedSpan>& owners) = 0;
   // Lets started collectives advance (called between backward blocks).
   virtual void progress() {}
   // Returns when every started collective has finished (or is ordered before exec's later work).
@@ -66,6 +95,7 @@ class GradientAverager {
 
  private:
   void send(const ExecSpace& exec, std::size_t begin, std::size_t end);
+  void start_counted(const ExecSpace& exec, std::size_t begin, std::size_t end, int root);
 
   Vector<T> grads_;
   int world_size_;

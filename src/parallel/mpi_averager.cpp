@@ -4,14 +4,25 @@
 
 #include <algorithm>
 #include <climits>
+#include <string>
 #include <type_traits>
 #include <vector>
 
 #include "core/error.hpp"
+#include "parallel/world.hpp"
 
 namespace kgpt::parallel {
 
 namespace {
+
+template <class T>
+MPI_Datatype mpi_type() {
+  return std::is_same<T, float>::value ? MPI_FLOAT : MPI_DOUBLE;
+}
+
+void check(int code, const char* call) {
+  if (code != MPI_SUCCESS) throw Error(ExitCode::failure, std::string("gradient averaging: ") + call + " failed");
+}
 
 template <class T>
 class MpiAverager final : public GradientAverager<T> {
@@ -23,19 +34,53 @@ class MpiAverager final : public GradientAverager<T> {
   const char* transport() const override { return "mpi"; }
 
  protected:
-  void start(const ExecSpace& exec, T* data, std::size_t count) override {
+  void start(const ExecSpace& exec, T* data, std::size_t count, int root) override {
     // MPI does not know Kokkos' queue: the gradients must be written before MPI reads them.
     exec.fence();
-    const MPI_Datatype type = std::is_same<T, float>::value ? MPI_FLOAT : MPI_DOUBLE;
+    const int rank = world().rank;
     while (count > 0) {
       const int chunk = static_cast<int>(std::min<std::size_t>(count, INT_MAX));
       MPI_Request request;
-      const int code = MPI_Iallreduce(MPI_IN_PLACE, data, chunk, type, MPI_SUM, MPI_COMM_WORLD, &request);
-      if (code != MPI_SUCCESS) throw Error(ExitCode::failure, "gradient averaging: MPI_Iallreduce failed");
+      if (root < 0) {
+        check(MPI_Iallreduce(MPI_IN_PLACE, data, chunk, mpi_type<T>(), MPI_SUM, MPI_COMM_WORLD, &request),
+              "MPI_Iallreduce");
+      } else {
+        // In place at the owner; the others only send (their receive buffer is not used).
+        check(MPI_Ireduce(rank == root ? MPI_IN_PLACE : data, data, chunk, mpi_type<T>(), MPI_SUM, root, MPI_COMM_WORLD,
+                          &request),
+              "MPI_Ireduce");
+      }
       requests_.push_back(request);
       data += chunk;
       count -= static_cast<std::size_t>(chunk);
     }
+  }
+
+  int gather(const ExecSpace& exec, const Vector<T>& values, const std::vector<OwnedSpan>& owners) override {
+    std::vector<int> displacements, counts;
+    for (const OwnedSpan& span : owners) {
+      if (span.end > static_cast<std::size_t>(INT_MAX)) throw Error(ExitCode::failure, "gathering parameters: more than 2^31 elements");
+      displacements.push_back(static_cast<int>(span.begin));
+      counts.push_back(static_cast<int>(span.end - span.begin));
+    }
+    // MPI reads host memory here: a device buffer goes through a host copy.
+    auto host = Kokkos::create_mirror_view(values);
+    Kokkos::deep_copy(exec, host, values);
+    exec.fence();
+    check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, host.data(), counts.data(), displacements.data(),
+                         mpi_type<T>(), MPI_COMM_WORLD),
+          "MPI_Allgatherv");
+    Kokkos::deep_copy(exec, values, host);
+    return 1;
+  }
+
+  void sum_scalar(const ExecSpace& exec, double* value) override {
+    const Kokkos::View<double, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> device(value);
+    auto host = Kokkos::create_mirror_view(device);
+    Kokkos::deep_copy(exec, host, device);
+    exec.fence();
+    check(MPI_Allreduce(MPI_IN_PLACE, host.data(), 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+    Kokkos::deep_copy(exec, device, host);
   }
 
   void progress() override {
@@ -47,7 +92,7 @@ class MpiAverager final : public GradientAverager<T> {
   void wait(const ExecSpace&) override {
     const int code = MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
     requests_.clear();
-    if (code != MPI_SUCCESS) throw Error(ExitCode::failure, "gradient averaging: MPI_Waitall failed");
+    check(code, "MPI_Waitall");
   }
 
  private:

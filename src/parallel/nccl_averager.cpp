@@ -75,6 +75,7 @@ class NcclAverager final : public GradientAverager<T> {
     check_cuda(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     check_cuda(cudaEventCreateWithFlags(&grads_ready_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
     check_cuda(cudaEventCreateWithFlags(&averaged_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    check_cuda(cudaEventCreateWithFlags(&finished_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
     // The stall watchdog aborts the communicator before it ends the job (destroying one that hangs
     // can block for ever), and polls its asynchronous error state while this thread waits anywhere.
     abort_hook_ = on_abort([comm] { ncclCommAbort(comm); });
@@ -89,6 +90,7 @@ class NcclAverager final : public GradientAverager<T> {
   ~NcclAverager() override {
     abort_hook_ = WatchdogHook();
     error_check_ = WatchdogHook();
+    if (finished_ != nullptr) cudaEventDestroy(finished_);
     if (averaged_ != nullptr) cudaEventDestroy(averaged_);
     if (grads_ready_ != nullptr) cudaEventDestroy(grads_ready_);
     if (comm_stream_ != nullptr) cudaStreamDestroy(comm_stream_);
@@ -109,21 +111,45 @@ class NcclAverager final : public GradientAverager<T> {
   const char* transport() const override { return "nccl"; }
 
  protected:
-  void start(const ExecSpace& exec, T* data, std::size_t count) override {
-#ifdef KOKKOS_ENABLE_CUDA
-    // Ordering by stream alone holds only on the stream the gradients were written on.
-    if (exec.cuda_stream() != stream_) {
-      throw failure_on_rank("NCCL gradient averaging was given another CUDA stream than at its start");
-    }
-#else
-    (void)exec;
-#endif
+  void start(const ExecSpace& exec, T* data, std::size_t count, int root) override {
+    check_stream(exec);
     // In place, on the averaging stream, after everything the backward has enqueued so far (the
     // kernels that wrote these gradients among it): an event, not a fence, so the host goes on.
     check_cuda(cudaEventRecord(grads_ready_, stream_), "cudaEventRecord (gradients ready)");
     check_cuda(cudaStreamWaitEvent(comm_stream_, grads_ready_, 0), "cudaStreamWaitEvent (gradients ready)");
-    check_nccl(ncclAllReduce(data, data, count, nccl_type<T>(), ncclAvg, comm_, comm_stream_), "ncclAllReduce", comm_);
+    if (root < 0) {
+      check_nccl(ncclAllReduce(data, data, count, nccl_type<T>(), ncclAvg, comm_, comm_stream_), "ncclAllReduce", comm_);
+    } else {
+      // The owner's elements become the average; the others' receive buffer is not touched.
+      check_nccl(ncclReduce(data, data, count, nccl_type<T>(), ncclAvg, root, comm_, comm_stream_), "ncclReduce", comm_);
+    }
     in_flight_ = true;
+  }
+
+  int gather(const ExecSpace& exec, const Vector<T>& values, const std::vector<OwnedSpan>& owners) override {
+    check_stream(exec);
+    // An all-gather of unequal spans: one in-place broadcast from each owner, as one group, on the
+    // compute stream after the update that wrote them and before the next step's forward.
+    in_flight_ = true;
+    check_nccl(ncclGroupStart(), "ncclGroupStart", comm_);
+    for (std::size_t r = 0; r < owners.size(); ++r) {
+      T* span = values.data() + owners[r].begin;
+      check_nccl(ncclBroadcast(span, span, owners[r].end - owners[r].begin, nccl_type<T>(), static_cast<int>(r), comm_,
+                               stream_),
+                 "ncclBroadcast", comm_);
+    }
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd", comm_);
+    wait_for_stream(stream_, "the parameter all-gather");
+    in_flight_ = false;
+    return static_cast<int>(owners.size());
+  }
+
+  void sum_scalar(const ExecSpace& exec, double* value) override {
+    check_stream(exec);
+    in_flight_ = true;
+    check_nccl(ncclAllReduce(value, value, 1, ncclDouble, ncclSum, comm_, stream_), "ncclAllReduce (a scalar)", comm_);
+    wait_for_stream(stream_, "a scalar's sum over the ranks");
+    in_flight_ = false;
   }
 
   void progress() override { check_async("NCCL gradient averaging failed"); }
@@ -133,19 +159,40 @@ class NcclAverager final : public GradientAverager<T> {
     // The optimizer's kernels, enqueued on the compute stream next, start after the last all-reduce.
     check_cuda(cudaEventRecord(averaged_, comm_stream_), "cudaEventRecord (averaged)");
     check_cuda(cudaStreamWaitEvent(stream_, averaged_, 0), "cudaStreamWaitEvent (averaged)");
-    // Polling rather than cudaEventSynchronize: when a peer dies the all-reduce never ends, and only
-    // an error seen here (and ncclCommAbort) ends it.
-    for (;;) {
-      const cudaError_t state = cudaEventQuery(averaged_);
-      if (state == cudaSuccess) break;
-      if (state != cudaErrorNotReady) check_cuda(state, "cudaEventQuery (waiting for NCCL gradient averaging)");
-      check_async("NCCL gradient averaging failed while waiting");
-      std::this_thread::yield();
-    }
+    poll(averaged_, "NCCL gradient averaging failed while waiting");
     in_flight_ = false;
   }
 
  private:
+  void check_stream(const ExecSpace& exec) const {
+#ifdef KOKKOS_ENABLE_CUDA
+    // Ordering by stream alone holds only on the stream the gradients were written on.
+    if (exec.cuda_stream() != stream_) {
+      throw failure_on_rank("NCCL gradient averaging was given another CUDA stream than at its start");
+    }
+#else
+    (void)exec;
+#endif
+  }
+
+  // Returns once `stream`'s work so far is done.
+  void wait_for_stream(cudaStream_t stream, const char* what) {
+    check_cuda(cudaEventRecord(finished_, stream), "cudaEventRecord");
+    poll(finished_, (std::string("NCCL failed during ") + what).c_str());
+  }
+
+  // Polling rather than cudaEventSynchronize: when a peer dies a collective never ends, and only an
+  // error seen here (and ncclCommAbort) ends it.
+  void poll(cudaEvent_t event, const char* what) {
+    for (;;) {
+      const cudaError_t state = cudaEventQuery(event);
+      if (state == cudaSuccess) break;
+      if (state != cudaErrorNotReady) check_cuda(state, "cudaEventQuery (waiting for NCCL)");
+      check_async(what);
+      std::this_thread::yield();
+    }
+  }
+
   // Throws, after aborting the communicator, when NCCL reports an error of a started collective.
   void check_async(const char* what) {
     if (comm_ == nullptr) throw failure_on_rank(std::string(what) + ": the NCCL communicator was aborted earlier");
@@ -164,9 +211,9 @@ class NcclAverager final : public GradientAverager<T> {
 
   cudaStream_t stream_;             // the compute stream: the backward writes the gradients there
   cudaStream_t comm_stream_ = nullptr;  // the all-reduces run here
-  cudaEvent_t grads_ready_ = nullptr, averaged_ = nullptr;
+  cudaEvent_t grads_ready_ = nullptr, averaged_ = nullptr, finished_ = nullptr;
   ncclComm_t comm_ = nullptr;
-  bool in_flight_ = false;  // a collective was started and wait() has not seen it end
+  bool in_flight_ = false;  // a collective was started and nothing has seen it end yet
   WatchdogHook abort_hook_, error_check_;
 };
 

@@ -116,12 +116,6 @@ std::vector<int> as_ints(const std::vector<std::size_t>& values, const char* wha
 
 }  // namespace
 
-void allgather_spans(float* data, const std::vector<std::size_t>& begins, const std::vector<std::size_t>& counts) {
-  const std::vector<int> displs = as_ints(begins, "gathering parameter spans"), sizes = as_ints(counts, "gathering parameter spans");
-  check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, sizes.data(), displs.data(), MPI_FLOAT, MPI_COMM_WORLD),
-        "MPI_Allgatherv");
-}
-
 void gather_spans_to_root(const float* mine, float* data, const std::vector<std::size_t>& begins,
                           const std::vector<std::size_t>& counts) {
   const std::vector<int> displs = as_ints(begins, "gathering state spans"), sizes = as_ints(counts, "gathering state spans");

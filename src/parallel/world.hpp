@@ -45,10 +45,7 @@ bool any(bool flag);
 // Broadcasts `bytes` bytes at `data` (host memory) from rank 0.
 void broadcast_from_root(void* data, std::size_t bytes);
 
-// Every rank's span of a float buffer (host memory) on every rank, in place: rank r holds
-// data[begins[r], begins[r] + counts[r]) and gets everyone's (MPI_Allgatherv).
-void allgather_spans(float* data, const std::vector<std::size_t>& begins, const std::vector<std::size_t>& counts);
-// The same spans gathered on rank 0 only: `mine` (counts[rank] floats) into data[begins[r]...] there.
+// Every rank's span of a float buffer gathered on rank 0 only: `mine` (counts[rank] floats) into data[begins[r]...] there.
 void gather_spans_to_root(const float* mine, float* data, const std::vector<std::size_t>& begins,
                           const std::vector<std::size_t>& counts);
 

@@ -28,6 +28,8 @@ void ProgressReport::step(int step, const StepMetrics& m, std::int64_t tokens, d
     row.tokens_per_s = tokens_per_s;
     row.allreduce_calls = m.averaging.calls;
     row.allreduce_bytes = m.averaging.bytes;
+    row.allgather_calls = m.averaging.gather_calls;
+    row.allgather_bytes = m.averaging.gather_bytes;
     row.wall_time_s = wall_seconds;
     history_->append(row);
   }
@@ -38,6 +40,9 @@ void ProgressReport::step(int step, const StepMetrics& m, std::int64_t tokens, d
             fixed(m.seconds * 1e3, 1) + " tok/s:" + fixed(tokens_per_s, 0) + " allreduce_calls:" +
             std::to_string(a.calls) + " allreduce_bytes:" + std::to_string(a.bytes) + " allreduce_ms:" +
             fixed(a.seconds * 1e3, 1) +
+            (a.gather_calls > 0 ? " allgather_calls:" + std::to_string(a.gather_calls) + " allgather_bytes:" +
+                                      std::to_string(a.gather_bytes) + " allgather_ms:" + fixed(a.gather_seconds * 1e3, 1)
+                                : "") +
             (a.calls_before_last_micro_step > 0
                  ? " allreduce_calls_before_last_micro_step:" + std::to_string(a.calls_before_last_micro_step)
                  : ""));

@@ -3,7 +3,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <type_traits>
 
 #include "core/error.hpp"
 #include "core/profile.hpp"
@@ -68,18 +67,16 @@ TrainStep<T>::TrainStep(model::LanguageModel<T>& model, optim::Optimizer<T>& opt
   parallel::AveragingSettings settings;
   settings.bucket_elements = static_cast<std::size_t>(deck.config.parallel.bucket_mb * 1e6 / sizeof(T));
   settings.overlap = deck.config.parallel.overlap;
+  const std::vector<optim::Shard> shards = optimizer_shards(deck, model.parameters().layout());
+  if (shards.size() > 1) {
+    // parallel.zero_stage: 1: each rank needs the averaged gradients of its own shard only.
+    sharded_ = true;
+    own_ = shards.at(static_cast<std::size_t>(parallel::world().rank));
+    for (const optim::Shard& s : shards) settings.owners.push_back({s.begin, s.end});
+  }
   averager_ = parallel::make_gradient_averager<T>(ExecSpace(), model.parameters().grads(), world_size, settings);
   // docs/design.md, section 2: grad_scale = 1 / grad_accum_steps; a summing transport adds 1 / world_size.
   backward_scale_ = static_cast<T>(plan_.grad_scale * averager_->backward_scale_factor());
-  const std::vector<optim::Shard> shards = optimizer_shards(deck, model.parameters().layout());
-  if (shards.size() > 1) {
-    if (!std::is_same<T, float>::value) throw Error(ExitCode::failure, "parallel.zero_stage: 1 trains float parameters only");
-    for (const optim::Shard& s : shards) {
-      span_begins_.push_back(s.begin);
-      span_counts_.push_back(s.size());
-    }
-    host_values_ = Kokkos::create_mirror_view(model.parameters().values());
-  }
 }
 
 template <class T>
@@ -140,22 +137,22 @@ StepMetrics TrainStep<T>::run(const ExecSpace& exec, int step, double training_s
   parallel::progress(parallel::Phase::optimizer, number);
   const profile::Phase phase("optimizer");
   if (train_.grad_clip_norm > 0) {
-    // Clipping needs the norm before any update reads a gradient.
-    optim::gradient_norm(exec, model_.parameters().grads(), train_.grad_clip_norm, norm_sq, clip_factor_);
+    // Clipping needs the global norm before any update reads a gradient. Under zero stage 1 a rank
+    // holds the averaged gradients of its own shard only: the shards' parts are summed.
+    const Vector<T>& grads = model_.parameters().grads();
+    optim::gradient_norm_squared(exec, grads, sharded_ ? own_.begin : 0, sharded_ ? own_.end : grads.extent(0), norm_sq);
+    if (sharded_) averager_->sum_scalar(exec, norm_sq.data());
+    optim::clip_factor<T>(exec, train_.grad_clip_norm, norm_sq, clip_factor_);
     optimizer_.step(exec, step, m.lr_multiplier, clip_factor_.data());
   } else {
     // The norm comes from the update passes themselves.
     optimizer_.step(exec, step, m.lr_multiplier, nullptr, norm_sq.data());
   }
-  if (!span_counts_.empty()) {
+  if (sharded_) {
     // parallel.zero_stage: 1: each rank updated its own span; every rank takes everyone's.
     parallel::progress_detail("gathering the updated parameters");
     const profile::Region region(exec, "parameter all-gather (zero stage 1)");
-    const Vector<T>& values = model_.parameters().values();
-    Kokkos::deep_copy(exec, host_values_, values);
-    exec.fence();
-    if constexpr (std::is_same<T, float>::value) parallel::allgather_spans(host_values_.data(), span_begins_, span_counts_);
-    Kokkos::deep_copy(exec, values, host_values_);
+    averager_->gather_parameters(exec, model_.parameters().values());
   }
   Kokkos::deep_copy(exec, host_sums_, sums_);
   exec.fence();
@@ -166,7 +163,7 @@ StepMetrics TrainStep<T>::run(const ExecSpace& exec, int step, double training_s
   const int world_size = averager_->world_size();
   m.loss = parallel::sum(host_sums_(0)) / (accum * world_size);
   // Under zero stage 1 without clipping each rank's update passes saw its own span's gradients.
-  const bool partial_norm = !span_counts_.empty() && train_.grad_clip_norm <= 0;
+  const bool partial_norm = sharded_ && train_.grad_clip_norm <= 0;
   m.grad_norm = std::sqrt(partial_norm ? parallel::sum(host_sums_(1)) : host_sums_(1));
   m.averaging = averager_->step_counters();
   if (!std::isfinite(m.loss)) {

@@ -89,10 +89,9 @@ class TrainStep {
   Kokkos::View<double[2], MemSpace> sums_;  // the loss summed over micro-steps; the squared gradient norm
   Kokkos::View<double, MemSpace> clip_factor_;
   Kokkos::View<double[2], backend::StagingSpace> host_sums_;
-  // parallel.zero_stage: 1 on more than one rank: every rank's span, and the parameters in host
-  // memory for MPI (the parameters themselves on a host build).
-  std::vector<std::size_t> span_begins_, span_counts_;
-  typename Vector<T>::HostMirror host_values_;
+  // parallel.zero_stage: 1 on more than one rank: the gradients and parameters this rank updates.
+  bool sharded_ = false;
+  optim::Shard own_;
 };
 
 }  // namespace kgpt::train

@@ -5,7 +5,8 @@ usage: compare_ranks.py REFERENCE_PREFIX:W[:no-overlap|:zero1] PREFIX:W[:no-over
 The first run is the reference (world size 1). For every run: every rank ends with bit-identical
 parameters and the same losses; gradient averaging ran once per step over every gradient exactly
 once (bytes = 4 x parameter buffer), never before the last micro-step, in one call without
-overlap and in several buckets with it. Across runs: train losses within 1e-5 relative, final
+overlap and in several buckets with it; at stage 1 each piece goes to its owner and the parameters
+are all-gathered once per step (bytes = 4 x parameter buffer), at stage 0 never. Across runs: train losses within 1e-5 relative, final
 parameters within 1e-5 relative (L2 norm of the difference over the norm of the parameters; Adam's
 normalised step on a near-zero gradient turns reduction-order differences into single elements
 moving by up to lr-sized amounts, so elements are held to 1e-4), val loss within 1e-5 relative.
@@ -80,6 +81,15 @@ def main(argv):
                 check(calls[0] > 1, f"{name}: overlap on with small buckets made {calls[0]} call(s) per step")
             else:
                 check(calls[0] == 1, f"{name}: overlap off made {calls[0]} calls per step, want 1")
+        gather_calls, gather_bytes = root["allgather_calls"], root["allgather_bytes"]
+        if zero1 and world_size > 1:
+            # Each bucket is reduced to the owners of its pieces: at least one call per rank.
+            check((calls >= world_size).all(), f"{name}: {calls[0]} reduce call(s) for {world_size} owners")
+            check((gather_calls == 1).all(), f"{name}: parameter all-gather calls per step {gather_calls}, want 1")
+            check((gather_bytes == 4 * root["parameters"].size).all(),
+                  f"{name}: all-gathered {sorted(set(gather_bytes.tolist()))} bytes per step, want the whole buffer")
+        else:
+            check(not gather_calls.any() and not gather_bytes.any(), f"{name}: a parameter all-gather at stage 0")
         loss_error = np.max(np.abs(root["train_loss"] - reference["train_loss"]) / np.abs(reference["train_loss"]))
         difference = root["parameters"].astype(np.float64) - reference["parameters"]
         param_error = np.linalg.norm(difference) / np.linalg.norm(reference["parameters"].astype(np.float64))

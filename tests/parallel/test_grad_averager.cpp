@@ -14,18 +14,25 @@ namespace {
 // A transport that records the ranges the bucket logic hands it, in order, and the waits.
 class RecordingAverager final : public parallel::GradientAverager<float> {
  public:
-  RecordingAverager(const Vector<float>& grads, parallel::AveragingSettings settings)
-      : GradientAverager<float>(grads, 2, settings), base_(grads.data()) {}
+  RecordingAverager(const Vector<float>& grads, parallel::AveragingSettings settings, int world_size = 2)
+      : GradientAverager<float>(grads, world_size, settings), base_(grads.data()) {}
   double backward_scale_factor() const override { return 0.5; }
   const char* transport() const override { return "recording"; }
+  void sum_scalar(const ExecSpace&, double*) override {}
 
   std::vector<Range> sent;
-  int waits = 0;
+  std::vector<int> roots;
+  int waits = 0, gathers = 0;
 
  protected:
-  void start(const ExecSpace&, float* data, std::size_t count) override {
+  void start(const ExecSpace&, float* data, std::size_t count, int root) override {
     const auto begin = static_cast<std::size_t>(data - base_);
     sent.emplace_back(begin, begin + count);
+    roots.push_back(root);
+  }
+  int gather(const ExecSpace&, const Vector<float>&, const std::vector<parallel::OwnedSpan>& owners) override {
+    ++gathers;
+    return static_cast<int>(owners.size());
   }
   void wait(const ExecSpace&) override { ++waits; }
 
@@ -147,4 +154,47 @@ TEST_CASE("a world of one rank averages nothing and counts nothing", "[parallel]
   a->finish(ExecSpace());
   CHECK(a->step_counters().calls == 0);
   CHECK(a->step_counters().bytes == 0);
+}
+
+TEST_CASE("zero stage 1: each bucket is reduced piece by piece to the rank that owns the piece",
+          "[parallel][averager]") {
+  Vector<float> grads("grads", 100);
+  const ExecSpace exec;
+  parallel::AveragingSettings settings = buckets_of(30);
+  settings.owners = {{0, 45}, {45, 70}, {70, 70}, {70, 100}};  // rank 2 owns nothing
+  RecordingAverager a(grads, settings, 4);
+  a.begin_step();
+  a.begin_micro_step(true);
+  a.ready(exec, 60, 100);  // crosses the boundary of ranks 1 and 3
+  CHECK(a.sent == std::vector<Range>{{60, 70}, {70, 100}});
+  CHECK(a.roots == std::vector<int>{1, 3});
+  a.finish(exec);  // [0, 60) was never reported: ranks 0 and 1
+  CHECK(a.sent == std::vector<Range>{{60, 70}, {70, 100}, {0, 45}, {45, 60}});
+  CHECK(a.roots == std::vector<int>{1, 3, 0, 1});
+  CHECK(covers_once(a.sent, 100));
+  CHECK(a.step_counters().calls == 4);
+  CHECK(a.step_counters().bytes == 100 * static_cast<long long>(sizeof(float)));
+  CHECK(a.step_counters().gather_calls == 0);
+  Vector<float> values("values", 100);
+  a.gather_parameters(exec, values);
+  CHECK(a.gathers == 1);
+  CHECK(a.step_counters().gather_calls == 4);
+  CHECK(a.step_counters().gather_bytes == 100 * static_cast<long long>(sizeof(float)));
+  a.begin_step();
+  CHECK(a.step_counters().gather_calls == 0);
+  Vector<float> other("other", 99);
+  CHECK_THROWS_WITH(a.gather_parameters(exec, other), Catch::Contains("differs from the gradients"));
+}
+
+TEST_CASE("zero stage 1: owned spans must tile the buffer, one per rank", "[parallel][averager]") {
+  Vector<float> grads("grads", 100);
+  parallel::AveragingSettings settings = buckets_of(30);
+  settings.owners = {{0, 40}, {50, 100}};  // a gap
+  CHECK_THROWS_WITH(RecordingAverager(grads, settings), Catch::Contains("do not tile"));
+  settings.owners = {{0, 40}, {40, 90}};  // short of the end
+  CHECK_THROWS_WITH(RecordingAverager(grads, settings), Catch::Contains("the owned spans end at 90, the buffer at 100"));
+  settings.owners = {{0, 100}};  // one span for two ranks
+  CHECK_THROWS_WITH(RecordingAverager(grads, settings), Catch::Contains("1 owned spans for 2 ranks"));
+  RecordingAverager plain(grads, buckets_of(30));
+  CHECK_THROWS_WITH(plain.gather_parameters(ExecSpace(), grads), Catch::Contains("without owned spans"));
 }

@@ -35,12 +35,14 @@ int main(int argc, char** argv) {
     const auto summary = kgpt::train::run_training(deck, silent, train_options);
 
     std::vector<double> losses;
-    std::vector<std::int64_t> calls, bytes, early_calls;
+    std::vector<std::int64_t> calls, bytes, early_calls, gather_calls, gather_bytes;
     for (const auto& step : summary.history) {
       losses.push_back(step.train_loss);
       calls.push_back(step.allreduce_calls);
       bytes.push_back(step.allreduce_bytes);
       early_calls.push_back(step.allreduce_calls_before_last_micro_step);
+      gather_calls.push_back(step.allgather_calls);
+      gather_bytes.push_back(step.allgather_bytes);
     }
     const std::size_t steps = losses.size();
     kgpt::io::Hdf5File out(std::string(argv[2]) + ".rank" + std::to_string(world.rank) + ".h5",
@@ -49,6 +51,8 @@ int main(int argc, char** argv) {
     out.write("allreduce_calls", {steps}, calls.data());
     out.write("allreduce_bytes", {steps}, bytes.data());
     out.write("allreduce_calls_before_last_micro_step", {steps}, early_calls.data());
+    out.write("allgather_calls", {steps}, gather_calls.data());
+    out.write("allgather_bytes", {steps}, gather_bytes.data());
     out.write("val_loss", {}, &summary.final_val_loss);
     out.write("val_bpb", {}, &summary.final_val_bpb);
     out.write("parameters", {parameters.size()}, parameters.data());

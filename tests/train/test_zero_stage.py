@@ -9,6 +9,11 @@ checkpoint every 6 steps, at stage 0 and stage 1:
   of the final checkpoint (parameters and optimizer state: stage 1 gathers each rank's shard of the
   state into the same format);
 - the log names the sharded optimizer state in its memory plan, smaller than stage 0's;
+- history.h5 records the parameter all-gather at stage 1 (one call, the whole buffer, each step) and
+  none at stage 0, and the same gradient norms (to 1e-12: stage 1 sums the shards' squared norms);
+- gpt2 with gradient clipping that acts on every step (the global norm summed over the shards
+  before any update) gives stage 0's losses within 1e-6 relative (the norm's float partial sums
+  are grouped by shard, so the clipping factor may differ in its last bit);
 - the stage-1 run resumed from its step-6 checkpoint on 1 rank at stage 0, and on 4 ranks at stage 1,
   ends at the same step-12 loss as the uninterrupted run: a run resumes across stages and world
   sizes.
@@ -29,10 +34,12 @@ ROOT = os.path.join(WORKDIR, "zero_stage_runs")
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OPENBLAS_NUM_THREADS="1")
 ENV.pop("SLURM_NTASKS", None)
 COMMON = ["train.iterations=12", "train.log_every=1", "train.eval_every=6", "run.checkpoint_every=6"]
+GPT2 = ["model.family=gpt2", "model.n_kv_head=4", "optim.matrix_lr=0.003", "optim.embed_lr=0.003",
+        "optim.scalar_lr=0.003"]
 FAMILIES = {
     "golf": [],
-    "gpt2": ["model.family=gpt2", "model.n_kv_head=4", "optim.matrix_lr=0.003", "optim.embed_lr=0.003",
-             "optim.scalar_lr=0.003"],
+    "gpt2": GPT2,
+    "gpt2_clipped": GPT2 + ["train.grad_clip_norm=0.05"],
 }
 failures = []
 
@@ -69,13 +76,30 @@ def tensors(path):
     return out
 
 
+def read_history(path):
+    with h5py.File(path, "r") as f:
+        return {name: f["train"][name][()] for name in f["train"].keys()}
+
+
 def main():
     shutil.rmtree(ROOT, ignore_errors=True)
     os.makedirs(ROOT)
     for family, overrides in FAMILIES.items():
         logs = {stage: train(os.path.join(ROOT, f"{family}_z{stage}"), 2, stage, overrides) for stage in (0, 1)}
-        check(losses(logs[0]) == losses(logs[1]) and len(losses(logs[0])) >= 12,
-              f"{family}: stage 1's losses differ from stage 0's")
+        history = [read_history(os.path.join(ROOT, f"{family}_z{s}", "history.h5")) for s in (0, 1)]
+        check(len(losses(logs[0])) >= 12, f"{family}: stage 0 logged {len(losses(logs[0]))} losses")
+        if "clipped" in family:
+            # The clipping norm adds the shards' float partial sums in another grouping than the
+            # whole buffer's: the factor can differ in its last bit, the losses by far less than 1e-6.
+            relative = np.abs(history[1]["loss"] - history[0]["loss"]) / np.abs(history[0]["loss"])
+            check(relative.max() <= 1e-6, f"{family}: stage 1's losses differ from stage 0's by {relative.max():.2e}")
+            norms = [h["grad_norm"] for h in history]
+            check((norms[0] > 0.05).all(), f"{family}: clipping did not act on every step: {norms[0]}")
+            check(np.allclose(norms[0], norms[1], rtol=1e-6, atol=0), f"{family}: gradient norms differ: {norms}")
+            print(f"{family}: stage 1 within {relative.max():.1e} of stage 0 over 12 clipped steps")
+            continue
+        check(losses(logs[0]) == losses(logs[1]), f"{family}: stage 1's losses differ from stage 0's")
+        check((history[0]["loss"] == history[1]["loss"]).all(), f"{family}: the histories' losses differ")
         val = [re.findall(r"val_loss:([0-9.]+)", logs[s]) for s in (0, 1)]
         check(val[0] == val[1], f"{family}: val losses differ: {val}")
         plans = [float(re.search(r"optimizer_state:([0-9.]+)", logs[s]).group(1)) for s in (0, 1)]
@@ -85,6 +109,16 @@ def main():
               f"{family}: the checkpoints hold different tensors")
         differing = [k for k in final[0] if k in final[1] and not np.array_equal(final[0][k], final[1][k])]
         check(not differing, f"{family}: checkpoint tensors differ between stages: {differing[:5]}")
+        buffer_bytes = history[0]["allreduce_bytes"]  # the whole gradient buffer, padding included
+        check(not history[0]["allgather_calls"].any() and not history[0]["allgather_bytes"].any(),
+              f"{family}: stage 0 recorded a parameter all-gather")
+        check((history[1]["allgather_calls"] == 1).all() and (history[1]["allgather_bytes"] == buffer_bytes).all(),
+              f"{family}: stage 1's all-gather per step: calls {history[1]['allgather_calls']}, "
+              f"bytes {history[1]['allgather_bytes']} (want 1 and {buffer_bytes[0]})")
+        check((history[1]["allreduce_bytes"] == buffer_bytes).all(), f"{family}: the gradient bytes differ between stages")
+        check((history[1]["allreduce_calls"] >= 2).all(), f"{family}: stage 1 reduced to fewer than 2 owners")
+        norms = [h["grad_norm"] for h in history]
+        check(np.allclose(norms[0], norms[1], rtol=1e-12, atol=0), f"{family}: gradient norms differ: {norms}")
 
         # Resume the stage-1 run from step 6 on other world sizes and stages.
         end = losses(logs[1])[-1]
