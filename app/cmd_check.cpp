@@ -8,6 +8,7 @@
 #include "core/kokkos_compat.hpp"
 #include "core/text.hpp"
 #include "core/versions.hpp"
+#include "inference/hf.hpp"
 #include "data/dataset_check.hpp"
 #include "model/attention/probe.hpp"
 #include "train/memory_plan.hpp"
@@ -107,6 +108,11 @@ int run_check(const ParsedArgs& args) {
     data_note = std::to_string(files.train.files.size()) + " train shards (" + text::with_thousands(files.train.tokens) +
                 " tokens), " + std::to_string(files.val.files.size()) + " val shards (" +
                 text::with_thousands(files.val.tokens) + " tokens)";
+    if (!deck.config.model.init_from.empty()) {
+      const inference::InitWeights init = inference::read_init_weights(deck);
+      data_note += "; model.init_from " + init.file + " (" + std::to_string(init.tensors) +
+                   " tensors, fnv1a64 " + init.checksum + ")";
+    }
   }
   std::cout << config::render_resolved(deck);
   for (const auto& note : deck.notes) std::cerr << "kgpt check: note: " << note << "\n";

@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "parallel/world.hpp"
 #include "inference/from_checkpoint.hpp"
+#include "inference/hf.hpp"
 
 namespace kgpt::app {
 
@@ -93,8 +94,8 @@ int run_sample(const ParsedArgs& args) {
 const CommandSpec& export_spec() {
   static const CommandSpec spec{
       "export",
-      "CKPT --out FILE [--keep-float-max N]",
-      "compress a checkpoint into an int8 + zlib model artifact",
+      "CKPT --out FILE|DIR [--format artifact|hf] [--dtype fp32|bf16] [--keep-float-max N]",
+      "compress a checkpoint into an int8 + zlib model artifact, or write it for Hugging Face transformers",
       "Writes the checkpoint's weights as parameter-golf scores a model: 2-D tensors of more than\n"
       "65,536 elements as int8 per row (clip at the 99.99984th percentile of |w|, fp16 row scales),\n"
       "larger tensors of other ranks as int8 with one scale, smaller tensors in fp16 (the control\n"
@@ -102,9 +103,16 @@ const CommandSpec& export_spec() {
       "zlib at level 9; the checkpoint's deck travels inside. Prints the artifact's bytes and every\n"
       "tensor's storage and round-trip error. `kgpt eval FILE` gives the round-trip val_loss and\n"
       "val_bpb, and `kgpt sample FILE` and `kgpt inspect FILE` work as on checkpoints. A checkpoint\n"
-      "in a run directory also gets <run>/artifact.yaml, read by postprocess/summarize.py.",
+      "in a run directory also gets <run>/artifact.yaml, read by postprocess/summarize.py.\n"
+      "--format hf writes the folder DIR that transformers loads (AutoModelForCausalLM.from_pretrained):\n"
+      "config.json, model.safetensors (fp32, or bf16 with --dtype bf16) and, for a SentencePiece deck,\n"
+      "tokenizer.model. gpt2 checkpoints become GPT2LMHeadModel, llama ones LlamaForCausalLM; other\n"
+      "families, and models trained with model.logit_softcap, are refused (exit 2). DIR must not exist:\n"
+      "it is written under a temporary name and renamed into place.",
       {
-          {"out", "FILE", "the artifact to write (replaced atomically if it exists)"},
+          {"out", "FILE|DIR", "the artifact to write (replaced atomically if it exists), or the folder (hf)"},
+          {"format", "artifact|hf", "artifact (default): kgpt's int8 artifact; hf: a transformers folder"},
+          {"dtype", "fp32|bf16", "hf: the weights' dtype in model.safetensors (default fp32)"},
           {"keep-float-max", "N", "tensors of at most N elements stay in fp16/fp32 (default 65536)"},
       },
       1,
@@ -115,6 +123,20 @@ const CommandSpec& export_spec() {
 int run_export(const ParsedArgs& args) {
   const std::string path = args.positional().at(0);
   if (!args.has("out")) throw InputError("export: --out FILE names the artifact to write");
+  const std::string format = args.has("format") ? args.get("format") : "artifact";
+  if (format != "artifact" && format != "hf") throw InputError("--format: '" + format + "' is not one of artifact, hf");
+  if (args.has("dtype") && format != "hf") throw InputError("--dtype: only with --format hf");
+  if (format == "hf") {
+    const std::string dtype = args.has("dtype") ? args.get("dtype") : "fp32";
+    if (dtype != "fp32" && dtype != "bf16") throw InputError("--dtype: '" + dtype + "' is not one of fp32, bf16");
+    const inference::HfExportSummary s = inference::export_hf(
+        path, args.get("out"), dtype == "bf16" ? io::SafetensorsDtype::bf16 : io::SafetensorsDtype::f32);
+    std::string files;
+    for (const std::string& f : s.files) files += (files.empty() ? "" : ",") + f;
+    std::cout << "hf:" << args.get("out") << " step:" << s.step << " tensors:" << s.tensors << " dtype:" << dtype
+              << " safetensors_bytes:" << s.bytes << " files:" << files << "\n";
+    return 0;
+  }
   const auto keep = static_cast<std::size_t>(int_option(args, "keep-float-max", 65536, 0, 1LL << 40));
   const inference::ExportSummary s = inference::export_checkpoint(path, args.get("out"), keep);
   char line[512];

@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "data/dataset_check.hpp"
+#include "inference/hf.hpp"
 #include "io/run_directory.hpp"
 #include "io/run_log.hpp"
 #include "model/attention/attention.hpp"
@@ -78,6 +79,8 @@ int run_train(const ParsedArgs& args) {
     memory = train::plan_memory(deck, model::this_build());
     train::require_fit(deck, memory, model::this_build());
     files = data::check_dataset(deck);
+    // model.init_from's tensors against the model, before the run directory is made.
+    if (!deck.config.model.init_from.empty() && !resume) inference::read_init_weights(deck);
     dir = io::run_directory_path(deck, args.get("run-dir")) + args.get("run-suffix");
     if (w.rank == 0) {
       if (auto_resume && io::holds_run(dir)) {

@@ -83,6 +83,8 @@ add_library(kgpt_sentencepiece INTERFACE)
 add_library(kgpt::sentencepiece ALIAS kgpt_sentencepiece)
 target_link_libraries(kgpt_sentencepiece INTERFACE PkgConfig::KGPT_SENTENCEPIECE)
 find_package(ZLIB REQUIRED)
+# nlohmann/json (header only) for the JSON header of safetensors files: Debian's nlohmann-json3-dev.
+find_package(nlohmann_json 3 REQUIRED)
 
 # CUDA and NCCL come together, exactly when the Kokkos found was built with CUDA: the Kokkos decides
 # (the code's backend, core/backend.hpp, follows Kokkos too). A KGPT_ENABLE_CUDA given on the command

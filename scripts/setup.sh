@@ -16,7 +16,7 @@ packages=(
   libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev libopenblas-dev
   libopenmpi-dev openmpi-bin
   libhdf5-dev libyaml-cpp-dev catch2
-  libsentencepiece-dev sentencepiece zlib1g-dev
+  libsentencepiece-dev sentencepiece zlib1g-dev nlohmann-json3-dev
   python3 python3-h5py python3-numpy python3-pandas python3-matplotlib
   python3-torch slurm-wlm munge
   fortunes

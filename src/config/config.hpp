@@ -95,6 +95,8 @@ struct ModelConfig {
   Precision precision = Precision::fp32;
   // The deck key is train.recompute; the model keeps what its backward needs by it.
   Recompute recompute = Recompute::none;
+  // A safetensors file (or a folder holding model.safetensors) whose weights start the run.
+  std::string init_from = "";
 };
 
 struct DataConfig {

@@ -252,6 +252,12 @@ std::vector<KeySpec> build_schema() {
                  "Hopper it needs a large workspace, which kgpt bench's view_peak_mb counts); false lets cuDNN "
                  "pick its faster, non-deterministic backward. gemm and fused are deterministic always."),
              cudnn_only, "cudnn attention"),
+      key("model", "init_from", &Config::model, &MC::init_from, VK::string, none,
+          "A safetensors file, or a folder holding model.safetensors (kgpt export --format hf, or a Hugging Face "
+          "model's folder), whose weights start the run instead of the random initialisation; every tensor's name "
+          "and shape is checked against the model before anything is written, and the optimizer starts fresh. The "
+          "history and the checkpoints record the file and its checksum; --resume resumes from the run's own "
+          "checkpoints. Empty: random initialisation."),
       // data
       key("data", "train_files", &Config::data, &DC::train_files, VK::string, none,
           "Glob of training shards, read in sorted order and wrapped around."),

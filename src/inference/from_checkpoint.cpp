@@ -262,10 +262,15 @@ std::vector<std::pair<std::string, std::string>> read_record(const std::string& 
 
 }  // namespace
 
+std::vector<float> checkpoint_parameters(const config::ResolvedDeck& deck, const std::string& path, std::int64_t& step) {
+  // Built for the deck's sequence length: families that learn positions learn that many.
+  return to_host(loaded_model(deck, path, 1, deck.config.train.seq_len, step)->parameters().values());
+}
+
 ExportSummary export_checkpoint(const std::string& checkpoint, const std::string& out, std::size_t keep_float_max) {
   const config::ResolvedDeck deck = checkpoint_deck(checkpoint, {}, 1);
   std::int64_t step = 0;
-  const auto model = loaded_model(deck, checkpoint, 1, 1, step);
+  const auto model = loaded_model(deck, checkpoint, 1, deck.config.train.seq_len, step);
   const std::vector<float> values = to_host(model->parameters().values());
 
   io::Artifact artifact;

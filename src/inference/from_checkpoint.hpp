@@ -42,6 +42,9 @@ struct SampleOptions {
 std::string sample_checkpoint(const config::ResolvedDeck& deck, const std::string& path, const SampleOptions& options,
                               const std::function<void(const std::string&)>& emit);
 
+// The parameter buffer (host, the deck's layout) of the checkpoint or artifact at `path`.
+std::vector<float> checkpoint_parameters(const config::ResolvedDeck& deck, const std::string& path, std::int64_t& step);
+
 struct ExportedTensor {
   std::string name, storage;
   std::vector<std::size_t> shape;

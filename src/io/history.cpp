@@ -77,6 +77,8 @@ void write_metadata(Hdf5File& file, const RunMetadata& metadata) {
       {"slurm_array_task_id", environment("SLURM_ARRAY_TASK_ID")},
       {"deck_path", metadata.deck_path},
       {"run_dir", metadata.run_dir},
+      {"init_from", metadata.init_from},
+      {"init_from_fnv1a64", metadata.init_from_checksum},
   };
   for (const auto& [key, value] : texts) file.set_attribute("/metadata", key, value);
   file.set_attribute("/metadata", "world_size", static_cast<std::int64_t>(metadata.world_size));

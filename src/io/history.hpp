@@ -32,6 +32,7 @@ struct RunMetadata {
   std::string deck_text;  // the resolved deck
   std::string deck_path, run_dir;
   int world_size = 1;
+  std::string init_from, init_from_checksum;  // model.init_from's file and its FNV-1a 64, or ""
 };
 
 // Writes /metadata (deck text, versions, world size, Slurm job ids) into `file`.

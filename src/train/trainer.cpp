@@ -19,6 +19,7 @@
 #include "parallel/world.hpp"
 #include "train/checkpoint.hpp"
 #include "inference/evaluator.hpp"
+#include "inference/hf.hpp"
 #include "train/progress.hpp"
 #include "train/signals.hpp"
 #include "train/step.hpp"
@@ -79,19 +80,30 @@ class LoaderBatches final : public BatchSource {
 
 // Everything a run needs besides the loop, made on every rank; a failure on any rank is agreed.
 struct Run {
+  inference::InitWeights init;  // model.init_from's file and checksum (its values are dropped once loaded)
   std::unique_ptr<model::LanguageModel<Real>> model;
   std::unique_ptr<optim::Optimizer<Real>> optimizer;
   std::unique_ptr<data::DistributedLoader> loader;
   std::unique_ptr<inference::Evaluator> evaluator;
 };
 
-Run build_run(const config::ResolvedDeck& deck) {
+Run build_run(const config::ResolvedDeck& deck, bool resume) {
   const config::Config& c = deck.config;
   const int batch = static_cast<int>(deck.plan.local_sequences);
   Run run;
   parallel::agreed([&] {
     run.model = model::make_model<Real>(c.model, batch, c.train.seq_len);
-    model::initialize(run.model->parameters(), static_cast<std::uint64_t>(c.run.seed));
+    if (!c.model.init_from.empty() && !resume) {
+      // Every rank reads the file (a failure is agreed); rank 0's copy is broadcast anyway.
+      run.init = inference::read_init_weights(deck);
+      const Vector<Real>& values = run.model->parameters().values();
+      const Kokkos::View<const Real*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> loaded(
+          run.init.values.data(), run.init.values.size());
+      Kokkos::deep_copy(values, loaded);
+      run.init.values = {};
+    } else {
+      model::initialize(run.model->parameters(), static_cast<std::uint64_t>(c.run.seed));
+    }
     run.optimizer = std::make_unique<optim::Optimizer<Real>>(
         run.model->parameters(), c, optimizer_shard(deck, run.model->parameters().layout()));
     run.loader = std::make_unique<data::DistributedLoader>(
@@ -138,7 +150,7 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
   watch.who = "kgpt train";
   watch.log_file = log.path();
   const parallel::StallWatchdog watchdog(watch);
-  Run run = build_run(deck);
+  Run run = build_run(deck, options.resume);
   model::LanguageModel<Real>& model = *run.model;
   const Vector<Real>& values = model.parameters().values();
   CheckpointState resumed;
@@ -151,6 +163,12 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
   metadata.deck_path = deck.path;
   metadata.run_dir = options.run_dir;
   metadata.world_size = world.size;
+  metadata.init_from = run.init.file;
+  metadata.init_from_checksum = run.init.checksum;
+  if (!run.init.file.empty()) {
+    log.line("init_from:" + run.init.file + " tensors:" + std::to_string(run.init.tensors) +
+             " fnv1a64:" + run.init.checksum);
+  }
   const bool writes_files = world.rank == 0 && !options.run_dir.empty();
   std::unique_ptr<io::History> history;
   if (writes_files) {

@@ -2,7 +2,10 @@
 
 #include <memory>
 
+#include <nlohmann/json.hpp>
+
 #include "config/deck.hpp"
+#include "core/text.hpp"
 #include "model/family.hpp"
 #include "model/family_entry.hpp"
 #include "model/families/gpt2/gpt2.hpp"
@@ -36,6 +39,47 @@ void check(const config::ResolvedDeck& deck, std::vector<std::string>& problems)
   }
 }
 
+// transformers' GPT2LMHeadModel: the same blocks, names and GELU (tanh); its Conv1D layers keep
+// their weights as (in, out).
+HfForm hf_form(const config::ResolvedDeck& deck, std::vector<std::string>& problems) {
+  const config::ModelConfig& m = deck.config.model;
+  if (m.logit_softcap != 0) {
+    problems.push_back(deck.where("model.logit_softcap") + ": " + text::significant(m.logit_softcap) +
+                       " caps the logits, which GPT2LMHeadModel does not; a model trained with "
+                       "model.logit_softcap: 0 can be exported");
+  }
+  HfForm form;
+  const nlohmann::json config = {
+      {"architectures", {"GPT2LMHeadModel"}},
+      {"model_type", "gpt2"},
+      {"vocab_size", m.vocab_size},
+      {"n_positions", deck.config.train.seq_len},
+      {"n_ctx", deck.config.train.seq_len},
+      {"n_embd", m.d_model},
+      {"n_layer", m.n_layer},
+      {"n_head", m.n_head},
+      {"n_inner", m.d_model * m.mlp_mult},
+      {"activation_function", "gelu_new"},
+      {"layer_norm_epsilon", 1e-5},
+      {"resid_pdrop", 0.0},
+      {"embd_pdrop", 0.0},
+      {"attn_pdrop", 0.0},
+      {"scale_attn_weights", true},
+      {"tie_word_embeddings", m.tie_embeddings},
+      {"use_cache", true},
+  };
+  form.config_json = config.dump(2);
+  for (int i = 0; i < m.n_layer; ++i) {
+    const std::string p = "transformer.h." + std::to_string(i) + ".";
+    for (const char* name : {"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight"}) {
+      form.transposed.push_back(p + name);
+    }
+  }
+  form.optional_prefix = "transformer.";  // GPT-2's own files name the base model's tensors without it
+  form.buffer_suffixes = {".attn.bias", ".attn.masked_bias"};  // the causal mask of older files
+  return form;
+}
+
 }  // namespace
 
 const Family& gpt2_family() {
@@ -53,6 +97,7 @@ const Family& gpt2_family() {
     made.make_double = family_entry::make_double<Gpt2Model>;
     made.activation_bytes = activation_bytes;
     made.flops_per_token = flops_per_token;
+    made.hf_form = hf_form;
     return made;
   }();
   return f;

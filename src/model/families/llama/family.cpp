@@ -2,7 +2,10 @@
 
 #include <memory>
 
+#include <nlohmann/json.hpp>
+
 #include "config/deck.hpp"
+#include "core/text.hpp"
 #include "model/family.hpp"
 #include "model/family_entry.hpp"
 #include "model/families/llama/llama.hpp"
@@ -24,6 +27,40 @@ std::size_t activation_bytes(const config::ModelConfig& m, int max_batch, int ma
 
 double flops_per_token(const config::ModelConfig& m, int seq) { return standard_flops_per_token(m, layout(m, seq), seq); }
 
+// transformers' LlamaForCausalLM: the same names, shapes and kernels (RMSNorm eps 1e-5, rotate_half
+// RoPE at model.rope_base, SwiGLU, no biases).
+HfForm hf_form(const config::ResolvedDeck& deck, std::vector<std::string>& problems) {
+  const config::ModelConfig& m = deck.config.model;
+  if (m.logit_softcap != 0) {
+    problems.push_back(deck.where("model.logit_softcap") + ": " + text::significant(m.logit_softcap) +
+                       " caps the logits, which LlamaForCausalLM does not; a model trained with "
+                       "model.logit_softcap: 0 can be exported");
+  }
+  const nlohmann::json config = {
+      {"architectures", {"LlamaForCausalLM"}},
+      {"model_type", "llama"},
+      {"vocab_size", m.vocab_size},
+      {"hidden_size", m.d_model},
+      {"intermediate_size", m.d_model * m.mlp_mult},
+      {"num_hidden_layers", m.n_layer},
+      {"num_attention_heads", m.n_head},
+      {"num_key_value_heads", m.n_kv_head},
+      {"head_dim", m.d_model / m.n_head},
+      {"hidden_act", "silu"},
+      {"max_position_embeddings", deck.config.train.seq_len},
+      {"rms_norm_eps", 1e-5},
+      {"rope_theta", m.rope_base},
+      {"attention_bias", false},
+      {"mlp_bias", false},
+      {"tie_word_embeddings", m.tie_embeddings},
+      {"use_cache", true},
+  };
+  HfForm form;
+  form.config_json = config.dump(2);
+  form.buffer_suffixes = {".rotary_emb.inv_freq"};  // older files keep RoPE's frequencies
+  return form;
+}
+
 }  // namespace
 
 const Family& llama_family() {
@@ -41,6 +78,7 @@ const Family& llama_family() {
     made.make_double = family_entry::make_double<LlamaModel>;
     made.activation_bytes = activation_bytes;
     made.flops_per_token = flops_per_token;
+    made.hf_form = hf_form;
     return made;
   }();
   return f;
