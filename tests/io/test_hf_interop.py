@@ -214,6 +214,9 @@ def main():
         check(all(np.array_equal(tensors16[n], bf16_round(tensors[n])) for n in tensors),
               f"{family}: the bf16 export is not the fp32 values rounded to nearest even")
 
+        # The int8 artifact of a family with learned positions (built at the deck's sequence length).
+        r = kgpt("export", ckpt, "--out", os.path.join(ROOT, f"{family}.int8z"))
+        check(r.returncode == 0, f"{family}: the int8 artifact export failed: {r.stderr.strip()[:300]}")
         # The independent model from the exported files against kgpt eval of the checkpoint.
         r = kgpt("eval", ckpt, "--set", f"train.val_tokens={VAL_TOKENS}")
         kgpt_loss = float(re.search(r"val_loss:([0-9.]+)", r.stdout).group(1))
