@@ -164,6 +164,15 @@ def main():
     check("kgpt artifact" in inspected and "tok_emb.weight (1024, 384) int8 per row" in inspected, f"inspect: {inspected}")
     kgpt("sample", "artifacts/bpe.int8z", "--max-new-tokens", "10")
 
+    # A gpt2 model of the same data exported for transformers carries the SentencePiece model.
+    kgpt("train", DECK, "--run-dir", "runs/bpe_gpt2", "--set", "model.family=gpt2", "--set", "model.n_kv_head=4",
+         "--set", "model.logit_softcap=0", "--set", "train.iterations=2", "--set", "train.eval_every=0",
+         "--set", "run.checkpoint_every=2", "--set", "train.val_tokens=16384")
+    _, hf, _ = kgpt("export", "runs/bpe_gpt2/checkpoints/ckpt_00000002.h5", "--format", "hf", "--out", "artifacts/bpe_hf")
+    check("files:config.json,model.safetensors,tokenizer.model" in hf, f"hf export: {hf}")
+    check(open(os.path.join(ROOT, "artifacts/bpe_hf/tokenizer.model"), "rb").read() ==
+          open(os.path.join(ROOT, MODEL), "rb").read(), "the exported tokenizer.model is not the deck's .model")
+
     # 4. Bad inputs.
     refused("prepare with a missing model", ["prepare", "--tokenizer", "sentencepiece", "--model", "none.model",
                                              "--input", texts[0], "--out", "data/bad"], "none.model: cannot open")
