@@ -145,7 +145,10 @@ SafetensorsFile read_safetensors(const std::string& path) {
     SafetensorsDtype dtype;
   };
   std::vector<Placed> placed;
-  for (const auto& [name, entry] : header.items()) {
+  for (const auto& item : header.items()) {
+    // Named copies: lambdas cannot capture structured bindings in C++17.
+    const std::string name = item.key();
+    const Json& entry = item.value();
     if (name == "__metadata__") {
       if (!entry.is_object()) throw fail("__metadata__ is not an object");
       for (const auto& [key, value] : entry.items()) {

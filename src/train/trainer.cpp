@@ -12,6 +12,7 @@
 #include "core/text.hpp"
 #include "data/loader.hpp"
 #include "data/shard.hpp"
+#include "io/hdf5_file.hpp"
 #include "io/history.hpp"
 #include "model/language_model.hpp"
 #include "optim/optimizer.hpp"
@@ -115,13 +116,14 @@ Run build_run(const config::ResolvedDeck& deck, bool resume) {
 }
 
 // Every rank reads the checkpoint itself; the newest one that loads wins.
-CheckpointState resume_from_newest(const std::string& run_dir, Run& run, io::RunLog& log) {
+CheckpointState resume_from_newest(const std::string& run_dir, Run& run, io::RunLog& log, std::string& from) {
   CheckpointState resumed;
   parallel::agreed([&] {
     std::string problems;
     for (const std::string& path : list_checkpoints(run_dir)) {
       try {
         resumed = load_checkpoint(path, run.model->parameters(), *run.optimizer);
+        from = path;
         log.line("resumed_from:" + path + " step:" + std::to_string(resumed.step));
         return;
       } catch (const Error& e) {
@@ -154,7 +156,20 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
   model::LanguageModel<Real>& model = *run.model;
   const Vector<Real>& values = model.parameters().values();
   CheckpointState resumed;
-  if (options.resume) resumed = resume_from_newest(options.run_dir, run, log);
+  if (options.resume) {
+    std::string from;
+    resumed = resume_from_newest(options.run_dir, run, log, from);
+    if (!c.model.init_from.empty()) {
+      // The run started from model.init_from: the record of that file carries over.
+      try {
+        const io::Hdf5File checkpoint(from, io::Hdf5File::Mode::read);
+        run.init.file = checkpoint.read_attribute_string("/metadata", "init_from");
+        run.init.checksum = checkpoint.read_attribute_string("/metadata", "init_from_fnv1a64");
+      } catch (const Error&) {
+        // A checkpoint written before kgpt recorded it.
+      }
+    }
+  }
   broadcast_parameters(values);
   check_parameters_agree(values, "at the start");
 
@@ -165,7 +180,7 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
   metadata.world_size = world.size;
   metadata.init_from = run.init.file;
   metadata.init_from_checksum = run.init.checksum;
-  if (!run.init.file.empty()) {
+  if (!run.init.file.empty() && !options.resume) {
     log.line("init_from:" + run.init.file + " tensors:" + std::to_string(run.init.tensors) +
              " fnv1a64:" + run.init.checksum);
   }

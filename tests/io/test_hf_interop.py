@@ -232,6 +232,15 @@ def main():
             meta = dict(f["metadata"].attrs)
             check(str(meta.get("init_from", "")).endswith("model.safetensors") and len(str(meta.get("init_from_fnv1a64", ""))) == 16,
                   f"{family}: history metadata {meta.get('init_from')} {meta.get('init_from_fnv1a64')}")
+        # Resumed, the run keeps the record of the file it started from.
+        resumed_dir = os.path.join(ROOT, f"{family}_init")
+        r = kgpt("train", "inputs/tiny_cpu.yaml", "--run-dir", resumed_dir, "--resume",
+                 *with_sets(COMMON + overrides + [f"model.init_from={out}", "train.iterations=2", "train.eval_every=1",
+                                                  "run.checkpoint_every=0"]))
+        check(r.returncode == 0 and "resumed_from:" in r.stdout, f"{family}: resuming the init_from run: {r.stderr[-300:]}")
+        with h5py.File(os.path.join(resumed_dir, "checkpoints", "ckpt_00000002.h5"), "r") as f:
+            check(dict(f["metadata"].attrs).get("init_from_fnv1a64") == meta.get("init_from_fnv1a64"),
+                  f"{family}: the resumed run's checkpoint lost the init_from record")
         print(f"{family}: export exact, PyTorch {ref_loss:.6f} vs kgpt {kgpt_loss:.6f} (relative {relative:.1e}); "
               f"init_from step-0 val loss {init_loss}")
         exported[family] = (out, tensors, config, conv1d, overrides)
