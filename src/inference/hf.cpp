@@ -206,7 +206,8 @@ InitWeights read_init_weights(const config::ResolvedDeck& deck) {
     });
     if (buffer) continue;
     if (t.name == "lm_head.weight" && deck.config.model.tie_embeddings) {
-      // A tied head saved beside its embedding must be that embedding.
+      // A tied head saved beside its embedding must be that embedding (every family declares its
+      // token embedding first).
       const model::TensorEntry& embedding = layout.entries().front();
       const bool same = t.values.size() == embedding.size &&
                         std::equal(t.values.begin(), t.values.end(), result.values.begin() + embedding.offset);
