@@ -6,6 +6,7 @@
 
 #include "commands.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "parallel/world.hpp"
 #include "inference/from_checkpoint.hpp"
 #include "inference/hf.hpp"
@@ -141,9 +142,7 @@ int run_export(const ParsedArgs& args) {
   const inference::ExportSummary s = inference::export_checkpoint(path, args.get("out"), keep);
   char line[512];
   for (const auto& t : s.tensors) {
-    std::string shape = "(";
-    for (std::size_t i = 0; i < t.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(t.shape[i]);
-    shape += ")";
+    const std::string shape = text::shape(t.shape);
     std::snprintf(line, sizeof(line), "  %-32s %-14s %-15s max|w|:%.4g max_error:%.3g rms_error:%.3g\n", t.name.c_str(),
                   shape.c_str(), t.storage.c_str(), t.max_abs, t.max_error, t.rms_error);
     std::cout << line;

@@ -16,12 +16,6 @@ namespace kgpt::app {
 
 namespace {
 
-std::string shape_text(const std::vector<std::size_t>& shape) {
-  std::string text = "(";
-  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + ")";
-}
-
 using text::significant;
 
 void print_metadata(const io::Hdf5File& file) {
@@ -58,7 +52,7 @@ void inspect_checkpoint(const io::Hdf5File& file) {
     const auto values = file.read_doubles(path);
     const double norm = std::sqrt(std::inner_product(values.begin(), values.end(), values.begin(), 0.0));
     count += values.size();
-    std::cout << "    " << name << " " << shape_text(file.shape(path)) << " " << file.dtype(path)
+    std::cout << "    " << name << " " << text::shape(file.shape(path)) << " " << file.dtype(path)
               << " norm:" << significant(norm) << "\n";
   }
   std::cout << "  parameters: " << count << "\n";
@@ -89,7 +83,7 @@ void inspect_artifact(const std::string& path) {
     const double norm = std::sqrt(std::inner_product(values.begin(), values.end(), values.begin(), 0.0));
     count += values.size();
     stored += t.stored_bytes();
-    std::cout << "    " << t.name << " " << shape_text(t.shape) << " " << io::storage_name(t.storage)
+    std::cout << "    " << t.name << " " << text::shape(t.shape) << " " << io::storage_name(t.storage)
               << " norm:" << significant(norm) << "\n";
   }
   std::cout << "  parameters: " << count << "\n"

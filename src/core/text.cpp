@@ -82,6 +82,12 @@ bool parse_bool(const std::string& text, bool& value) {
   return false;
 }
 
+std::string shape(const std::vector<std::size_t>& dims) {
+  std::string text = "(";
+  for (std::size_t i = 0; i < dims.size(); ++i) text += (i ? ", " : "") + std::to_string(dims[i]);
+  return text + ")";
+}
+
 std::string with_thousands(unsigned long long value) {
   std::string digits = std::to_string(value);
   for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(static_cast<std::size_t>(i), ",");

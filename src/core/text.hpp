@@ -21,6 +21,9 @@ bool parse_double(const std::string& text, double& value);
 // true/false, yes/no, on/off, any case.
 bool parse_bool(const std::string& text, bool& value);
 
+// A tensor's shape in messages and listings: "(1024, 384)", "(384)".
+std::string shape(const std::vector<std::size_t>& dims);
+
 // "1,234,567" for progress and summaries.
 std::string with_thousands(unsigned long long value);
 

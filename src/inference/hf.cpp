@@ -13,6 +13,7 @@
 
 #include "core/checksum.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "core/files.hpp"
 #include "core/versions.hpp"
 #include "inference/from_checkpoint.hpp"
@@ -24,12 +25,6 @@ namespace kgpt::inference {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string shape_text(const std::vector<std::size_t>& shape) {
-  std::string text = "(";
-  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + (shape.size() == 1 ? ",)" : ")");
-}
 
 // The family's form, or an identity form for families transformers has no class for (their own
 // names and shapes: a kgpt-written file of the same family loads).
@@ -177,7 +172,7 @@ InitWeights read_init_weights(const config::ResolvedDeck& deck) {
       found = by_name.find(name.substr(form.optional_prefix.size()));
     }
     if (found == by_name.end()) {
-      problems.push_back(where + "tensor " + name + " " + shape_text(entry.spec.shape) +
+      problems.push_back(where + "tensor " + name + " " + text::shape(entry.spec.shape) +
                          " of the deck's model is not in the file");
       continue;
     }
@@ -187,8 +182,8 @@ InitWeights read_init_weights(const config::ResolvedDeck& deck) {
     std::vector<std::size_t> want = entry.spec.shape;
     if (flip) std::swap(want[0], want[1]);
     if (t.shape != want) {
-      problems.push_back(where + "tensor " + t.name + " is " + shape_text(t.shape) + " in the file and " +
-                         shape_text(want) + " in the deck's model" + (flip ? " (stored as (in, out))" : ""));
+      problems.push_back(where + "tensor " + t.name + " is " + text::shape(t.shape) + " in the file and " +
+                         text::shape(want) + " in the deck's model" + (flip ? " (stored as (in, out))" : ""));
       continue;
     }
     float* at = result.values.data() + entry.offset;
@@ -217,7 +212,7 @@ InitWeights read_init_weights(const config::ResolvedDeck& deck) {
       }
       continue;
     }
-    problems.push_back(where + "tensor " + t.name + " " + shape_text(t.shape) + " is not in the deck's model (" +
+    problems.push_back(where + "tensor " + t.name + " " + text::shape(t.shape) + " is not in the deck's model (" +
                        deck.config.model.family + ")");
   }
   if (problems.size() > 12) {

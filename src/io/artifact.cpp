@@ -9,6 +9,7 @@
 #include <iterator>
 
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "core/files.hpp"
 #include "core/fp16.hpp"
 #include "core/host_copy.hpp"
@@ -119,12 +120,6 @@ std::uint32_t crc_of(const std::string& bytes) {
     at += chunk;
   }
   return static_cast<std::uint32_t>(crc);
-}
-
-std::string shape_text(const std::vector<std::size_t>& shape) {
-  std::string text = "(";
-  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + ")";
 }
 
 }  // namespace
@@ -356,8 +351,8 @@ void load_artifact_weights(const std::string& path, const Artifact& artifact, co
     }
     const auto& entry = layout.find(t.name);
     if (entry.spec.shape != t.shape) {
-      throw InputError(path + ": tensor '" + t.name + "' is " + shape_text(t.shape) + " in the artifact and " +
-                       shape_text(entry.spec.shape) + " in this model (check model.* in the deck)");
+      throw InputError(path + ": tensor '" + t.name + "' is " + text::shape(t.shape) + " in the artifact and " +
+                       text::shape(entry.spec.shape) + " in this model (check model.* in the deck)");
     }
     const std::vector<float> values = t.dequantized();
     std::copy(values.begin(), values.end(), host.begin() + static_cast<std::ptrdiff_t>(entry.offset));

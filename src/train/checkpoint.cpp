@@ -12,6 +12,7 @@
 
 #include "core/checksum.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "core/host_copy.hpp"
 #include "io/hdf5_file.hpp"
 #include "parallel/watchdog.hpp"
@@ -217,13 +218,8 @@ CheckpointState load_checkpoint(const std::string& path, const model::Parameters
       }
       const auto shape = in.shape(name);
       if (shape != e.spec.shape) {
-        auto text = [](const std::vector<std::size_t>& s) {
-          std::string t = "(";
-          for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-          return t + ")";
-        };
-        throw InputError(path + ": tensor '" + name + "' is " + text(shape) + " in the checkpoint and " +
-                         text(e.spec.shape) + " in this model (check model.* in the deck)");
+        throw InputError(path + ": tensor '" + name + "' is " + text::shape(shape) + " in the checkpoint and " +
+                         text::shape(e.spec.shape) + " in this model (check model.* in the deck)");
       }
       if (in.dtype(name) != "float32") {
         throw InputError(path + ": tensor '" + name + "' is " + in.dtype(name) + ", expected float32");
