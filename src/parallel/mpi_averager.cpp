@@ -79,7 +79,7 @@ class MpiAverager final : public GradientAverager<T> {
     auto host = Kokkos::create_mirror_view(device);
     Kokkos::deep_copy(exec, host, device);
     exec.fence();
-    check(MPI_Allreduce(MPI_IN_PLACE, host.data(), 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+    sum_in_place(host.data(), 1);
     Kokkos::deep_copy(exec, device, host);
   }
 
