@@ -65,6 +65,7 @@ int run_train(const ParsedArgs& args) {
   std::string dir;
   io::RunLog log;
   train::MemoryPlan memory;
+  inference::InitWeights init_weights;
   const bool auto_resume = args.has("auto-resume");
   bool resume = args.has("resume");
   std::string restart_note;
@@ -80,7 +81,7 @@ int run_train(const ParsedArgs& args) {
     train::require_fit(deck, memory, model::this_build());
     files = data::check_dataset(deck);
     // model.init_from's tensors against the model, before the run directory is made.
-    if (!deck.config.model.init_from.empty() && !resume) inference::read_init_weights(deck);
+    if (!deck.config.model.init_from.empty() && !resume) init_weights = inference::read_init_weights(deck);
     dir = io::run_directory_path(deck, args.get("run-dir")) + args.get("run-suffix");
     if (w.rank == 0) {
       if (auto_resume && io::holds_run(dir)) {
@@ -122,6 +123,8 @@ int run_train(const ParsedArgs& args) {
   train::TrainOptions options;
   options.run_dir = dir;
   options.resume = resume;
+  // Read and checked above; --auto-resume may have chosen to resume instead, which ignores them.
+  if (!init_weights.file.empty()) options.init_weights = &init_weights;
   train::TrainSummary summary;
   try {
     summary = train::run_training(deck, log, options);

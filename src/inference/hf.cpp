@@ -143,16 +143,14 @@ InitWeights read_init_weights(const config::ResolvedDeck& deck) {
   result.file = fs::is_directory(source, error) ? (fs::path(source) / "model.safetensors").string() : source;
   io::SafetensorsFile file;
   try {
-    file = io::read_safetensors(result.file);
-  } catch (const InputError& e) {
-    throw InputError(deck.where("model.init_from") + ": " + e.what());
-  }
-  {
-    std::ifstream in(result.file, std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Read once: the checksum and the tensors come from the same bytes.
+    const std::string bytes = io::read_safetensors_bytes(result.file);
     Checksum sum;
     sum.add(bytes.data(), bytes.size());
     result.checksum = sum.hex();
+    file = io::parse_safetensors(bytes, result.file);
+  } catch (const InputError& e) {
+    throw InputError(deck.where("model.init_from") + ": " + e.what());
   }
   const model::HfForm form = form_for_loading(deck);
   const model::ParameterLayout layout =

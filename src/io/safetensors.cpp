@@ -113,11 +113,17 @@ std::string serialize_safetensors(const SafetensorsFile& file) {
   return out;
 }
 
-SafetensorsFile read_safetensors(const std::string& path) {
+std::string read_safetensors_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path + ": cannot open the safetensors file");
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) throw InputError(path + ": cannot read the safetensors file");
+  return bytes;
+}
+
+SafetensorsFile read_safetensors(const std::string& path) { return parse_safetensors(read_safetensors_bytes(path), path); }
+
+SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& path) {
   const auto fail = [&path](const std::string& what) { return InputError(path + ": not a valid safetensors file: " + what); };
   if (bytes.size() < 8) {
     throw fail("it has " + std::to_string(bytes.size()) + " bytes, fewer than the 8 of the header's length");

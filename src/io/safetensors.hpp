@@ -38,5 +38,9 @@ struct SafetensorsFile {
 std::string serialize_safetensors(const SafetensorsFile& file);
 // Reads and checks a whole file; `dtype` of the result is that of its first tensor.
 SafetensorsFile read_safetensors(const std::string& path);
+// The same in two parts, for callers that also need the file's bytes (a checksum): the bytes of the
+// file at `path`, and the check of bytes read from `path` (named in messages).
+std::string read_safetensors_bytes(const std::string& path);
+SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& path);
 
 }  // namespace kgpt::io

@@ -88,7 +88,7 @@ struct Run {
   std::unique_ptr<inference::Evaluator> evaluator;
 };
 
-Run build_run(const config::ResolvedDeck& deck, bool resume) {
+Run build_run(const config::ResolvedDeck& deck, bool resume, inference::InitWeights* init_weights) {
   const config::Config& c = deck.config;
   const int batch = static_cast<int>(deck.plan.local_sequences);
   Run run;
@@ -96,7 +96,7 @@ Run build_run(const config::ResolvedDeck& deck, bool resume) {
     run.model = model::make_model<Real>(c.model, batch, c.train.seq_len);
     if (!c.model.init_from.empty() && !resume) {
       // Every rank reads the file (a failure is agreed); rank 0's copy is broadcast anyway.
-      run.init = inference::read_init_weights(deck);
+      run.init = init_weights != nullptr ? std::move(*init_weights) : inference::read_init_weights(deck);
       const Vector<Real>& values = run.model->parameters().values();
       const Kokkos::View<const Real*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> loaded(
           run.init.values.data(), run.init.values.size());
@@ -152,7 +152,7 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
   watch.who = "kgpt train";
   watch.log_file = log.path();
   const parallel::StallWatchdog watchdog(watch);
-  Run run = build_run(deck, options.resume);
+  Run run = build_run(deck, options.resume, options.init_weights);
   model::LanguageModel<Real>& model = *run.model;
   const Vector<Real>& values = model.parameters().values();
   CheckpointState resumed;

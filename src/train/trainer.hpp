@@ -11,6 +11,10 @@
 #include "config/deck.hpp"
 #include "io/run_log.hpp"
 
+namespace kgpt::inference {
+struct InitWeights;
+}
+
 namespace kgpt::train {
 
 struct StepRecord {
@@ -23,6 +27,9 @@ struct TrainOptions {
   std::string run_dir;  // where history.h5 and checkpoints/ go; "" writes neither
   bool resume = false;  // continue from the newest valid checkpoint in run_dir
   std::vector<float>* final_parameters = nullptr;  // receives this rank's parameters at the end
+  // model.init_from's weights when the caller has read and checked them already (kgpt train does,
+  // before it makes the run directory); taken over by the run. Otherwise the run reads them.
+  inference::InitWeights* init_weights = nullptr;
 };
 
 struct TrainSummary {
