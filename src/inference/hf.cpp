@@ -30,9 +30,7 @@ namespace {
 // names and shapes: a kgpt-written file of the same family loads).
 model::HfForm form_for_loading(const config::ResolvedDeck& deck) {
   const model::Family& family = model::family(deck.config.model.family);
-  if (family.hf_form == nullptr) return {};
-  std::vector<std::string> ignored;  // a softcap changes the outputs, not the weights' meaning
-  return family.hf_form(deck, ignored);
+  return family.hf_form == nullptr ? model::HfForm{} : family.hf_form(deck);
 }
 
 // Copies a (rows, cols) tensor into `out` as (cols, rows).
@@ -62,11 +60,13 @@ HfExportSummary export_hf(const std::string& checkpoint, const std::string& out,
                      "(gpt2: GPT2LMHeadModel, llama: LlamaForCausalLM). The int8 artifact (--format artifact) "
                      "holds any family");
   }
-  std::vector<std::string> problems;
-  const model::HfForm form = family.hf_form(deck, problems);
-  if (!problems.empty()) {
-    for (std::string& p : problems) p = checkpoint + ": the checkpoint's deck: " + p;
-    throw InputError(problems);
+  const model::HfForm form = family.hf_form(deck);
+  // No transformers class of these families caps its logits: a capped model would compute another
+  // function there.
+  if (deck.config.model.logit_softcap != 0) {
+    throw InputError(checkpoint + ": the checkpoint's deck: " + deck.where("model.logit_softcap") + ": " +
+                     text::significant(deck.config.model.logit_softcap) + " caps the logits, which " +
+                     form.architecture + " does not; a model trained with model.logit_softcap: 0 can be exported");
   }
   std::error_code error;
   if (fs::exists(out, error)) {

@@ -34,6 +34,7 @@ struct FamilyDefaults {
 
 // How Hugging Face transformers holds a model of a family (kgpt export --format hf, model.init_from).
 struct HfForm {
+  std::string architecture;              // the transformers class: "GPT2LMHeadModel"
   std::string config_json;               // config.json, without torch_dtype (the exporter adds it)
   std::vector<std::string> transposed;   // 2-D tensors stored there as (in, out): GPT-2's Conv1D weights
   std::string optional_prefix;           // a prefix of kgpt's names that some files leave out
@@ -67,10 +68,8 @@ struct Family {
   // Training FLOPs per token at sequence length seq: 6 N (N the parameters that take part in the
   // products: learned positions do not) + 12 L H D T for attention.
   double (*flops_per_token)(const config::ModelConfig& model, int seq) = nullptr;
-  // nullptr where transformers has no class for the family. Otherwise the form of the deck's model,
-  // or one message per deck key that makes it compute what the transformers class does not,
-  // appended to `problems`.
-  HfForm (*hf_form)(const config::ResolvedDeck& deck, std::vector<std::string>& problems) = nullptr;
+  // nullptr where transformers has no class for the family. Otherwise the form of the deck's model.
+  HfForm (*hf_form)(const config::ResolvedDeck& deck) = nullptr;
 
   bool reads_key(const std::string& dotted) const;
 };

@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 
 #include "config/deck.hpp"
-#include "core/text.hpp"
 #include "model/family.hpp"
 #include "model/family_entry.hpp"
 #include "model/families/gpt2/gpt2.hpp"
@@ -41,16 +40,12 @@ void check(const config::ResolvedDeck& deck, std::vector<std::string>& problems)
 
 // transformers' GPT2LMHeadModel: the same blocks, names and GELU (tanh); its Conv1D layers keep
 // their weights as (in, out).
-HfForm hf_form(const config::ResolvedDeck& deck, std::vector<std::string>& problems) {
+HfForm hf_form(const config::ResolvedDeck& deck) {
   const config::ModelConfig& m = deck.config.model;
-  if (m.logit_softcap != 0) {
-    problems.push_back(deck.where("model.logit_softcap") + ": " + text::significant(m.logit_softcap) +
-                       " caps the logits, which GPT2LMHeadModel does not; a model trained with "
-                       "model.logit_softcap: 0 can be exported");
-  }
   HfForm form;
+  form.architecture = "GPT2LMHeadModel";
   const nlohmann::json config = {
-      {"architectures", {"GPT2LMHeadModel"}},
+      {"architectures", {form.architecture}},
       {"model_type", "gpt2"},
       {"vocab_size", m.vocab_size},
       {"n_positions", deck.config.train.seq_len},

@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 
 #include "config/deck.hpp"
-#include "core/text.hpp"
 #include "model/family.hpp"
 #include "model/family_entry.hpp"
 #include "model/families/llama/llama.hpp"
@@ -29,15 +28,12 @@ double flops_per_token(const config::ModelConfig& m, int seq) { return standard_
 
 // transformers' LlamaForCausalLM: the same names, shapes and kernels (RMSNorm eps 1e-5, rotate_half
 // RoPE at model.rope_base, SwiGLU, no biases).
-HfForm hf_form(const config::ResolvedDeck& deck, std::vector<std::string>& problems) {
+HfForm hf_form(const config::ResolvedDeck& deck) {
   const config::ModelConfig& m = deck.config.model;
-  if (m.logit_softcap != 0) {
-    problems.push_back(deck.where("model.logit_softcap") + ": " + text::significant(m.logit_softcap) +
-                       " caps the logits, which LlamaForCausalLM does not; a model trained with "
-                       "model.logit_softcap: 0 can be exported");
-  }
+  HfForm form;
+  form.architecture = "LlamaForCausalLM";
   const nlohmann::json config = {
-      {"architectures", {"LlamaForCausalLM"}},
+      {"architectures", {form.architecture}},
       {"model_type", "llama"},
       {"vocab_size", m.vocab_size},
       {"hidden_size", m.d_model},
@@ -55,7 +51,6 @@ HfForm hf_form(const config::ResolvedDeck& deck, std::vector<std::string>& probl
       {"tie_word_embeddings", m.tie_embeddings},
       {"use_cache", true},
   };
-  HfForm form;
   form.config_json = config.dump(2);
   form.buffer_suffixes = {".rotary_emb.inv_freq"};  // older files keep RoPE's frequencies
   return form;
