@@ -57,12 +57,14 @@ class MpiAverager final : public GradientAverager<T> {
   }
 
   int gather(const ExecSpace& exec, const Vector<T>& values, const std::vector<OwnedSpan>& owners) override {
-    std::vector<int> displacements, counts;
+    std::vector<std::size_t> begins, sizes;
     for (const OwnedSpan& span : owners) {
-      if (span.end > static_cast<std::size_t>(INT_MAX)) throw Error(ExitCode::failure, "gathering parameters: more than 2^31 elements");
-      displacements.push_back(static_cast<int>(span.begin));
-      counts.push_back(static_cast<int>(span.end - span.begin));
+      begins.push_back(span.begin);
+      sizes.push_back(span.end - span.begin);
     }
+    const std::vector<int> displacements = mpi_counts(begins, "gathering parameters"),
+                           counts = mpi_counts(sizes, "gathering parameters");
+    mpi_counts({owners.back().end}, "gathering parameters");  // the whole buffer, as before: the spans tile it
     // MPI reads host memory here: a device buffer goes through a host copy.
     auto host = Kokkos::create_mirror_view(values);
     Kokkos::deep_copy(exec, host, values);

@@ -100,10 +100,7 @@ void broadcast_from_root(void* data, std::size_t bytes) {
   }
 }
 
-namespace {
-
-// MPI counts and displacements are ints: a buffer past INT_MAX elements cannot be sent this way.
-std::vector<int> as_ints(const std::vector<std::size_t>& values, const char* what) {
+std::vector<int> mpi_counts(const std::vector<std::size_t>& values, const char* what) {
   std::vector<int> out;
   for (const std::size_t v : values) {
     if (v > static_cast<std::size_t>(INT_MAX)) {
@@ -114,11 +111,10 @@ std::vector<int> as_ints(const std::vector<std::size_t>& values, const char* wha
   return out;
 }
 
-}  // namespace
-
 void gather_spans_to_root(const float* mine, float* data, const std::vector<std::size_t>& begins,
                           const std::vector<std::size_t>& counts) {
-  const std::vector<int> displs = as_ints(begins, "gathering state spans"), sizes = as_ints(counts, "gathering state spans");
+  const std::vector<int> displs = mpi_counts(begins, "gathering state spans"),
+                         sizes = mpi_counts(counts, "gathering state spans");
   const int rank = world().rank;
   check(MPI_Gatherv(mine, sizes[static_cast<std::size_t>(rank)], MPI_FLOAT, data, sizes.data(), displs.data(), MPI_FLOAT, 0,
                     MPI_COMM_WORLD),

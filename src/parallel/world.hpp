@@ -45,6 +45,10 @@ bool any(bool flag);
 // Broadcasts `bytes` bytes at `data` (host memory) from rank 0.
 void broadcast_from_root(void* data, std::size_t bytes);
 
+// MPI counts and displacements are ints: `values` as ints, or Error(failure) naming `what` when one
+// exceeds INT_MAX.
+std::vector<int> mpi_counts(const std::vector<std::size_t>& values, const char* what);
+
 // Every rank's span of a float buffer gathered on rank 0 only: `mine` (counts[rank] floats) into data[begins[r]...] there.
 void gather_spans_to_root(const float* mine, float* data, const std::vector<std::size_t>& begins,
                           const std::vector<std::size_t>& counts);
