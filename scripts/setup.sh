@@ -2,8 +2,11 @@
 # One-command setup on a fresh Debian 12 machine, safe to run again:
 #   1. installs the Debian packages kgpt needs (apt-get update first),
 #   2. configures and builds kgpt in Release into build/,
-#   3. makes the embedded default's data (data/tiny_cpu/) from Debian's fortune files.
-# Environment: BUILD_DIR (default build), JOBS (default: all cores), KGPT_SKIP_APT=1 to skip step 1.
+#   3. builds the fuzz harnesses with clang, AddressSanitizer and UndefinedBehaviorSanitizer into
+#      build-fuzz/ (scripts/fuzz.sh), which ctest then runs for 30 s each,
+#   4. makes the embedded default's data (data/tiny_cpu/) from Debian's fortune files.
+# Environment: BUILD_DIR (default build), JOBS (default: all cores), KGPT_SKIP_APT=1 to skip step 1,
+# KGPT_SKIP_FUZZ=1 to skip step 3 (and those tests).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,6 +20,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libhdf5-dev libyaml-cpp-dev catch2
   libsentencepiece-dev sentencepiece zlib1g-dev nlohmann-json3-dev
+  clang libclang-rt-14-dev
   python3 python3-h5py python3-numpy python3-pandas python3-matplotlib
   python3-torch slurm-wlm munge
   fortunes
@@ -30,9 +34,17 @@ if [[ "${KGPT_SKIP_APT:-0}" != 1 ]]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${packages[@]}"
 fi
 
+fuzz_dir=""
+if [[ "${KGPT_SKIP_FUZZ:-0}" != 1 ]]; then fuzz_dir="$root/build-fuzz"; fi
+
 echo "== setup: configuring and building kgpt (Release) in $build_dir"
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DKGPT_WARNINGS_AS_ERRORS=ON
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DKGPT_WARNINGS_AS_ERRORS=ON -DKGPT_FUZZ_SMOKE_DIR="$fuzz_dir"
 cmake --build "$build_dir" -j "$jobs"
+
+if [[ -n "$fuzz_dir" ]]; then
+  echo "== setup: building the fuzz harnesses (clang, ASan, UBSan) in $fuzz_dir"
+  FUZZ_BUILD_DIR="$fuzz_dir" JOBS="$jobs" bash scripts/fuzz.sh --build-only
+fi
 
 echo "== setup: making data/tiny_cpu from Debian's fortune files"
 fortune_dir=/usr/share/games/fortunes

@@ -1,8 +1,11 @@
 #include "io/hdf5_file.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "core/error.hpp"
+#include "core/text.hpp"
 
 namespace kgpt::io {
 
@@ -59,6 +62,18 @@ std::string error_detail() {
   return true;
 }();
 
+// Reads of one piece of metadata a SWMR reader tries before it gives up on a failing checksum.
+constexpr unsigned kSwmrReadAttempts = 8;
+
+// Rows per chunk of a series.
+constexpr hsize_t kSeriesChunk = 1024;
+
+// Whether an attribute holds exactly one value: reads below fill one value, and would write past it.
+bool single_element(hid_t attribute) {
+  Handle space(H5Aget_space(attribute), H5Sclose);
+  return space.ok() && H5Sget_simple_extent_npoints(space.get()) == 1;
+}
+
 std::string with_detail(const std::string& message) {
   const std::string detail = error_detail();
   return detail.empty() ? message : message + ": " + detail;
@@ -66,7 +81,15 @@ std::string with_detail(const std::string& message) {
 
 }  // namespace
 
-Hdf5File::Hdf5File(const std::string& path, Mode mode) : path_(path) {
+std::int64_t whole_number(double value, const std::string& what) {
+  // 2^63 is exactly representable; every double below it converts to int64 exactly when whole.
+  if (!(value >= -9223372036854775808.0 && value < 9223372036854775808.0) || value != std::trunc(value)) {
+    throw InputError(what + " holds " + text::significant(value) + ", not a whole number (corrupted)");
+  }
+  return static_cast<std::int64_t>(value);
+}
+
+Hdf5File::Hdf5File(const std::string& path, Mode mode) : path_(path), mode_(mode) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors become exceptions with our context
   // SWMR needs the newest format; readers of other files may hold them open, so no file locks.
   Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
@@ -75,8 +98,15 @@ Hdf5File::Hdf5File(const std::string& path, Mode mode) : path_(path) {
     file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get());
   } else if (mode == Mode::read) {
     file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-    // A file whose SWMR writer is still running, or was killed, opens only as a SWMR reader.
-    if (file_ < 0) file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT);
+    // A file whose SWMR writer is still running, or was killed, opens only as a SWMR reader. Such a
+    // reader retries every metadata read whose checksum fails, in case the writer was midway through
+    // it, with growing sleeps: by default 100 times, which on a corrupted file adds up to minutes per
+    // object. A writer's flush is over within a few retries.
+    if (file_ < 0) {
+      Handle swmr(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+      H5Pset_metadata_read_attempts(swmr.get(), kSwmrReadAttempts);
+      file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, swmr.get());
+    }
   } else {
     file_ = H5Fopen(path.c_str(), H5F_ACC_RDWR, access.get());
   }
@@ -92,7 +122,8 @@ Hdf5File::~Hdf5File() {
 }
 
 void Hdf5File::fail(const std::string& what, const std::string& name) const {
-  throw Error(ExitCode::failure, with_detail(path_ + ": " + what + " '" + name + "'"));
+  throw Error(mode_ == Mode::read ? ExitCode::bad_input : ExitCode::failure,
+              with_detail(path_ + ": " + what + " '" + name + "'"));
 }
 
 void Hdf5File::make_parent_groups(const std::string& name) {
@@ -172,7 +203,7 @@ void Hdf5File::set_attribute(const std::string& name, const std::string& key, st
 
 void Hdf5File::create_series(const std::string& name, SeriesType type) {
   make_parent_groups(name);
-  const hsize_t initial = 0, unlimited = H5S_UNLIMITED, chunk = 1024;
+  const hsize_t initial = 0, unlimited = H5S_UNLIMITED, chunk = kSeriesChunk;
   Handle space(H5Screate_simple(1, &initial, &unlimited), H5Sclose);
   Handle properties(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
   H5Pset_chunk(properties.get(), 1, &chunk);
@@ -225,17 +256,17 @@ bool Hdf5File::contains(const std::string& name) const {
 std::vector<std::string> Hdf5File::members(const std::string& group) const {
   if (!contains(group)) throw Error(ExitCode::bad_input, path_ + ": no group '" + group + "'");
   Handle handle(H5Gopen2(file_, group.c_str(), H5P_DEFAULT), H5Gclose);
-  H5G_info_t info;
-  if (!handle.ok() || H5Gget_info(handle.get(), &info) < 0) fail("cannot open group", group);
+  if (!handle.ok()) fail("cannot open group", group);
+  // One pass in the order links are stored, sorted here: asking for the links in name order (or by
+  // index) makes libhdf5 1.10 build a table of them first, and on a corrupted file its clean-up of a
+  // half-built table frees garbage (docs/fuzzing.md).
   std::vector<std::string> names;
-  for (hsize_t i = 0; i < info.nlinks; ++i) {
-    const ssize_t length = H5Lget_name_by_idx(handle.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
-    if (length < 0) fail("cannot list group", group);
-    std::string name(static_cast<std::size_t>(length) + 1, '\0');
-    H5Lget_name_by_idx(handle.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(), H5P_DEFAULT);
-    name.resize(static_cast<std::size_t>(length));
-    names.push_back(name);
-  }
+  auto collect = [](hid_t, const char* name, const H5L_info_t*, void* data) -> herr_t {
+    static_cast<std::vector<std::string>*>(data)->emplace_back(name);
+    return 0;
+  };
+  if (H5Literate(handle.get(), H5_INDEX_NAME, H5_ITER_NATIVE, nullptr, collect, &names) < 0) fail("cannot list group", group);
+  std::sort(names.begin(), names.end());
   return names;
 }
 
@@ -255,15 +286,61 @@ std::vector<std::size_t> Hdf5File::shape(const std::string& name) const {
   return std::vector<std::size_t>(dims.begin(), dims.end());
 }
 
+std::size_t Hdf5File::stored_count(hid_t set, const std::string& name) const {
+  Handle space(H5Dget_space(set), H5Sclose);
+  Handle type(H5Dget_type(set), H5Tclose);
+  const hssize_t count = H5Sget_simple_extent_npoints(space.get());
+  const std::size_t element = type.ok() ? H5Tget_size(type.get()) : 0;
+  if (!space.ok() || count < 0 || element == 0) fail("cannot read the shape and type of dataset", name);
+  // Every dataset kgpt writes has all its values in the file; one declaring more than the file
+  // stores would otherwise be allocated (and filled in) at whatever size it claims. A series may
+  // lack its last chunk: a writer stopped between growing it and writing the row.
+  const hsize_t stored = H5Dget_storage_size(set);
+  const auto values = static_cast<hsize_t>(count);
+  hsize_t unwritten_allowed = 0;
+  Handle creation(H5Dget_create_plist(set), H5Pclose);
+  if (creation.ok() && H5Pget_layout(creation.get()) == H5D_CHUNKED && H5Pget_chunk(creation.get(), 0, nullptr) == 1) {
+    hsize_t chunk = 0;
+    H5Pget_chunk(creation.get(), 1, &chunk);
+    unwritten_allowed = std::min<hsize_t>(chunk, kSeriesChunk);
+  }
+  if (values > stored / element + unwritten_allowed) {
+    throw Error(ExitCode::bad_input, path_ + ": dataset '" + name + "' declares " + std::to_string(values) + " values of " +
+                                         std::to_string(element) + " bytes but the file stores " +
+                                         std::to_string(stored) + " bytes of them (corrupted or truncated)");
+  }
+  return static_cast<std::size_t>(values);
+}
+
 std::vector<double> Hdf5File::read_doubles(const std::string& name) const {
   Handle set(open_dataset(name), H5Dclose);
-  Handle space(H5Dget_space(set.get()), H5Sclose);
-  const hssize_t count = H5Sget_simple_extent_npoints(space.get());
-  std::vector<double> values(static_cast<std::size_t>(count < 0 ? 0 : count));
+  std::vector<double> values(stored_count(set.get(), name));
   if (!values.empty() && H5Dread(set.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0) {
     fail("cannot read dataset", name);
   }
   return values;
+}
+
+double Hdf5File::read_scalar(const std::string& name) const {
+  const std::vector<double> values = read_doubles(name);
+  if (values.size() != 1) {
+    throw Error(ExitCode::bad_input, path_ + ": dataset '" + name + "' holds " + std::to_string(values.size()) +
+                                         " values, expected one");
+  }
+  return values[0];
+}
+
+std::int64_t Hdf5File::read_whole_scalar(const std::string& name) const {
+  Handle set(open_dataset(name), H5Dclose);
+  Handle type(H5Dget_type(set.get()), H5Tclose);
+  if (H5Tget_class(type.get()) != H5T_INTEGER) return whole_number(read_scalar(name), path_ + ": dataset '" + name + "'");
+  // Integers are read as integers: through a double, those past 2^53 would lose their last digits.
+  if (stored_count(set.get(), name) != 1) {
+    throw Error(ExitCode::bad_input, path_ + ": dataset '" + name + "' does not hold exactly one value");
+  }
+  std::int64_t value = 0;
+  if (H5Dread(set.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &value) < 0) fail("cannot read dataset", name);
+  return value;
 }
 
 std::string Hdf5File::read_string(const std::string& name) const {
@@ -271,6 +348,8 @@ std::string Hdf5File::read_string(const std::string& name) const {
   Handle type(H5Dget_type(set.get()), H5Tclose);
   if (H5Tget_class(type.get()) != H5T_STRING || !H5Tis_variable_str(type.get())) fail("not a string dataset:", name);
   Handle space(H5Dget_space(set.get()), H5Sclose);
+  // The read fills one pointer per element: exactly one, or it would write past `pointer`.
+  if (H5Sget_simple_extent_npoints(space.get()) != 1) fail("not a single string:", name);
   char* pointer = nullptr;
   if (H5Dread(set.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &pointer) < 0) fail("cannot read dataset", name);
   std::string text = pointer ? pointer : "";
@@ -280,6 +359,7 @@ std::string Hdf5File::read_string(const std::string& name) const {
 
 void Hdf5File::read_floats(const std::string& name, float* out) const {
   Handle set(open_dataset(name), H5Dclose);
+  stored_count(set.get(), name);
   if (H5Dread(set.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0) fail("cannot read dataset", name);
 }
 
@@ -294,10 +374,14 @@ std::string Hdf5File::dtype(const std::string& name) const {
   return "other";
 }
 
+std::int64_t Hdf5File::read_attribute_whole(const std::string& name, const std::string& key) const {
+  return whole_number(read_attribute_double(name, key), path_ + ": attribute '" + key + "' on '" + name + "'");
+}
+
 double Hdf5File::read_attribute_double(const std::string& name, const std::string& key) const {
   Handle attribute(H5Aopen_by_name(file_, name.c_str(), key.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
   double value = 0;
-  if (!attribute.ok() || H5Aread(attribute.get(), H5T_NATIVE_DOUBLE, &value) < 0) {
+  if (!attribute.ok() || !single_element(attribute.get()) || H5Aread(attribute.get(), H5T_NATIVE_DOUBLE, &value) < 0) {
     throw Error(ExitCode::bad_input, path_ + ": no numeric attribute '" + key + "' on '" + name + "'");
   }
   return value;
@@ -307,8 +391,8 @@ std::string Hdf5File::read_attribute_string(const std::string& name, const std::
   Handle attribute(H5Aopen_by_name(file_, name.c_str(), key.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
   if (!attribute.ok()) throw Error(ExitCode::bad_input, path_ + ": no attribute '" + key + "' on '" + name + "'");
   Handle type(H5Aget_type(attribute.get()), H5Tclose);
-  if (H5Tget_class(type.get()) != H5T_STRING || !H5Tis_variable_str(type.get())) {
-    throw Error(ExitCode::bad_input, path_ + ": attribute '" + key + "' on '" + name + "' is not a string");
+  if (H5Tget_class(type.get()) != H5T_STRING || !H5Tis_variable_str(type.get()) || !single_element(attribute.get())) {
+    throw Error(ExitCode::bad_input, path_ + ": attribute '" + key + "' on '" + name + "' is not a single string");
   }
   char* pointer = nullptr;
   if (H5Aread(attribute.get(), type.get(), &pointer) < 0) {

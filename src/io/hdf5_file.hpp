@@ -2,7 +2,8 @@
 // A small RAII layer over the HDF5 C library: named, shaped datasets of float, double and int64,
 // string datasets and attributes, groups created on demand from "a/b/name" paths, and extendible
 // 1-D series that grow by one row at a time (histories), readable while they grow (SWMR). Every
-// failure throws Error naming the file and the dataset.
+// failure throws Error naming the file and the dataset: exit code 2 (bad input) for a file opened
+// to be read, since then the file is what is wrong, and 1 for a file being written.
 
 #include <hdf5.h>
 
@@ -11,6 +12,10 @@
 #include <vector>
 
 namespace kgpt::io {
+
+// `value` as int64, or InputError "<what> holds <value>, not a whole number" when it is not a whole
+// number in int64's range (the conversion would be undefined).
+std::int64_t whole_number(double value, const std::string& what);
 
 class Hdf5File {
  public:
@@ -43,16 +48,23 @@ class Hdf5File {
   void start_swmr();
 
   bool contains(const std::string& name) const;
-  // Names of the members of a group, in the file's order.
+  // Names of the members of a group, sorted.
   std::vector<std::string> members(const std::string& group) const;
   std::vector<std::size_t> shape(const std::string& name) const;
-  std::vector<double> read_doubles(const std::string& name) const;  // any numeric type, converted
+  // Any numeric type, converted. A dataset whose values are not all stored in the file (a corrupted
+  // or foreign file declaring more than it holds) is refused before anything is allocated.
+  std::vector<double> read_doubles(const std::string& name) const;
+  // A dataset of exactly one value; the _whole forms also refuse a value that is not a whole
+  // number in the range of int64 (converted to int64 it would be undefined).
+  double read_scalar(const std::string& name) const;
+  std::int64_t read_whole_scalar(const std::string& name) const;
   std::string read_string(const std::string& name) const;
   // Exactly, into out (as many floats as the dataset holds).
   void read_floats(const std::string& name, float* out) const;
   // "float32", "float64", "int64", "int32", "string" or "other".
   std::string dtype(const std::string& name) const;
   double read_attribute_double(const std::string& name, const std::string& key) const;
+  std::int64_t read_attribute_whole(const std::string& name, const std::string& key) const;
   std::string read_attribute_string(const std::string& name, const std::string& key) const;
 
   void flush();
@@ -68,8 +80,11 @@ class Hdf5File {
   hid_t open_dataset(const std::string& name) const;
   void make_parent_groups(const std::string& name);
   [[noreturn]] void fail(const std::string& what, const std::string& name) const;
+  // How many values `set` holds, after checking that the file stores every byte of them.
+  std::size_t stored_count(hid_t set, const std::string& name) const;
 
   std::string path_;
+  Mode mode_;
   hid_t file_ = -1;
 };
 

@@ -132,7 +132,9 @@ History History::resume(const std::string& path, std::int64_t last_step, const R
   {
     History fresh = create(temporary, metadata);
     auto at = [&kept](const char* name, std::size_t i) { return kept.at(name).at(i); };
-    auto whole = [&at](const char* name, std::size_t i) { return static_cast<std::int64_t>(at(name, i)); };
+    auto whole = [&at, &path](const char* name, std::size_t i) {
+      return whole_number(at(name, i), path + ": " + name + " row " + std::to_string(i));
+    };
     for (std::size_t i = 0; i < train_rows; ++i) {
       fresh.append(TrainRow{whole("/train/step", i), whole("/train/tokens", i), at("/train/loss", i),
                             at("/train/lr_matrix", i), at("/train/lr_scalar", i), at("/train/lr_embedding", i),

@@ -200,8 +200,8 @@ CheckpointState load_checkpoint(const std::string& path, const model::Parameters
   io::Hdf5File in(path, io::Hdf5File::Mode::read);
   const auto& layout = params.layout();
   if (!in.contains("/state/step")) throw InputError(path + ": not a kgpt checkpoint (no /state/step)");
-  const auto tensors = static_cast<long long>(in.read_attribute_double("/", "tensor_count"));
-  if (static_cast<std::size_t>(tensors) != layout.entries().size()) {
+  const std::int64_t tensors = in.read_attribute_whole("/", "tensor_count");
+  if (tensors < 0 || static_cast<std::size_t>(tensors) != layout.entries().size()) {
     throw InputError(path + ": the checkpoint holds " + std::to_string(tensors) +
                      " tensors; this model has " + std::to_string(layout.entries().size()) +
                      " (a different architecture; check model.* in the deck)");
@@ -230,11 +230,11 @@ CheckpointState load_checkpoint(const std::string& path, const model::Parameters
     loaded.emplace_back(stored, std::move(host));
   }
   CheckpointState state;
-  state.step = static_cast<std::int64_t>(in.read_doubles("/state/step").at(0));
-  state.tokens_seen = static_cast<std::int64_t>(in.read_doubles("/state/tokens_seen").at(0));
-  state.stream_position = static_cast<std::uint64_t>(in.read_doubles("/state/stream_position").at(0));
-  state.training_seconds = in.read_doubles("/state/training_seconds").at(0);
-  state.seed = static_cast<std::int64_t>(in.read_doubles("/state/seed").at(0));
+  state.step = in.read_whole_scalar("/state/step");
+  state.tokens_seen = in.read_whole_scalar("/state/tokens_seen");
+  state.stream_position = static_cast<std::uint64_t>(in.read_whole_scalar("/state/stream_position"));
+  state.training_seconds = in.read_scalar("/state/training_seconds");
+  state.seed = in.read_whole_scalar("/state/seed");
   add_state(sum, state);
   const std::string stored = in.read_attribute_string("/", "checksum");
   if (stored != sum.hex()) {

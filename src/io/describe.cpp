@@ -1,0 +1,142 @@
+#include "io/describe.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <numeric>
+
+#include "core/error.hpp"
+#include "core/text.hpp"
+#include "io/artifact.hpp"
+#include "io/hdf5_file.hpp"
+
+namespace kgpt::io {
+
+namespace {
+
+using text::significant;
+
+void print_metadata(const Hdf5File& file, std::ostream& out) {
+  if (!file.contains("/metadata")) return;
+  for (const char* key : {"kgpt_version", "git_sha", "kokkos_version", "mpi_version", "hdf5_version", "nccl_version",
+                          "deck_path", "run_dir", "slurm_job_id"}) {
+    std::string value;
+    try {
+      value = file.read_attribute_string("/metadata", key);
+    } catch (const Error&) {
+      continue;
+    }
+    if (!value.empty()) out << "  " << key << ": " << value << "\n";
+  }
+  try {
+    const std::int64_t world_size = file.read_attribute_whole("/metadata", "world_size");
+    out << "  world_size: " << world_size << "\n";
+  } catch (const Error&) {
+    // Written before kgpt recorded it, or not by kgpt: the line is left out.
+  }
+}
+
+void inspect_checkpoint(const Hdf5File& file, std::ostream& out) {
+  out << file.path() << ": kgpt checkpoint\n";
+  for (const char* key : {"step", "tokens_seen", "stream_position", "training_seconds", "seed"}) {
+    const std::string name = std::string("/state/") + key;
+    if (file.contains(name)) out << "  " << key << ": " << significant(file.read_scalar(name)) << "\n";
+  }
+  print_metadata(file, out);
+  std::size_t count = 0;
+  const auto tensors = file.members("/params");
+  out << "  tensors: " << tensors.size() << "\n";
+  for (const auto& name : tensors) {
+    const std::string path = "/params/" + name;
+    const auto values = file.read_doubles(path);
+    const double norm = std::sqrt(std::inner_product(values.begin(), values.end(), values.begin(), 0.0));
+    count += values.size();
+    out << "    " << name << " " << text::shape(file.shape(path)) << " " << file.dtype(path)
+              << " norm:" << significant(norm) << "\n";
+  }
+  out << "  parameters: " << count << "\n";
+  if (file.contains("/optim")) {
+    out << "  optimizer state:";
+    for (const auto& group : file.members("/optim")) out << " " << group;
+    out << "\n";
+  }
+}
+
+void inspect_artifact(const std::string& path, std::ostream& out) {
+  const Artifact artifact = read_artifact(path);
+  std::size_t bytes = 0;
+  {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    bytes = static_cast<std::size_t>(in.tellg());
+  }
+  out << path << ": kgpt artifact (int8 + zlib)\n"
+            << "  step: " << artifact.step << "\n"
+            << "  bytes: " << bytes << "\n";
+  for (const auto& [key, value] : artifact.metadata) {
+    if (!value.empty()) out << "  " << key << ": " << value << "\n";
+  }
+  std::size_t count = 0, stored = 0;
+  out << "  tensors: " << artifact.tensors.size() << "\n";
+  for (const auto& t : artifact.tensors) {
+    const auto values = t.dequantized();
+    const double norm = std::sqrt(std::inner_product(values.begin(), values.end(), values.begin(), 0.0));
+    count += values.size();
+    stored += t.stored_bytes();
+    out << "    " << t.name << " " << text::shape(t.shape) << " " << storage_name(t.storage)
+              << " norm:" << significant(norm) << "\n";
+  }
+  out << "  parameters: " << count << "\n"
+            << "  stored bytes before compression: " << stored << " (" << count * 4 << " in fp32)\n";
+}
+
+void inspect_history(const Hdf5File& file, std::ostream& out) {
+  out << file.path() << ": kgpt history\n";
+  print_metadata(file, out);
+  // A writer stopped inside a row leaves the later columns one short: rows are those all columns hold.
+  const auto steps = file.read_doubles("/train/step");
+  const auto losses = file.read_doubles("/train/loss");
+  auto speeds = file.read_doubles("/train/tokens_per_s");
+  const auto tokens = file.read_doubles("/train/tokens");
+  const std::size_t rows = std::min({steps.size(), losses.size(), speeds.size(), tokens.size()});
+  out << "  train rows: " << rows;
+  if (rows > 0) {
+    speeds.resize(rows);
+    std::nth_element(speeds.begin(), speeds.begin() + rows / 2, speeds.end());
+    out << " (steps " << significant(steps.front()) << "-" << significant(steps[rows - 1]) << ")"
+        << ", last train loss " << significant(losses[rows - 1]) << ", median tokens/s " << significant(speeds[rows / 2])
+        << ", tokens " << significant(tokens[rows - 1]);
+  }
+  out << "\n";
+  const auto val_steps = file.read_doubles("/val/step");
+  const auto val_losses = file.read_doubles("/val/loss");
+  const auto val_bpb = file.read_doubles("/val/bpb");
+  const std::size_t val_rows = std::min({val_steps.size(), val_losses.size(), val_bpb.size()});
+  out << "  val rows: " << val_rows;
+  if (val_rows > 0) {
+    const auto end = val_losses.begin() + static_cast<std::ptrdiff_t>(val_rows);
+    const auto best = static_cast<std::size_t>(std::min_element(val_losses.begin(), end) - val_losses.begin());
+    out << ", last val_loss " << significant(val_losses[val_rows - 1]) << " val_bpb " << significant(val_bpb[val_rows - 1])
+        << " (step " << significant(val_steps[val_rows - 1]) << "), best val_loss " << significant(val_losses[best])
+        << " (step " << significant(val_steps[best]) << ")";
+  }
+  out << "\n";
+}
+
+}  // namespace
+
+void describe_file(const std::string& path, std::ostream& out) {
+  if (is_artifact_file(path)) {
+    inspect_artifact(path, out);
+    return;
+  }
+  const Hdf5File file(path, Hdf5File::Mode::read);
+  if (file.contains("/params")) {
+    inspect_checkpoint(file, out);
+  } else if (file.contains("/train/step")) {
+    inspect_history(file, out);
+  } else {
+    throw InputError(file.path() + ": neither a kgpt checkpoint (/params) nor a history (/train)");
+  }
+}
+
+}  // namespace kgpt::io
