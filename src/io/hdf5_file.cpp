@@ -257,9 +257,9 @@ std::vector<std::string> Hdf5File::members(const std::string& group) const {
   if (!contains(group)) throw Error(ExitCode::bad_input, path_ + ": no group '" + group + "'");
   Handle handle(H5Gopen2(file_, group.c_str(), H5P_DEFAULT), H5Gclose);
   if (!handle.ok()) fail("cannot open group", group);
-  // One pass in the order links are stored, sorted here: asking for the links in name order (or by
-  // index) makes libhdf5 1.10 build a table of them first, and on a corrupted file its clean-up of a
-  // half-built table frees garbage (docs/fuzzing.md).
+  // One pass in the order links are stored, sorted here: asking for a group's dense link storage in
+  // name order (or by index) makes libhdf5 1.10 build a table of the links first, and on a corrupted
+  // file its clean-up of a half-built table frees garbage (docs/fuzzing.md).
   std::vector<std::string> names;
   auto collect = [](hid_t, const char* name, const H5L_info_t*, void* data) -> herr_t {
     static_cast<std::vector<std::string>*>(data)->emplace_back(name);
