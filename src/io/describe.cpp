@@ -52,7 +52,7 @@ void inspect_checkpoint(const Hdf5File& file, std::ostream& out) {
     const double norm = std::sqrt(std::inner_product(values.begin(), values.end(), values.begin(), 0.0));
     count += values.size();
     out << "    " << name << " " << text::shape(file.shape(path)) << " " << file.dtype(path)
-              << " norm:" << significant(norm) << "\n";
+        << " norm:" << significant(norm) << "\n";
   }
   out << "  parameters: " << count << "\n";
   if (file.contains("/optim")) {
@@ -70,8 +70,8 @@ void inspect_artifact(const std::string& path, std::ostream& out) {
     bytes = static_cast<std::size_t>(in.tellg());
   }
   out << path << ": kgpt artifact (int8 + zlib)\n"
-            << "  step: " << artifact.step << "\n"
-            << "  bytes: " << bytes << "\n";
+      << "  step: " << artifact.step << "\n"
+      << "  bytes: " << bytes << "\n";
   for (const auto& [key, value] : artifact.metadata) {
     if (!value.empty()) out << "  " << key << ": " << value << "\n";
   }
@@ -83,10 +83,10 @@ void inspect_artifact(const std::string& path, std::ostream& out) {
     count += values.size();
     stored += t.stored_bytes();
     out << "    " << t.name << " " << text::shape(t.shape) << " " << storage_name(t.storage)
-              << " norm:" << significant(norm) << "\n";
+        << " norm:" << significant(norm) << "\n";
   }
   out << "  parameters: " << count << "\n"
-            << "  stored bytes before compression: " << stored << " (" << count * 4 << " in fp32)\n";
+      << "  stored bytes before compression: " << stored << " (" << count * 4 << " in fp32)\n";
 }
 
 void inspect_history(const Hdf5File& file, std::ostream& out) {
