@@ -1,12 +1,9 @@
 // HDF5 checkpoints as kgpt inspect reads them, then as kgpt eval, sample and export do: the
 // resolved deck stored in the file, then the model that deck describes, loaded with
 // load_checkpoint's checks (tensor count, names, shapes, types, state and checksum).
-#include <sstream>
-
 #include "core/kokkos_compat.hpp"
 #include "fuzz_input.hpp"
 #include "inference/from_checkpoint.hpp"
-#include "io/describe.hpp"
 #include "model/memory.hpp"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -16,10 +13,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string path = kgpt::fuzz::as_file(data, size, ".h5");
-  kgpt::fuzz::expect_clear_refusal([&] {
-    std::ostringstream summary;
-    kgpt::io::describe_file(path, summary);
-  });
+  kgpt::fuzz::expect_inspect_reads_or_refuses(path);
   kgpt::fuzz::expect_clear_refusal([&] {
     const kgpt::config::ResolvedDeck deck = kgpt::inference::checkpoint_deck(path, {}, 1);
     // The stored deck may describe any model, and kgpt would build it; the reader is what is fuzzed

@@ -1,17 +1,11 @@
 // history.h5 as kgpt inspect reads it, then as a resumed run does: every column of /train and
 // /val, rows up to the resumed step kept, the file rewritten in place and reopened for appending.
-#include <sstream>
-
 #include "fuzz_input.hpp"
-#include "io/describe.hpp"
 #include "io/history.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string path = kgpt::fuzz::as_file(data, size, ".h5");
-  kgpt::fuzz::expect_clear_refusal([&] {
-    std::ostringstream summary;
-    kgpt::io::describe_file(path, summary);
-  });
+  kgpt::fuzz::expect_inspect_reads_or_refuses(path);
   kgpt::fuzz::expect_clear_refusal([&] {
     kgpt::io::RunMetadata metadata;
     metadata.deck_text = "model: {}\n";

@@ -10,9 +10,11 @@
 #include <cstdlib>
 #include <exception>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "core/error.hpp"
+#include "io/describe.hpp"
 
 namespace kgpt::fuzz {
 
@@ -39,6 +41,14 @@ void expect_clear_refusal(const Read& read) {
     std::fprintf(stderr, "fuzz: a reader threw something other than kgpt's InputError: %s\n", e.what());
     std::abort();
   }
+}
+
+// The file at `path` read as `kgpt inspect` reads it (checkpoints, histories, artifacts).
+inline void expect_inspect_reads_or_refuses(const std::string& path) {
+  expect_clear_refusal([&] {
+    std::ostringstream summary;
+    io::describe_file(path, summary);
+  });
 }
 
 }  // namespace kgpt::fuzz
