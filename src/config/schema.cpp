@@ -155,6 +155,23 @@ KeySpec by_family(KeySpec spec, Field model::FamilyDefaults::*field) {
       doc);
 }
 
+// model.n_kv_head: the family's default, or n_head where the family uses multi-head attention.
+KeySpec kv_heads_key(KeySpec spec) {
+  std::string doc;
+  for (const model::Family* f : model::families()) {
+    const int kv_heads = f->defaults.n_kv_head;
+    doc += (doc.empty() ? "" : ", ") + (kv_heads == 0 ? std::string("n_head") : std::to_string(kv_heads)) + " for " + f->name;
+  }
+  return with_default(
+      std::move(spec),
+      [](const Config& c) -> Value {
+        const model::Family* f = model::find_family(c.model.family);
+        const int kv_heads = f != nullptr ? f->defaults.n_kv_head : model::FamilyDefaults{}.n_kv_head;
+        return static_cast<long long>(kv_heads == 0 ? c.model.n_head : kv_heads);
+      },
+      doc);
+}
+
 // model.family: one of the registered families.
 KeySpec family_key() {
   using MC = ModelConfig;
@@ -213,9 +230,9 @@ std::vector<KeySpec> build_schema() {
           "Residual stream width; divisible by n_head."),
       key("model", "n_head", &Config::model, &MC::n_head, VK::integer, between(1, 1024),
           "Query heads; divisible by n_kv_head. Head dimension is d_model / n_head."),
-      key("model", "n_kv_head", &Config::model, &MC::n_kv_head, VK::integer, between(1, 1024),
-          "Key/value heads: grouped-query attention where below n_head (a family may need n_kv_head = n_head: "
-          "see the rules of each family above)."),
+      kv_heads_key(key("model", "n_kv_head", &Config::model, &MC::n_kv_head, VK::integer, between(1, 1024),
+                       "Key/value heads: grouped-query attention where below n_head (a family may need n_kv_head = "
+                       "n_head: see the rules of each family above).")),
       by_family(key("model", "mlp_mult", &Config::model, &MC::mlp_mult, VK::integer, between(1, 64),
                     "MLP hidden width as a multiple of d_model."),
                 &model::FamilyDefaults::mlp_mult),

@@ -30,6 +30,7 @@ struct FamilyDefaults {
   double logit_softcap = 30.0;
   bool tie_embeddings = true;
   config::MatrixOptimizer matrix_optimizer = config::MatrixOptimizer::muon;
+  int n_kv_head = 4;  // 0: as many as model.n_head (multi-head attention)
 };
 
 // How Hugging Face transformers holds a model of a family (kgpt export --format hf, model.init_from).

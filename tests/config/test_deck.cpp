@@ -196,6 +196,13 @@ TEST_CASE("choice keys become enums, and some defaults follow the family and the
   CHECK(gpt2.config.model.tied_embed_init_std == 0.02);
   CHECK(gpt2.config.optim.matrix_optimizer == MatrixOptimizer::adamw);
   CHECK(gpt2.origin("optim.matrix_optimizer").kind == Origin::Kind::default_value);
+  // gpt2 uses multi-head attention: its key/value heads follow n_head unless the deck sets them.
+  const auto gpt2_two_heads = parse_deck("model:\n  family: gpt2\n  n_head: 2\n  d_model: 64\n", "two.yaml", {});
+  CHECK(gpt2_two_heads.config.model.n_kv_head == 2);
+  CHECK(parse_deck("model:\n  family: golf\n", "golf.yaml", {}).config.model.n_kv_head == 4);
+  CHECK(error_of("model:\n  family: gpt2\n  n_head: 8\n  n_kv_head: 4\n") ==
+        "deck.yaml:4:14: model.n_kv_head: n_kv_head = 4 must equal model.n_head = 8 (deck.yaml:3:11) for family gpt2, "
+        "which uses multi-head attention");
   const auto untied = parse_deck("model:\n  tie_embeddings: false\n", "untied.yaml", {});
   CHECK(untied.config.optim.embed_lr == 0.6);  // parameter-golf's embed_lr for an untied embedding
   // A value given in the deck wins over the contextual default.

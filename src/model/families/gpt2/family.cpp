@@ -83,7 +83,7 @@ const Family& gpt2_family() {
     made.name = "gpt2";
     made.summary = "nanoGPT / GPT-2: learned positions, LayerNorm, GELU MLP, multi-head attention, biases, tied head, "
                    "AdamW";
-    made.defaults = FamilyDefaults{4, 0.02, 30.0, true, config::MatrixOptimizer::adamw};
+    made.defaults = FamilyDefaults{4, 0.02, 30.0, true, config::MatrixOptimizer::adamw, 0};
     made.reads = {};
     made.rules = "`n_kv_head = n_head` (multi-head attention)";
     made.check = check;
