@@ -18,21 +18,16 @@ using text::significant;
 
 void print_metadata(const Hdf5File& file, std::ostream& out) {
   if (!file.contains("/metadata")) return;
+  // Older files lack some of these, and files not written by kgpt any of them: those lines are left
+  // out. One that is there but cannot be read is a corrupted file, and says so.
   for (const char* key : {"kgpt_version", "git_sha", "kokkos_version", "mpi_version", "hdf5_version", "nccl_version",
                           "deck_path", "run_dir", "slurm_job_id"}) {
-    std::string value;
-    try {
-      value = file.read_attribute_string("/metadata", key);
-    } catch (const Error&) {
-      continue;
-    }
+    if (!file.has_attribute("/metadata", key)) continue;
+    const std::string value = file.read_attribute_string("/metadata", key);
     if (!value.empty()) out << "  " << key << ": " << value << "\n";
   }
-  try {
-    const std::int64_t world_size = file.read_attribute_whole("/metadata", "world_size");
-    out << "  world_size: " << world_size << "\n";
-  } catch (const Error&) {
-    // Written before kgpt recorded it, or not by kgpt: the line is left out.
+  if (file.has_attribute("/metadata", "world_size")) {
+    out << "  world_size: " << file.read_attribute_whole("/metadata", "world_size") << "\n";
   }
 }
 

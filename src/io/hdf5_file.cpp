@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/text.hpp"
+#include "io/hdf5_global_heap.hpp"
 
 namespace kgpt::io {
 
@@ -350,6 +351,7 @@ std::string Hdf5File::read_string(const std::string& name) const {
   Handle space(H5Dget_space(set.get()), H5Sclose);
   // The read fills one pointer per element: exactly one, or it would write past `pointer`.
   if (H5Sget_simple_extent_npoints(space.get()) != 1) fail("not a single string:", name);
+  check_string_storage(set.get(), false, "dataset '" + name + "'");
   char* pointer = nullptr;
   if (H5Dread(set.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &pointer) < 0) fail("cannot read dataset", name);
   std::string text = pointer ? pointer : "";
@@ -374,6 +376,10 @@ std::string Hdf5File::dtype(const std::string& name) const {
   return "other";
 }
 
+bool Hdf5File::has_attribute(const std::string& name, const std::string& key) const {
+  return contains(name) && H5Aexists_by_name(file_, name.c_str(), key.c_str(), H5P_DEFAULT) > 0;
+}
+
 std::int64_t Hdf5File::read_attribute_whole(const std::string& name, const std::string& key) const {
   return whole_number(read_attribute_double(name, key), path_ + ": attribute '" + key + "' on '" + name + "'");
 }
@@ -394,6 +400,7 @@ std::string Hdf5File::read_attribute_string(const std::string& name, const std::
   if (H5Tget_class(type.get()) != H5T_STRING || !H5Tis_variable_str(type.get()) || !single_element(attribute.get())) {
     throw Error(ExitCode::bad_input, path_ + ": attribute '" + key + "' on '" + name + "' is not a single string");
   }
+  check_string_storage(attribute.get(), true, "attribute '" + key + "' on '" + name + "'");
   char* pointer = nullptr;
   if (H5Aread(attribute.get(), type.get(), &pointer) < 0) {
     throw Error(ExitCode::bad_input, path_ + ": cannot read attribute '" + key + "' on '" + name + "'");
@@ -401,6 +408,14 @@ std::string Hdf5File::read_attribute_string(const std::string& name, const std::
   std::string text = pointer ? pointer : "";
   H5free_memory(pointer);
   return text;
+}
+
+void Hdf5File::check_string_storage(hid_t object, bool is_attribute, const std::string& what) const {
+  // The check reads the file itself, so what this process wrote must be there first.
+  if (mode_ != Mode::read && H5Fflush(file_, H5F_SCOPE_LOCAL) < 0) {
+    throw Error(ExitCode::failure, with_detail(path_ + ": cannot flush the HDF5 file"));
+  }
+  global_heap::check_string(file_, object, is_attribute, path_, what);
 }
 
 void Hdf5File::close() {

@@ -63,6 +63,7 @@ class Hdf5File {
   void read_floats(const std::string& name, float* out) const;
   // "float32", "float64", "int64", "int32", "string" or "other".
   std::string dtype(const std::string& name) const;
+  bool has_attribute(const std::string& name, const std::string& key) const;
   double read_attribute_double(const std::string& name, const std::string& key) const;
   std::int64_t read_attribute_whole(const std::string& name, const std::string& key) const;
   std::string read_attribute_string(const std::string& name, const std::string& key) const;
@@ -82,6 +83,9 @@ class Hdf5File {
   [[noreturn]] void fail(const std::string& what, const std::string& name) const;
   // How many values `set` holds, after checking that the file stores every byte of them.
   std::size_t stored_count(hid_t set, const std::string& name) const;
+  // Before libhdf5 reads a string: its characters' storage must be one libhdf5 can read safely
+  // (io/hdf5_global_heap.hpp).
+  void check_string_storage(hid_t object, bool is_attribute, const std::string& what) const;
 
   std::string path_;
   Mode mode_;
