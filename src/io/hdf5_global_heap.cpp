@@ -30,6 +30,9 @@ std::uint64_t decode(const unsigned char* bytes, std::size_t count) {
   return value;
 }
 
+// The size a collection's header declares, after "GCOL", the version and three reserved bytes.
+std::uint64_t declared_size(const unsigned char* header, std::size_t length_bytes) { return decode(header + 8, length_bytes); }
+
 // A heap reference as stored: the sequence length (4 bytes), the collection's address, the
 // object's index (4 bytes). Read through a conversion registered here, which copies those bytes out
 // instead of following them; 32 bytes fits every address size HDF5 allows.
@@ -87,7 +90,7 @@ std::string collection_problem(const unsigned char* image, std::uint64_t availab
   if (available < header) return "the file ends inside its header";
   if (std::memcmp(image, "GCOL", 4) != 0) return "no collection there (no GCOL signature)";
   if (image[4] != kVersion) return "version " + std::to_string(image[4]) + ", not 1";
-  const std::uint64_t size = decode(image + 8, length_bytes);
+  const std::uint64_t size = declared_size(image, length_bytes);
   if (size < kMinimumCollection) return "it declares " + std::to_string(size) + " bytes, fewer than the 4096 of any collection";
   if (size > available) {
     return "it declares " + std::to_string(size) + " bytes and the file holds " + std::to_string(available) + " from there";
@@ -168,13 +171,14 @@ void check_string(hid_t file, hid_t object, bool is_attribute, const std::string
     refuse(where + "is past the end of the file (" + std::to_string(file_size) + " bytes; corrupted)");
   }
   const std::uint64_t start = base + reference.collection, available = file_size - start;
-  std::vector<unsigned char> image(static_cast<std::size_t>(std::min<std::uint64_t>(available, header_bytes(length_bytes))));
+  const std::size_t header = header_bytes(length_bytes);
+  std::vector<unsigned char> image(static_cast<std::size_t>(std::min<std::uint64_t>(available, header)));
   in.seekg(static_cast<std::streamoff>(start));
   in.read(reinterpret_cast<char*>(image.data()), static_cast<std::streamsize>(image.size()));
-  if (image.size() == header_bytes(length_bytes) && std::memcmp(image.data(), "GCOL", 4) == 0) {
-    const std::uint64_t declared = decode(image.data() + 8, length_bytes);
-    if (declared <= available && declared > image.size()) {
-      const std::size_t header = image.size();
+  // The rest only for a collection's header declaring a size the file holds; else the header tells.
+  if (image.size() == header && std::memcmp(image.data(), "GCOL", 4) == 0) {
+    const std::uint64_t declared = declared_size(image.data(), length_bytes);
+    if (declared <= available && declared > header) {
       image.resize(static_cast<std::size_t>(declared));
       in.read(reinterpret_cast<char*>(image.data() + header), static_cast<std::streamsize>(declared - header));
     }
