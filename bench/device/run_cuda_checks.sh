@@ -8,8 +8,10 @@
 # command that must end within 9 minutes):
 #   device  the GPU, `kgpt --version` (cuDNN at run time beside the one built against), and
 #           `kgpt check --device` on golf's and gpt2's bench decks: cuDNN's forward and backward
-#           graphs at their micro-batch, compared with the gemm attention. Stops everything if
-#           they cannot run.
+#           graphs at their micro-batch, compared with the gemm attention. If they cannot run,
+#           the same with cuDNN's non-deterministic backward, then with the gemm attention; the
+#           first that runs is what the later steps of the command use (said in the summary).
+#           Stops everything if none runs.
 #   tests   every ctest group of kgpt_tests, and the PyTorch reference comparison (reference_dump)
 #   train   10 steps of inputs/tiny_cpu.yaml (golf and gpt2, fp32 and bf16) against the CPU runs
 #   bench   kgpt bench --profile of golf 64x1024 (accum 8) and gpt2-124M 16x1024 in bf16; the
@@ -43,6 +45,7 @@ deadline=$((start_s + budget))
 out=${OUT:-/tmp/kgpt-cuda}
 mkdir -p "$out"
 summary=$out/summary.txt details=$out/details.log
+touch "$details"
 work=/tmp/kgpt-check   # run directories, reports: what files.tar.gz packs
 mkdir -p "$work"
 say() { echo "$*" | tee -a "$summary"; }
@@ -58,17 +61,22 @@ limit() {
   local left=$((deadline - $(date +%s) - 15))
   [ "$left" -lt "$1" ] && echo "$left" || echo "$1"
 }
+# What the last command run printed (its part of details.log), for the summary's lines.
+output_from=1
+output() { tail -c +"$output_from" "$details"; }
 # run NAME LIMIT COMMAND...: the command's output to details.log, its exit status in $status.
 run() {
   local name=$1 seconds
   seconds=$(limit "$2")
   shift 2
+  output_from=$(($(stat -c %s "$details") + 1))
   if [ "$seconds" -le 5 ]; then
     status=124
     say "$name: skipped, the budget is spent"
     return
   fi
   log "== $name ($(date -u +%T), limit ${seconds}s): $*"
+  output_from=$(($(stat -c %s "$details") + 1))   # after the header
   timeout -k 5 "$seconds" "$@" >> "$details" 2>&1
   status=$?
   [ "$status" -eq 124 ] && log "== $name: stopped at its limit of ${seconds}s"
@@ -107,6 +115,14 @@ kgpt=$stage/bin/kgpt
 export PYTHONUNBUFFERED=1
 python=${PYTHON:-python3}   # the machine's, with PyTorch, h5py and numpy
 
+# The two bench decks as deck_args: golf 64 x 1024 with 8 micro-steps, gpt2-124M 16 x 1024.
+bench_deck() {
+  case $1 in
+    golf) deck_args=(inputs/golf_8xh100.yaml) ;;
+    gpt2) deck_args=(inputs/gpt2_124m_bench.yaml --set train.seq_len=1024 --set train.global_batch_tokens=16384) ;;
+  esac
+}
+attention=()   # deck settings every step adds: the fallback the device step chose, if any
 say "== $(date -u +%FT%TZ) steps: ${steps[*]} (budget ${budget}s)"
 for step in "${steps[@]}"; do
   case $step in
@@ -114,20 +130,33 @@ for step in "${steps[@]}"; do
       say "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1)"
       say "libraries: $cuda_dirs"
       run version 30 "${kgpt_env[@]}" "$kgpt" --version
-      say "kgpt --version: exit $status; $(grep -E '^(Kokkos |NCCL|cuDNN)' "$details" | tail -n 3 | paste -sd';')"
-      for deck in golf gpt2; do
-        case $deck in
-          golf) args=(inputs/golf_8xh100.yaml) ;;
-          gpt2) args=(inputs/gpt2_124m_bench.yaml --set train.seq_len=1024 --set train.global_batch_tokens=16384) ;;
-        esac
-        run "check $deck --device" 120 "${kgpt_env[@]}" "$kgpt" check "${args[@]}" --set train.precision=bf16 --no-data --device
-        say "kgpt check --device $deck bf16: exit $status; $(grep -E '^kgpt check: (attention|device)|error' "$details" | tail -n 2 | paste -sd' ')"
-        if [ "$status" -ne 0 ]; then
-          say "STOP: the deck's attention cannot run on this machine; the other steps would fail the same way"
-          pack
-          exit 1
+      say "kgpt --version: exit $status; $(output | grep -E '^(Kokkos |NCCL|cuDNN)' | tail -n 3 | paste -sd';')"
+      # The attention the later steps run: the decks' own (cuDNN, deterministic backward); where that
+      # cannot run here, cuDNN's other backward; else the gemm attention. One library failing then
+      # still leaves the benches something to measure, and the summary says which ran.
+      attention=()
+      for fallback in "" model.attention_deterministic=false model.attention=gemm; do
+        settings=()
+        [ -n "$fallback" ] && settings=(--set "$fallback")
+        runs=1
+        for deck in golf gpt2; do
+          bench_deck "$deck"
+          run "check $deck --device ${fallback:-as the deck says}" 120 "${kgpt_env[@]}" "$kgpt" check "${deck_args[@]}" \
+            --set train.precision=bf16 "${settings[@]}" --no-data --device
+          say "kgpt check --device $deck bf16 ${fallback:-as the deck says}: exit $status; $(output | grep -E '^kgpt check: (attention|device|error)' | tail -n 2 | paste -sd' ')"
+          [ "$status" -eq 0 ] || { runs=0; break; }
+        done
+        if [ "$runs" -eq 1 ]; then
+          attention=("${settings[@]}")
+          [ -n "$fallback" ] && say "FALLBACK: the decks' attention cannot run here; every later step runs with --set $fallback"
+          break
         fi
       done
+      if [ "$runs" -eq 0 ]; then
+        say "STOP: no attention runs on this machine (cuDNN either way, nor gemm); the other steps would fail the same way"
+        pack
+        exit 1
+      fi
       ;;
     tests)
       mkdir -p "$work/catch"
@@ -147,7 +176,7 @@ for step in "${steps[@]}"; do
         if [ "$status" -eq 0 ]; then
           run "reference $family compare" 180 "$python" "$tree/tests/reference/compare.py" "$work/${family}_reference.h5"
         fi
-        say "reference $family against PyTorch: exit $status $(tail -n 1 "$details")"
+        say "reference $family against PyTorch: exit $status $(output | tail -n 1)"
         pack
       done
       ;;
@@ -161,24 +190,23 @@ for step in "${steps[@]}"; do
         options=("${common[@]}")
         [[ $run_name == gpt2* ]] && options+=("${gpt2[@]}")
         [[ $run_name == *bf16 ]] && options+=("${bf16[@]}")
-        run "train $run_name" 120 "${kgpt_env[@]}" "$kgpt" train inputs/tiny_cpu.yaml "${options[@]}" --run-dir "$work/runs/$run_name"
+        run "train $run_name" 120 "${kgpt_env[@]}" "$kgpt" train inputs/tiny_cpu.yaml "${options[@]}" "${attention[@]}" \
+          --run-dir "$work/runs/$run_name"
         say "train $run_name: exit $status $(grep -o 'step:10/10 train_loss:[0-9.]*.*tok/s:[0-9]*' "$work/runs/$run_name/log.txt" 2>/dev/null)"
         pack
       done
       run compare 60 "$python" "$tree/bench/device/compare_losses.py" "$stage/cpu_runs" "$work/runs" golf@1e-5 gpt2@1e-5 \
         golf_bf16@2e-2 gpt2_bf16@2e-2 golf:golf_bf16@0 gpt2:gpt2_bf16@0
       say "compare_losses: exit $status"
-      grep 'loss agreement' "$details" | tail -n 6 | tee -a "$summary"
+      output | grep 'loss agreement' | tee -a "$summary"
       ;;
     bench)
       mkdir -p "$work/bench"
-      golf=(inputs/golf_8xh100.yaml)
-      gpt2=(inputs/gpt2_124m_bench.yaml --set train.seq_len=1024 --set train.global_batch_tokens=16384)
       for deck in golf gpt2; do
-        declare -n args=$deck
-        run "bench $deck bf16 profile" 200 "${kgpt_env[@]}" "$kgpt" bench "${args[@]}" --set train.precision=bf16 \
-          --steps 5 --warmup 2 --profile
-        awk '/^== bench '"$deck"' bf16 profile/ {on = 1; next} /^== / {on = 0} on' "$details" > "$work/bench/${deck}_bf16_profile.txt"
+        bench_deck "$deck"
+        run "bench $deck bf16 profile" 200 "${kgpt_env[@]}" "$kgpt" bench "${deck_args[@]}" --set train.precision=bf16 \
+          "${attention[@]}" --steps 5 --warmup 2 --profile
+        output > "$work/bench/${deck}_bf16_profile.txt"
         say "bench $deck bf16 --profile: exit $status"
         grep -E '^(tok/s|view_peak|device_mem|profile steps)' "$work/bench/${deck}_bf16_profile.txt" | tee -a "$summary"
         # The five costliest ops (the table's ms/step column starts at character 90).
@@ -187,42 +215,42 @@ for step in "${steps[@]}"; do
         pack
         for variant in "nondeterministic:--set model.attention_deterministic=false" "zipf:--tokens zipf" \
                        "fp32:--set train.precision=fp32"; do
-          label=${variant%%:*} options=${variant#*:}
+          label=${variant%%:*} variant_options=${variant#*:}
           precision=(--set train.precision=bf16)
           [ "$label" = fp32 ] && precision=()
           # shellcheck disable=SC2086
-          run "bench $deck $label" 120 "${kgpt_env[@]}" "$kgpt" bench "${args[@]}" "${precision[@]}" $options --steps 3 --warmup 1
-          say "bench $deck $label: exit $status $(grep -E '^tok/s' "$details" | tail -n 1)"
+          run "bench $deck $label" 120 "${kgpt_env[@]}" "$kgpt" bench "${deck_args[@]}" "${precision[@]}" "${attention[@]}" $variant_options \
+            --steps 3 --warmup 1
+          say "bench $deck $label: exit $status $(output | grep -E '^tok/s|error' | tail -n 1)"
           pack
         done
-        unset -n args
       done
       # kgpt train on the same deck and GPU: tokens/s of steps 3..12 against the bench's.
       run "train golf" 180 "${kgpt_env[@]}" "$kgpt" train inputs/golf_8xh100.yaml --set data.tokenizer=byte \
         --set data.train_files=data/tiny_cpu/fortunes_train_000000.bin --set data.val_files=data/tiny_cpu/fortunes_val_000000.bin \
         --set train.iterations=12 --set train.log_every=1 --set train.eval_every=0 --set train.val_tokens=65536 \
-        --set train.max_wallclock_seconds=0 --run-dir "$work/train_golf"
+        --set train.max_wallclock_seconds=0 "${attention[@]}" --run-dir "$work/train_golf"
       say "train golf (12 steps): exit $status; tok/s of steps 3-12: $(grep -o 'tok/s:[0-9]*' "$work/train_golf/log.txt" 2>/dev/null | tail -n 10 | cut -d: -f2 | sort -n | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)] " (median)"}')"
       pack
       ;;
     torch)
       run "torch golf" 300 "$python" "$tree/bench/torch_reference.py" golf --batch 64 --seq 1024 --accum 8 --steps 5 --warmup 3
-      say "torch golf: exit $status $(grep torch_reference "$details" | tail -n 1)"
+      say "torch golf: exit $status $(output | grep torch_reference | tail -n 1)"
       run "torch gpt2" 240 "$python" "$tree/bench/torch_reference.py" gpt2 --batch 16 --seq 1024 --accum 1 --steps 10 --warmup 3
-      say "torch gpt2: exit $status $(grep torch_reference "$details" | tail -n 1)"
+      say "torch gpt2: exit $status $(output | grep torch_reference | tail -n 1)"
       pack
       ;;
     scale)
       big=(inputs/llm_1p3b_8xh100.yaml --set parallel.device_memory_gib=0)
       run "check 1.3B plan" 60 "${kgpt_env[@]}" "$kgpt" check "${big[@]}" --world-size 8 --no-data
       say "kgpt check 1.3B (world size 8, this GPU's memory): exit $status"
-      grep -E '^  (parameters|optimizer|activations|library|total|budget)' "$details" | tail -n 6 | tee -a "$summary"
+      output | grep -E '^  (parameters|optimizer|activations|library|total|budget)' | tee -a "$summary"
       pack
       for recompute in none block; do
         run "bench 1.3B $recompute" 200 "${kgpt_env[@]}" "$kgpt" bench "${big[@]}" --set train.global_batch_tokens=65536 \
-          --set train.accum_total=8 --set train.recompute=$recompute --steps 2 --warmup 1 --memory
+          --set train.accum_total=8 --set train.recompute=$recompute "${attention[@]}" --steps 2 --warmup 1 --memory
         say "bench 1.3B 8 x (4 x 2048) recompute $recompute: exit $status"
-        grep -E '^(tok/s|view_peak|device_mem)' "$details" | tail -n 3 | tee -a "$summary"
+        output | grep -E '^(tok/s|view_peak|device_mem)' | tee -a "$summary"
         pack
       done
       ;;
