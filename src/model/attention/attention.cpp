@@ -20,6 +20,21 @@ config::Attention resolve_attention(const config::ModelConfig& m, bool cudnn_ava
   return runs ? config::Attention::cudnn : config::Attention::gemm;
 }
 
+std::size_t cudnn_workspace_estimate(const AttentionShape& s) {
+  const std::size_t heads = static_cast<std::size_t>(s.max_batch) * s.heads;
+  // The backward's fp32 softmax sums (dO . O per row), always.
+  const std::size_t row_sums = heads * static_cast<std::size_t>(s.max_seq) * sizeof(float);
+  if (s.deterministic) {
+    // The deterministic backward keeps dP = dO V^T of every (batch, head) in bf16, each sequence
+    // length rounded up to 64: cudnn-frontend asks for this dP workspace on Hopper whenever the
+    // deterministic algorithm is asked for.
+    const std::size_t padded = (static_cast<std::size_t>(s.max_seq) + 63) / 64 * 64;
+    return heads * padded * padded * 2 + row_sums;
+  }
+  // Otherwise dQ is accumulated in fp32 before it is written in bf16.
+  return heads * static_cast<std::size_t>(s.max_seq) * s.head_dim * sizeof(float) + row_sums;
+}
+
 AttentionMemory attention_memory(config::Attention kind, const AttentionShape& s, config::Precision precision) {
   const bool bf16_acts = precision == config::Precision::bf16;
   AttentionMemory memory;
@@ -31,7 +46,7 @@ AttentionMemory attention_memory(config::Attention kind, const AttentionShape& s
       // As CudnnAttention allocates: fp32 softmax statistics (B, H, T) per layer.
       const std::size_t rows = static_cast<std::size_t>(s.max_batch) * s.heads * s.max_seq;
       memory.activations = rows * s.layers * sizeof(float);
-      memory.library_workspace = rows * static_cast<std::size_t>(s.head_dim) * sizeof(float);
+      memory.library_workspace = cudnn_workspace_estimate(s);
       break;
     }
     case config::Attention::gemm:

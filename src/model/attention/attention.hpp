@@ -63,12 +63,18 @@ config::Attention resolve_attention(const config::ModelConfig& model, bool cudnn
 
 // The device memory of an attention implementation of this shape: what it allocates (per-layer
 // statistics or probabilities, scratch), and the workspace it asks a library for (cuDNN's, which
-// cuDNN sizes when it builds the graphs: estimated here as the backward's fp32 dQ accumulator).
+// cuDNN sizes when it builds the graphs: estimated by cudnn_workspace_estimate).
 struct AttentionMemory {
   std::size_t activations = 0;
   std::size_t library_workspace = 0;
 };
 AttentionMemory attention_memory(config::Attention kind, const AttentionShape& shape, config::Precision precision);
+// The bytes of cuDNN's workspace for this shape, as its backward graph needs them: the fp32
+// softmax sums (B H T x 4 bytes), and with the deterministic backward the whole dP of every
+// (batch, head) in bf16 (B H T'^2 x 2 bytes, T' = T rounded up to 64), without it the fp32 dQ
+// accumulator (B H T D x 4 bytes). The engine's own scratch is not in it; a GPU run's view_peak_mb
+// counts the real workspace.
+std::size_t cudnn_workspace_estimate(const AttentionShape& shape);
 
 template <class A>
 std::unique_ptr<Attention<A>> make_attention(config::Attention choice, const AttentionShape& shape,

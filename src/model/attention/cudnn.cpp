@@ -119,6 +119,8 @@ CudnnAttention::CudnnAttention(const AttentionShape& shape, const std::string& p
 
 CudnnAttention::~CudnnAttention() = default;
 
+std::size_t CudnnAttention::workspace_bytes() const { return static_cast<std::size_t>(graphs_->workspace_bytes); }
+
 void CudnnAttention::forward(const ExecSpace& exec, int layer, const Heads<const bf16>& q, const Heads<const bf16>& k,
                              const Heads<const bf16>& v, const Heads<bf16>& o) {
   const profile::Region region(exec, "attention (cudnn) forward");

@@ -30,6 +30,8 @@ class CudnnAttention final : public Attention<bf16> {
   void backward(const ExecSpace& exec, int layer, const Heads<const bf16>& q, const Heads<const bf16>& k,
                 const Heads<const bf16>& v, const Heads<const bf16>& o, const Heads<const bf16>& d_o,
                 const Heads<bf16>& dq, const Heads<bf16>& dk, const Heads<bf16>& dv) override;
+  // The workspace the graphs built so far asked cuDNN for (the largest of them), in bytes.
+  std::size_t workspace_bytes() const;
 
  private:
   struct Graphs;  // cudnn-frontend's graphs, by shape and strides

@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "model/attention/attention.hpp"
 #include "model/attention/attention_fixture.hpp"
 #include "model/gradcheck.hpp"
 #include "model/attention/softmax.hpp"
@@ -129,4 +130,23 @@ TEST_CASE("attention in float and bf16 agrees with double", "[model][attention][
   // products of 16 terms; 3e-2 of each value's scale (of order 1) is well above that and far below
   // a wrong result.
   compare(bf16(0.0f), 3e-2);
+}
+
+TEST_CASE("the memory plan's estimate of cuDNN's workspace, for either backward", "[model][attention][memory]") {
+  // Golf's micro-batch: 64 sequences of 1,024 tokens, 8 query heads of 64.
+  model::AttentionShape golf{9, 64, 8, 4, 1024, 64};
+  // Deterministic: dP of 64 x 8 (1,024 x 1,024) bf16 values (1 GiB) and 64 x 8 x 1,024 fp32 sums.
+  CHECK(model::cudnn_workspace_estimate(golf) == 1073741824u + 2097152u);
+  golf.deterministic = false;
+  // Otherwise: dQ of 64 x 8 x 1,024 x 64 fp32 values (128 MiB) and the same sums.
+  CHECK(model::cudnn_workspace_estimate(golf) == 134217728u + 2097152u);
+
+  // Sequences of 1,000 tokens: dP is padded to 1,024 on both sides, the sums are not.
+  model::AttentionShape shorter{9, 64, 8, 4, 1000, 64};
+  CHECK(model::cudnn_workspace_estimate(shorter) == 1073741824u + 64u * 8 * 1000 * 4);
+
+  // The plan counts it as the cudnn attention's library workspace, with the statistics as activations.
+  const model::AttentionMemory memory = model::attention_memory(config::Attention::cudnn, shorter, config::Precision::bf16);
+  CHECK(memory.library_workspace == model::cudnn_workspace_estimate(shorter));
+  CHECK(memory.activations == 9u * 64 * 8 * 1000 * 4);
 }

@@ -10,6 +10,7 @@
 #include "core/bf16.hpp"
 #include "model/attention/attention_fixture.hpp"
 #include "model/attention/attention.hpp"
+#include "model/attention/cudnn.hpp"
 #include "model/precision_check.hpp"
 
 using namespace kgpt;
@@ -78,6 +79,11 @@ TEST_CASE("cudnn attention matches the fp32 gemm attention, forward and gradient
       for (const auto* x : {&low.o, &low.dq, &low.dk, &low.dv}) {
         CHECK(test::other_columns_hold(*x, std::numeric_limits<double>::quiet_NaN()));
       }
+      // The memory plan's estimate of the workspace against what cuDNN asked for.
+      const std::size_t workspace = dynamic_cast<const model::CudnnAttention&>(*cudnn).workspace_bytes();
+      const std::size_t estimate = model::cudnn_workspace_estimate(shape);
+      INFO("cuDNN's workspace " << workspace << " bytes, estimated " << estimate);
+      CHECK(workspace <= estimate + (1u << 20));
       if (!deterministic) continue;
       // The deterministic backward: a second run gives the same bits.
       const std::vector<double> dk_first = test::heads_values(low.dk), dq_first = test::heads_values(low.dq);
