@@ -272,7 +272,9 @@ std::vector<KeySpec> build_schema() {
       key("model", "init_from", &Config::model, &MC::init_from, VK::string, none,
           "A safetensors file, or a folder holding model.safetensors (kgpt export --format hf, or a Hugging Face "
           "model's folder), whose weights start the run instead of the random initialisation; every tensor's name "
-          "and shape is checked against the model before anything is written, and the optimizer starts fresh. The "
+          "and shape is checked against the model before anything is written (a learned position table longer than "
+          "train.seq_len loads its first rows, as GPT-2's 1,024 positions for a deck of 256), and the optimizer "
+          "starts fresh. The "
           "history and the checkpoints record the file and its checksum; --resume resumes from the run's own "
           "checkpoints. Empty: random initialisation."),
       // data

@@ -156,6 +156,7 @@ InitWeights read_init_weights(const config::ResolvedDeck& deck) {
   const model::ParameterLayout layout =
       model::family(deck.config.model.family).layout(deck.config.model, deck.config.train.seq_len);
   const std::set<std::string> transposed(form.transposed.begin(), form.transposed.end());
+  const std::set<std::string> position_tables(form.position_tables.begin(), form.position_tables.end());
   std::map<std::string, const io::SafetensorsTensor*> by_name;
   for (const io::SafetensorsTensor& t : file.tensors) by_name[t.name] = &t;
 
@@ -179,13 +180,25 @@ InitWeights read_init_weights(const config::ResolvedDeck& deck) {
     const bool flip = transposed.count(name) != 0;
     std::vector<std::size_t> want = entry.spec.shape;
     if (flip) std::swap(want[0], want[1]);
-    if (t.shape != want) {
+    // A longer position table: its first rows, which are the positions the deck's sequences use.
+    const bool crop = position_tables.count(name) != 0 && !flip && t.shape.size() == 2 && want.size() == 2 &&
+                      t.shape[1] == want[1] && t.shape[0] > want[0];
+    if (t.shape != want && !crop) {
+      const bool short_table = position_tables.count(name) != 0 && t.shape.size() == 2 && want.size() == 2 &&
+                               t.shape[1] == want[1];
       problems.push_back(where + "tensor " + t.name + " is " + text::shape(t.shape) + " in the file and " +
-                         text::shape(want) + " in the deck's model" + (flip ? " (stored as (in, out))" : ""));
+                         text::shape(want) + " in the deck's model" + (flip ? " (stored as (in, out))" : "") +
+                         (short_table ? " (the file has positions for sequences of up to " + std::to_string(t.shape[0]) +
+                                            " tokens; " + deck.where("train.seq_len") + " asks for " +
+                                            std::to_string(want[0]) + ")"
+                                      : ""));
       continue;
     }
     float* at = result.values.data() + entry.offset;
-    if (flip) {
+    if (crop) {
+      std::copy(t.values.begin(), t.values.begin() + static_cast<std::ptrdiff_t>(want[0] * want[1]), at);
+      result.cropped.push_back(name + " " + std::to_string(t.shape[0]) + "->" + std::to_string(want[0]));
+    } else if (flip) {
       transpose(t.values.data(), want[0], want[1], at);
     } else {
       std::copy(t.values.begin(), t.values.end(), at);

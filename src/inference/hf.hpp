@@ -31,11 +31,16 @@ struct InitWeights {
   std::string checksum;  // FNV-1a 64 of the file's bytes, hex
   std::size_t tensors = 0;
   std::vector<float> values;  // in the deck's parameter layout (padding zero)
+  // Position tables the file has more rows of than the deck's train.seq_len, of which the first
+  // rows were loaded: "transformer.wpe.weight 1024->256".
+  std::vector<std::string> cropped;
 };
 
 // Reads model.init_from and checks every tensor of the deck's model against it: a missing tensor,
 // a shape that differs, or a tensor the model does not have is an InputError naming the file and
-// the tensor (with both shapes). Values of F16 and BF16 files are widened to float.
+// the tensor (with both shapes). A learned position table with more positions than
+// train.seq_len loads its first train.seq_len rows (said in `cropped`); one with fewer is refused.
+// Values of F16 and BF16 files are widened to float.
 InitWeights read_init_weights(const config::ResolvedDeck& deck);
 
 }  // namespace kgpt::inference

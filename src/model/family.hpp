@@ -40,6 +40,9 @@ struct HfForm {
   std::vector<std::string> transposed;   // 2-D tensors stored there as (in, out): GPT-2's Conv1D weights
   std::string optional_prefix;           // a prefix of kgpt's names that some files leave out
   std::vector<std::string> buffer_suffixes;  // non-parameter tensors some files carry, skipped on load
+  // Learned position tables, (positions, C): a file's longer table loads its first rows, as a model
+  // trained on longer sequences is fine-tuned on shorter ones.
+  std::vector<std::string> position_tables;
 };
 
 struct Family {

@@ -181,8 +181,10 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
   metadata.init_from = run.init.file;
   metadata.init_from_checksum = run.init.checksum;
   if (!run.init.file.empty() && !options.resume) {
+    std::string cropped;
+    for (const std::string& table : run.init.cropped) cropped += (cropped.empty() ? "" : ",") + table;
     log.line("init_from:" + run.init.file + " tensors:" + std::to_string(run.init.tensors) +
-             " fnv1a64:" + run.init.checksum);
+             " fnv1a64:" + run.init.checksum + (cropped.empty() ? "" : " positions_cropped:" + cropped));
   }
   const bool writes_files = world.rank == 0 && !options.run_dir.empty();
   std::unique_ptr<io::History> history;

@@ -14,6 +14,8 @@ usage: test_hf_interop.py KGPT SOURCE_DIR WORKDIR
 - `model.init_from` of the export evaluates at step 0 to the checkpoint's val loss;
 - a file written here (GPT-2's own names without "transformer.", one F16 and one BF16 tensor, the
   old causal-mask buffer) loads: kgpt's step-0 val loss equals the PyTorch model's on the same weights;
+  at half the sequence length it loads the position table's first rows, with the same agreement, and
+  at twice the length it is refused;
 - bad files (truncated, a header that lies about offsets or sizes, an unknown dtype, a missing or
   misshapen tensor, not safetensors, a huge header length) and bad exports (golf, a softcapped model,
   an existing folder) end with exit 2 and a message naming the file and the tensor or key, and
@@ -113,13 +115,13 @@ def bf16_round(values):
     return rounded.astype(np.uint32).view(np.float32)
 
 
-def val_tokens(deck_val_glob):
+def val_tokens(deck_val_glob, seq=SEQ):
     tokens = np.concatenate([np.fromfile(p, dtype="<u2", offset=1024) for p in sorted(glob.glob(deck_val_glob))])
-    usable = min((len(tokens) - 1) // SEQ * SEQ, VAL_TOKENS // SEQ * SEQ)
+    usable = min((len(tokens) - 1) // seq * seq, VAL_TOKENS // seq * seq)
     return torch.tensor(tokens[:usable + 1].astype(np.int64))
 
 
-def reference_loss(family, config, params):
+def reference_loss(family, config, params, seq=SEQ):
     torch_params = {k: torch.tensor(v, dtype=torch.float64) for k, v in params.items()}
     if family == "gpt2":
         model = reference_models.Gpt2(torch_params, config["n_layer"], config["n_head"], 0.0,
@@ -128,9 +130,9 @@ def reference_loss(family, config, params):
         model = reference_models.Llama(torch_params, config["num_hidden_layers"], config["num_attention_heads"],
                                        config["num_key_value_heads"], config["rope_theta"], 0.0,
                                        config["rms_norm_eps"])
-    tokens = val_tokens(os.path.join(SOURCE_DIR, "data/tiny_cpu/fortunes_val_*.bin"))
-    n = (len(tokens) - 1) // SEQ
-    inputs, targets = tokens[:n * SEQ].view(n, SEQ), tokens[1:n * SEQ + 1].view(n, SEQ)
+    tokens = val_tokens(os.path.join(SOURCE_DIR, "data/tiny_cpu/fortunes_val_*.bin"), seq)
+    n = (len(tokens) - 1) // seq
+    inputs, targets = tokens[:n * seq].view(n, seq), tokens[1:n * seq + 1].view(n, seq)
     with torch.no_grad():
         loss, _ = model(inputs, targets)
     return float(loss)
@@ -263,6 +265,25 @@ def main():
     expected = reference_loss("gpt2", config, kgpt_params_from_hf("gpt2", mine, conv1d))
     check(abs(loss - expected) / expected <= 1e-5, f"own file: kgpt's step-0 val loss {loss}, PyTorch {expected:.6f}")
     print(f"own file (GPT-2 names, F16 and BF16 tensors): kgpt {loss} vs PyTorch {expected:.6f}")
+
+    # A deck of shorter sequences than the file's positions loads the table's first rows (and says
+    # so); the PyTorch model with those rows gives the same step-0 val loss at that length.
+    short = SEQ // 2
+    short_dir = os.path.join(ROOT, "own_init_short")
+    loss, log = step0_val_loss(short_dir, COMMON + overrides + [f"model.init_from={own}", f"train.seq_len={short}"])
+    cropped = kgpt_params_from_hf("gpt2", mine, conv1d)
+    cropped["transformer.wpe.weight"] = cropped["transformer.wpe.weight"][:short]
+    expected = reference_loss("gpt2", config, cropped, short)
+    check(abs(loss - expected) / expected <= 1e-5,
+          f"own file at {short} tokens: kgpt's step-0 val loss {loss}, PyTorch with the first {short} positions {expected:.6f}")
+    check(f"positions_cropped:transformer.wpe.weight {SEQ}->{short}" in log,
+          f"the log does not say the position table was cropped: {log[:600]}")
+    print(f"own file at {short} tokens, positions cropped: kgpt {loss} vs PyTorch {expected:.6f}")
+    # A deck of longer sequences than the file has positions for is refused, naming both.
+    expect_refused(["check", "inputs/tiny_cpu.yaml", *with_sets(COMMON + overrides),
+                    "--set", f"model.init_from={own}", "--set", f"train.seq_len={2 * SEQ}"],
+                   ["wpe.weight", f"up to {SEQ} tokens", "train.seq_len", f"asks for {2 * SEQ}"],
+                   "init_from with fewer positions than train.seq_len")
 
     # Bad files: exit 2 naming the file (and the tensor), no run directory.
     base = ["check", "inputs/tiny_cpu.yaml", *with_sets(COMMON + overrides)]

@@ -72,6 +72,7 @@ HfForm hf_form(const config::ResolvedDeck& deck) {
   }
   form.optional_prefix = "transformer.";  // GPT-2's own files name the base model's tensors without it
   form.buffer_suffixes = {".attn.bias", ".attn.masked_bias"};  // the causal mask of older files
+  form.position_tables = {"transformer.wpe.weight"};
   return form;
 }
 
