@@ -72,6 +72,10 @@ void check_device(const config::ResolvedDeck& deck) {
               << "x" << p.seq << ", " << p.heads << " heads, " << p.kv_heads << " kv heads, head dim " << p.head_dim
               << ": forward " << text::fixed(p.forward_ms, 2) << " ms, backward " << text::fixed(p.backward_ms, 2)
               << " ms";
+    if (p.workspace_bytes >= 0) {
+      std::cerr << "; cuDNN workspace " << text::fixed(p.workspace_bytes / 1048576.0, 1) << " MiB (the plan estimates "
+                << text::fixed(p.workspace_estimate_bytes / 1048576.0, 1) << ")";
+    }
     if (p.compared_with.empty()) {
       std::cerr << "; no other implementation to compare with\n";
     } else {

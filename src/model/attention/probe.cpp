@@ -12,6 +12,9 @@
 #include "core/random.hpp"
 #include "core/text.hpp"
 #include "model/attention/attention.hpp"
+#ifdef KGPT_HAVE_CUDNN
+#include "model/attention/cudnn.hpp"
+#endif
 
 namespace kgpt::model {
 
@@ -92,6 +95,14 @@ AttentionProbe probe(const config::ModelConfig& m, int batch, int seq) {
     auto attention = make_attention<A>(choice, shape, "kgpt::probe::");
     t.run(*attention, exec);  // builds what the implementation builds on first use (cuDNN's graphs)
     std::tie(result.forward_ms, result.backward_ms) = t.run(*attention, exec);
+#ifdef KGPT_HAVE_CUDNN
+    if constexpr (std::is_same<A, bf16>::value) {
+      if (const auto* cudnn = dynamic_cast<const CudnnAttention*>(attention.get())) {
+        result.workspace_bytes = static_cast<double>(cudnn->workspace_bytes());
+        result.workspace_estimate_bytes = static_cast<double>(cudnn_workspace_estimate(shape));
+      }
+    }
+#endif
   }
 
   // One sequence against another implementation, in fp32, on the same (rounded) inputs.

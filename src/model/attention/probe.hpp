@@ -20,6 +20,9 @@ struct AttentionProbe {
   std::string compared_with;        // the implementation compared with; "" when none could be
   double max_difference = 0;        // max |x - ref| / (1 + max |ref|) over O, dQ, dK, dV, per tensor
   double tolerance = 0;             // what the comparison allows for the activations' precision
+  // cudnn: the workspace its graphs asked for at this shape, and the memory plan's estimate of it;
+  // negative for the others.
+  double workspace_bytes = -1, workspace_estimate_bytes = -1;
 };
 
 // Throws Error (ExitCode::failure) with the library's message when the attention cannot be built or
