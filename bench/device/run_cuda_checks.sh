@@ -221,7 +221,7 @@ for step in "${steps[@]}"; do
           # shellcheck disable=SC2086
           run "bench $deck $label" 120 "${kgpt_env[@]}" "$kgpt" bench "${deck_args[@]}" "${precision[@]}" "${attention[@]}" $variant_options \
             --steps 3 --warmup 1
-          say "bench $deck $label: exit $status $(output | grep -E '^tok/s|error' | tail -n 1)"
+          say "bench $deck $label: exit $status $(output | grep -E '^(tok/s|view_peak)|error' | tail -n 3 | paste -sd' ')"
           pack
         done
       done
