@@ -1,6 +1,7 @@
 // cuDNN's fused attention (CUDA builds with cuDNN): forward and every gradient against the GEMM
 // attention in fp32 on the same bf16 inputs, with GQA and without, through the strides of
-// token-major heads; columns outside the heads untouched; the backward deterministic.
+// token-major heads; columns outside the heads untouched; the backward deterministic; the
+// workspace cuDNN asks for against the memory plan's estimate of it.
 #include <catch2/catch.hpp>
 
 #include <limits>
@@ -79,11 +80,6 @@ TEST_CASE("cudnn attention matches the fp32 gemm attention, forward and gradient
       for (const auto* x : {&low.o, &low.dq, &low.dk, &low.dv}) {
         CHECK(test::other_columns_hold(*x, std::numeric_limits<double>::quiet_NaN()));
       }
-      // The memory plan's estimate of the workspace against what cuDNN asked for.
-      const std::size_t workspace = dynamic_cast<const model::CudnnAttention&>(*cudnn).workspace_bytes();
-      const std::size_t estimate = model::cudnn_workspace_estimate(shape);
-      INFO("cuDNN's workspace " << workspace << " bytes, estimated " << estimate);
-      CHECK(workspace <= estimate + (1u << 20));
       if (!deterministic) continue;
       // The deterministic backward: a second run gives the same bits.
       const std::vector<double> dk_first = test::heads_values(low.dk), dq_first = test::heads_values(low.dq);
@@ -91,6 +87,32 @@ TEST_CASE("cudnn attention matches the fp32 gemm attention, forward and gradient
       CHECK(test::heads_values(low.dk) == dk_first);
       CHECK(test::heads_values(low.dq) == dq_first);
     }
+  }
+}
+
+TEST_CASE("cudnn attention's workspace is what the memory plan estimates, with either backward",
+          "[model][attention][cudnn]") {
+  // Large enough that the parts the estimate counts (dP: 128 MiB; dQ: 16 MiB) dwarf the engine's own
+  // scratch, which the estimate leaves out.
+  const test::AttentionShape s{8, 8, 4, 1024, 64};
+  for (const bool deterministic : {true, false}) {
+    model::AttentionShape shape{1, s.b, s.h, s.kv, s.t, s.d};
+    shape.deterministic = deterministic;
+    Tensors<bf16> low(s);
+    random::fill_normal(low.q.m, 37, 0, 1.0);
+    random::fill_normal(low.k.m, 37, 1, 1.0);
+    random::fill_normal(low.v.m, 37, 2, 1.0);
+    random::fill_normal(low.d_o.m, 37, 3, 1.0);
+    auto cudnn = model::make_attention<bf16>(config::Attention::cudnn, shape, "test::");
+    low.run(*cudnn);
+    const double workspace = static_cast<double>(dynamic_cast<const model::CudnnAttention&>(*cudnn).workspace_bytes());
+    const double estimate = static_cast<double>(model::cudnn_workspace_estimate(shape));
+    INFO("deterministic " << deterministic << ": cuDNN's workspace " << workspace / 1048576 << " MiB, estimated "
+                          << estimate / 1048576 << " MiB");
+    // The plan may not fall short by more than a quarter (then it would admit decks that do not fit),
+    // nor ask for more than twice what cuDNN takes.
+    CHECK(workspace <= 1.25 * estimate);
+    CHECK(workspace >= 0.5 * estimate);
   }
 }
 
