@@ -180,18 +180,18 @@ InitWeights read_init_weights(const config::ResolvedDeck& deck) {
     const bool flip = transposed.count(name) != 0;
     std::vector<std::size_t> want = entry.spec.shape;
     if (flip) std::swap(want[0], want[1]);
-    // A longer position table: its first rows, which are the positions the deck's sequences use.
-    const bool crop = position_tables.count(name) != 0 && !flip && t.shape.size() == 2 && want.size() == 2 &&
-                      t.shape[1] == want[1] && t.shape[0] > want[0];
+    // A position table of the model's width: a longer one loads its first rows, the positions the
+    // deck's sequences use; a shorter one is refused, saying how long a sequence it covers.
+    const bool position_table = position_tables.count(name) != 0 && !flip && t.shape.size() == 2 &&
+                                want.size() == 2 && t.shape[1] == want[1];
+    const bool crop = position_table && t.shape[0] > want[0];
     if (t.shape != want && !crop) {
-      const bool short_table = position_tables.count(name) != 0 && t.shape.size() == 2 && want.size() == 2 &&
-                               t.shape[1] == want[1];
       problems.push_back(where + "tensor " + t.name + " is " + text::shape(t.shape) + " in the file and " +
                          text::shape(want) + " in the deck's model" + (flip ? " (stored as (in, out))" : "") +
-                         (short_table ? " (the file has positions for sequences of up to " + std::to_string(t.shape[0]) +
-                                            " tokens; " + deck.where("train.seq_len") + " asks for " +
-                                            std::to_string(want[0]) + ")"
-                                      : ""));
+                         (position_table ? " (the file has positions for sequences of up to " +
+                                               std::to_string(t.shape[0]) + " tokens; " + deck.where("train.seq_len") +
+                                               " asks for " + std::to_string(want[0]) + ")"
+                                         : ""));
       continue;
     }
     float* at = result.values.data() + entry.offset;
