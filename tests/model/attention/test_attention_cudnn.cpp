@@ -4,6 +4,7 @@
 // workspace cuDNN asks for against the memory plan's estimate of it.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -29,6 +30,14 @@ struct Tensors {
         o("o", s.b, s.t, s.h, s.d, kPad), d_o("d_o", s.b, s.t, s.h, s.d, kPad), dq("dq", s.b, s.t, s.h, s.d, kPad),
         dk("dk", s.b, s.t, s.kv, s.d, kPad), dv("dv", s.b, s.t, s.kv, s.d, kPad) {}
 
+  // q, k, v and dO drawn from N(0, 1) with this seed.
+  void fill_inputs(std::uint64_t seed) {
+    random::fill_normal(q.m, seed, 0, 1.0);
+    random::fill_normal(k.m, seed, 1, 1.0);
+    random::fill_normal(v.m, seed, 2, 1.0);
+    random::fill_normal(d_o.m, seed, 3, 1.0);
+  }
+
   void run(model::Attention<A>& attention) {
     for (auto* x : {&o, &dq, &dk, &dv}) Kokkos::deep_copy(x->m, A(std::numeric_limits<float>::quiet_NaN()));
     const ExecSpace exec;
@@ -52,10 +61,7 @@ TEST_CASE("cudnn attention matches the fp32 gemm attention, forward and gradient
       model::AttentionShape shape{1, s.b, s.h, s.kv, s.t, s.d};
       shape.deterministic = deterministic;
       Tensors<bf16> low(s);
-      random::fill_normal(low.q.m, 31, 0, 1.0);
-      random::fill_normal(low.k.m, 31, 1, 1.0);
-      random::fill_normal(low.v.m, 31, 2, 1.0);
-      random::fill_normal(low.d_o.m, 31, 3, 1.0);
+      low.fill_inputs(31);
       auto cudnn = model::make_attention<bf16>(config::Attention::cudnn, shape, "test::");
       REQUIRE(std::string(cudnn->name()) == "cudnn");
       low.run(*cudnn);
@@ -99,10 +105,7 @@ TEST_CASE("cudnn attention's workspace is what the memory plan estimates, with e
     model::AttentionShape shape{1, s.b, s.h, s.kv, s.t, s.d};
     shape.deterministic = deterministic;
     Tensors<bf16> low(s);
-    random::fill_normal(low.q.m, 37, 0, 1.0);
-    random::fill_normal(low.k.m, 37, 1, 1.0);
-    random::fill_normal(low.v.m, 37, 2, 1.0);
-    random::fill_normal(low.d_o.m, 37, 3, 1.0);
+    low.fill_inputs(37);
     auto cudnn = model::make_attention<bf16>(config::Attention::cudnn, shape, "test::");
     low.run(*cudnn);
     const double workspace = static_cast<double>(dynamic_cast<const model::CudnnAttention&>(*cudnn).workspace_bytes());
