@@ -3,6 +3,8 @@
 #include <cmath>
 #include <type_traits>
 
+#include "core/error.hpp"
+#include "core/host_copy.hpp"
 #include "core/kernel.hpp"
 #include "core/kokkos_compat.hpp"
 #include "optim/updates.hpp"
@@ -11,11 +13,13 @@ namespace kgpt::optim {
 
 namespace {
 
+// The largest of the matrices Muon updates (elements, or shorter side): what its scratch must hold.
+// Embeddings and heads are 2-D too but Adam's.
 std::size_t largest_matrix(const model::ParameterLayout& layout, const Shard& shard, bool side) {
   std::size_t best = 1;
   for (std::size_t i = shard.first_tensor; i < shard.end_tensor; ++i) {
     const model::TensorEntry& e = layout.entries()[i];
-    if (e.spec.shape.size() != 2) continue;
+    if (e.spec.group != model::ParamGroup::matrix || e.spec.shape.size() != 2) continue;
     const std::size_t value = side ? std::min(e.spec.shape[0], e.spec.shape[1]) : e.size;
     best = std::max(best, value);
   }
@@ -58,8 +62,16 @@ typename Optimizer<T>::Sizes Optimizer<T>::sizes(const model::ParameterLayout& l
   Sizes s;
   s.muon = config.optim.matrix_optimizer == config::MatrixOptimizer::muon;
   s.bf16_muon = s.muon && config.model.precision == config::Precision::bf16 && std::is_same<T, float>::value;
-  s.moments = shard.size();
-  s.momentum = s.muon ? shard.size() : 0;
+  const auto aligned = [](std::size_t n) {
+    constexpr std::size_t a = model::ParameterLayout::kAlignment;
+    return (n + a - 1) / a * a;
+  };
+  for (std::size_t i = shard.first_tensor; i < shard.end_tensor; ++i) {
+    const model::TensorEntry& e = layout.entries()[i];
+    std::size_t& used = s.muon && e.spec.group == model::ParamGroup::matrix ? s.momentum : s.moments;
+    s.state_at.push_back(used);
+    used = aligned(used + e.size);
+  }
   s.update = s.muon ? largest_matrix(layout, shard, false) : 0;
   if (s.muon && !s.bf16_muon) {
     s.work_elements = largest_matrix(layout, shard, false);
@@ -103,6 +115,7 @@ Optimizer<T>::Optimizer(const model::Parameters<T>& params, const config::Config
       optim_(config.optim),
       muon_(s.muon),
       bf16_muon_(s.bf16_muon),
+      state_at_(s.state_at),
       m_("kgpt::optim::adam_m", s.moments),
       v_("kgpt::optim::adam_v", s.moments),
       momentum_("kgpt::optim::muon_momentum", s.momentum),
@@ -112,10 +125,53 @@ Optimizer<T>::Optimizer(const model::Parameters<T>& params, const config::Config
       norm_parts_("kgpt::optim::norm_parts", s.tensors) {}
 
 template <class T>
-std::vector<std::pair<std::string, Vector<T>>> Optimizer<T>::state_buffers() const {
-  std::vector<std::pair<std::string, Vector<T>>> buffers = {{"adam_m", m_}, {"adam_v", v_}};
-  if (muon_) buffers.emplace_back("muon_momentum", momentum_);
-  return buffers;
+std::vector<std::string> Optimizer<T>::state_names() const {
+  std::vector<std::string> names = {"adam_m", "adam_v"};
+  if (muon_) names.emplace_back("muon_momentum");
+  return names;
+}
+
+template <class T>
+const Vector<T>& Optimizer<T>::state_buffer(const std::string& name) const {
+  if (name == "adam_m") return m_;
+  if (name == "adam_v") return v_;
+  if (name == "muon_momentum" && muon_) return momentum_;
+  throw Error(ExitCode::failure, "optimizer: no state '" + name + "' under this optimizer");
+}
+
+template <class T>
+std::vector<T> Optimizer<T>::state_to_host(const std::string& name) const {
+  const Vector<T>& buffer = state_buffer(name);
+  const bool muon_state = name == "muon_momentum";
+  const std::vector<T> packed = to_host(buffer);
+  std::vector<T> span(shard_.size(), T(0));
+  const auto& entries = params_.layout().entries();
+  for (std::size_t i = shard_.first_tensor; i < shard_.end_tensor; ++i) {
+    const model::TensorEntry& e = entries[i];
+    if (uses_muon(e) != muon_state) continue;
+    const auto from = packed.begin() + static_cast<std::ptrdiff_t>(state_at_[i - shard_.first_tensor]);
+    std::copy(from, from + static_cast<std::ptrdiff_t>(e.size), span.begin() + static_cast<std::ptrdiff_t>(e.offset - shard_.begin));
+  }
+  return span;
+}
+
+template <class T>
+void Optimizer<T>::state_from_host(const std::string& name, const std::vector<T>& span) {
+  const Vector<T>& buffer = state_buffer(name);
+  if (span.size() != shard_.size()) {
+    throw Error(ExitCode::failure, "optimizer: " + std::to_string(span.size()) + " values of '" + name +
+                                       "' for a shard of " + std::to_string(shard_.size()));
+  }
+  const bool muon_state = name == "muon_momentum";
+  std::vector<T> packed(buffer.extent(0), T(0));
+  const auto& entries = params_.layout().entries();
+  for (std::size_t i = shard_.first_tensor; i < shard_.end_tensor; ++i) {
+    const model::TensorEntry& e = entries[i];
+    if (uses_muon(e) != muon_state) continue;
+    const auto from = span.begin() + static_cast<std::ptrdiff_t>(e.offset - shard_.begin);
+    std::copy(from, from + static_cast<std::ptrdiff_t>(e.size), packed.begin() + static_cast<std::ptrdiff_t>(state_at_[i - shard_.first_tensor]));
+  }
+  from_host(packed, buffer);
 }
 
 template <class T>
@@ -137,12 +193,12 @@ void Optimizer<T>::step(const ExecSpace& exec, int step, double lr_multiplier, c
   const auto& entries = params_.layout().entries();
   for (std::size_t index = shard_.first_tensor; index < shard_.end_tensor; ++index) {
     const model::TensorEntry& e = entries[index];
-    const std::size_t state_at = e.offset - shard_.begin;  // where its state starts in this shard's buffers
+    const std::size_t state_at = state_at_[index - shard_.first_tensor];
     double* norm_part = norm_sq != nullptr ? norm_parts_.data() + index : nullptr;
     const double lr = group_lr(e.spec.group) * lr_multiplier;
     T* p = params_.values().data() + e.offset;
     T* g = params_.grads().data() + e.offset;
-    if (muon_ && e.spec.group == model::ParamGroup::matrix) {
+    if (uses_muon(e)) {
       const std::size_t rows = e.spec.shape[0], cols = e.spec.shape[1];
       const Matrix<T> param(p, rows, cols), momentum(momentum_.data() + state_at, rows, cols);
       const Matrix<T> update(update_.data(), rows, cols);

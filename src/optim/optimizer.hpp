@@ -5,8 +5,9 @@
 //   embedding: Adam(W), embed_lr;  head (untied): Adam(W), head_lr;  scalar: Adam, scalar_lr
 // Decoupled weight decay (optim.weight_decay) acts on the matrices, embeddings and head, whatever
 // their optimizer, never on vectors and scalars. Every learning rate is multiplied by the
-// schedule's multiplier for the step. State (Adam moments, Muon momentum) lives in buffers with the
-// parameter buffer's layout.
+// schedule's multiplier for the step. State is packed by kind: Adam moments for the tensors Adam
+// updates, Muon momentum for the matrices Muon updates, each tensor at the parameter buffer's
+// alignment, so no tensor holds state its optimizer never reads.
 
 #include <string>
 #include <utility>
@@ -49,27 +50,36 @@ class Optimizer {
   // the Newton-Schulz workspaces), allocating nothing: for the memory plan.
   static std::size_t state_bytes(const model::ParameterLayout& layout, const config::Config& config);
   static std::size_t state_bytes(const model::ParameterLayout& layout, const config::Config& config, const Shard& shard);
-  // The state a checkpoint must hold, by name: adam_m, adam_v, and with Muon muon_momentum, each
-  // the elements [shard().begin, shard().end) of a buffer with the parameter buffer's layout.
-  std::vector<std::pair<std::string, Vector<T>>> state_buffers() const;
+  // The state a checkpoint must hold, by name: adam_m, adam_v, and with Muon muon_momentum.
+  std::vector<std::string> state_names() const;
+  // One of them as the elements [shard().begin, shard().end) of a buffer with the parameter buffer's
+  // layout, zero for the tensors that keep no such state (the checkpoint's form). Throws Error on an
+  // unknown name or a span of the wrong size.
+  std::vector<T> state_to_host(const std::string& name) const;
+  void state_from_host(const std::string& name, const std::vector<T>& span);
   const Shard& shard() const { return shard_; }
 
  private:
-  // The sizes of the constructor's buffers, in elements.
+  // The sizes of the constructor's buffers, in elements, and where each tensor of the shard keeps
+  // its state: state_at[i - shard.first_tensor] in the moments or, for Muon's matrices, the momentum.
   struct Sizes {
     bool muon = false, bf16_muon = false;
     std::size_t moments = 0, momentum = 0, update = 0;
     std::size_t work_elements = 1, work_side = 1, work16_elements = 1, work16_side = 1;
     std::size_t tensors = 0;
+    std::vector<std::size_t> state_at;
   };
   static Sizes sizes(const model::ParameterLayout& layout, const config::Config& config, const Shard& shard);
   Optimizer(const model::Parameters<T>& params, const config::Config& config, const Shard& shard, const Sizes& sizes);
+  bool uses_muon(const model::TensorEntry& e) const { return muon_ && e.spec.group == model::ParamGroup::matrix; }
+  const Vector<T>& state_buffer(const std::string& name) const;  // throws Error on an unknown name
 
   const model::Parameters<T>& params_;
   Shard shard_;
   config::OptimConfig optim_;
   bool muon_;       // Muon for the matrices (else AdamW)
   bool bf16_muon_;  // Newton-Schulz in bf16, as the model's products (train.precision: bf16)
+  std::vector<std::size_t> state_at_;
   Vector<T> m_, v_, momentum_, update_;
   NewtonSchulzWorkspace<T> work_;
   NewtonSchulzWorkspace<bf16> work16_;

@@ -27,18 +27,10 @@ namespace fs = std::filesystem;
 constexpr const char* kFilePrefix = "ckpt_";
 constexpr const char* kFileSuffix = ".h5";
 
-// The buffers of a checkpoint, in the order the checksum walks them, each with where it starts in
-// the parameter buffer's layout (an optimizer's shard starts at its first element).
-struct Stored {
-  std::string group;
-  Vector<float> buffer;
-  std::size_t begin;
-};
-std::vector<Stored> buffers(const model::Parameters<float>& params, const optim::Optimizer<float>& optimizer) {
-  std::vector<Stored> all = {{"params", params.values(), 0}};
-  for (const auto& [name, buffer] : optimizer.state_buffers()) {
-    all.push_back({"optim/" + name, buffer, optimizer.shard().begin});
-  }
+// The groups of a checkpoint, in the order the checksum walks them.
+std::vector<std::string> groups(const optim::Optimizer<float>& optimizer) {
+  std::vector<std::string> all = {"params"};
+  for (const std::string& name : optimizer.state_names()) all.push_back("optim/" + name);
   return all;
 }
 
@@ -115,8 +107,8 @@ HostState checkpoint_state(const optim::Optimizer<float>& optimizer, const std::
     begins.push_back(s.begin);
     counts.push_back(s.size());
   }
-  for (const auto& [name, buffer] : optimizer.state_buffers()) {
-    std::vector<float> mine = to_host(buffer);
+  for (const std::string& name : optimizer.state_names()) {
+    std::vector<float> mine = optimizer.state_to_host(name);
     if (shards.size() == 1) {
       state.emplace_back(name, std::move(mine));
       continue;
@@ -196,7 +188,7 @@ std::string write_checkpoint(const std::string& run_dir, const model::Parameters
 }
 
 CheckpointState load_checkpoint(const std::string& path, const model::Parameters<float>& params,
-                                const optim::Optimizer<float>& optimizer) {
+                                optim::Optimizer<float>& optimizer) {
   io::Hdf5File in(path, io::Hdf5File::Mode::read);
   const auto& layout = params.layout();
   if (!in.contains("/state/step")) throw InputError(path + ": not a kgpt checkpoint (no /state/step)");
@@ -207,9 +199,8 @@ CheckpointState load_checkpoint(const std::string& path, const model::Parameters
                      " (a different architecture; check model.* in the deck)");
   }
   Checksum sum;
-  std::vector<std::pair<Stored, std::vector<float>>> loaded;
-  for (const Stored& stored : buffers(params, optimizer)) {
-    const std::string& group = stored.group;
+  std::vector<std::pair<std::string, std::vector<float>>> loaded;
+  for (const std::string& group : groups(optimizer)) {
     std::vector<float> host(layout.buffer_size(), 0.0f);
     for (const auto& e : layout.entries()) {
       const std::string name = "/" + group + "/" + e.spec.name;
@@ -227,7 +218,7 @@ CheckpointState load_checkpoint(const std::string& path, const model::Parameters
       in.read_floats(name, host.data() + e.offset);
     }
     sum.add(host.data(), host.size() * sizeof(float));
-    loaded.emplace_back(stored, std::move(host));
+    loaded.emplace_back(group, std::move(host));
   }
   CheckpointState state;
   state.step = in.read_whole_scalar("/state/step");
@@ -241,10 +232,16 @@ CheckpointState load_checkpoint(const std::string& path, const model::Parameters
     throw InputError(path + ": checksum mismatch (stored " + stored + ", computed " + sum.hex() +
                      "): the checkpoint is corrupted");
   }
-  // Each buffer takes its span: the whole layout, or the optimizer's shard.
-  for (const auto& [stored, host] : loaded) {
-    const auto first = host.begin() + static_cast<std::ptrdiff_t>(stored.begin);
-    from_host(std::vector<float>(first, first + static_cast<std::ptrdiff_t>(stored.buffer.extent(0))), stored.buffer);
+  // The parameters take the whole layout, the optimizer's state its shard.
+  const optim::Shard& shard = optimizer.shard();
+  for (const auto& [group, host] : loaded) {
+    if (group == "params") {
+      from_host(host, params.values());
+      continue;
+    }
+    const auto first = host.begin() + static_cast<std::ptrdiff_t>(shard.begin);
+    optimizer.state_from_host(group.substr(std::string("optim/").size()),
+                              std::vector<float>(first, first + static_cast<std::ptrdiff_t>(shard.size())));
   }
   return state;
 }

@@ -58,6 +58,6 @@ std::string write_checkpoint(const std::string& run_dir, const model::Parameters
 // checksum and that every tensor's name, shape and type match this model. Throws InputError naming
 // the file and what differs.
 CheckpointState load_checkpoint(const std::string& path, const model::Parameters<float>& params,
-                                const optim::Optimizer<float>& optimizer);
+                                optim::Optimizer<float>& optimizer);
 
 }  // namespace kgpt::train

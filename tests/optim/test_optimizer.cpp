@@ -1,0 +1,177 @@
+// The optimizer over a whole parameter buffer: each tensor keeps only the state its optimizer reads
+// (Adam moments, or Muon momentum for Muon's matrices), and steps exactly as it would alone; the
+// checkpoint's form of that state (the parameter buffer's layout, zero where a tensor keeps no such
+// state) reads back into a fresh optimizer that then steps the same.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/host_copy.hpp"
+#include "core/random.hpp"
+#include "model/families/golf/golf.hpp"
+#include "optim/optimizer.hpp"
+#include "optim/updates.hpp"
+
+using namespace kgpt;
+
+namespace {
+
+config::Config golf_config(config::MatrixOptimizer matrix_optimizer) {
+  config::Config c;
+  c.model.family = "golf";
+  c.model.vocab_size = 37;
+  c.model.n_layer = 2;
+  c.model.d_model = 16;
+  c.model.n_head = 2;
+  c.model.n_kv_head = 1;
+  c.model.mlp_mult = 2;
+  c.optim.matrix_optimizer = matrix_optimizer;
+  c.optim.weight_decay = 0.01;
+  return c;
+}
+
+std::vector<double> span_of(const std::vector<double>& buffer, const model::TensorEntry& e) {
+  return std::vector<double>(buffer.begin() + static_cast<std::ptrdiff_t>(e.offset),
+                             buffer.begin() + static_cast<std::ptrdiff_t>(e.offset + e.size));
+}
+
+// One tensor stepped on its own, with buffers of its own, the way docs/design.md's groups say.
+struct AloneTensor {
+  AloneTensor(const model::TensorEntry& e, const config::Config& c, const std::vector<double>& values)
+      : entry(e), p("p", e.size), g("g", e.size), m("m", e.size), v("v", e.size), momentum("momentum", e.size),
+        update("update", e.size),
+        work(e.size, e.spec.shape.size() == 2 ? std::min(e.spec.shape[0], e.spec.shape[1]) : 1),
+        muon(c.optim.matrix_optimizer == config::MatrixOptimizer::muon && e.spec.group == model::ParamGroup::matrix),
+        optim(c.optim) {
+    from_host(span_of(values, e), p);
+  }
+  void step(int step, const std::vector<double>& grads) {
+    from_host(span_of(grads, entry), g);
+    double lr = 0;
+    switch (entry.spec.group) {
+      case model::ParamGroup::matrix: lr = optim.matrix_lr; break;
+      case model::ParamGroup::embedding: lr = optim.embed_lr; break;
+      case model::ParamGroup::head: lr = optim.head_lr; break;
+      case model::ParamGroup::scalar: lr = optim.scalar_lr; break;
+    }
+    if (muon) {
+      const std::size_t rows = entry.spec.shape[0], cols = entry.spec.shape[1];
+      const double mu = optim::muon_momentum_at(step, optim.muon_momentum_warmup_start, optim.muon_momentum,
+                                                optim.muon_momentum_warmup_steps);
+      optim::muon_update<double>(ExecSpace(), Matrix<double>(p.data(), rows, cols),
+                                 ConstMatrix<double>(g.data(), rows, cols), Matrix<double>(momentum.data(), rows, cols),
+                                 Matrix<double>(update.data(), rows, cols), lr, mu, optim.weight_decay,
+                                 optim.muon_backend_steps, work);
+      return;
+    }
+    optim::AdamSettings s;
+    s.lr = lr;
+    s.beta1 = optim.beta1;
+    s.beta2 = optim.beta2;
+    s.eps = optim.adam_eps;
+    s.weight_decay = entry.spec.group == model::ParamGroup::scalar ? 0.0 : optim.weight_decay;
+    optim::adam_update<double>(ExecSpace(), p, g, m, v, s, step + 1);
+  }
+  model::TensorEntry entry;
+  Vector<double> p, g, m, v, momentum, update;
+  optim::NewtonSchulzWorkspace<double> work;
+  bool muon;
+  config::OptimConfig optim;
+};
+
+// The state named `name` of every tensor stepped alone, in the checkpoint's form.
+std::vector<double> alone_state(const std::vector<AloneTensor>& alone, std::size_t buffer_size, const std::string& name) {
+  std::vector<double> whole(buffer_size, 0.0);
+  for (const AloneTensor& t : alone) {
+    if (t.muon != (name == "muon_momentum")) continue;
+    const Vector<double>& state = name == "adam_m" ? t.m : name == "adam_v" ? t.v : t.momentum;
+    const std::vector<double> host = to_host(state);
+    std::copy(host.begin(), host.end(), whole.begin() + static_cast<std::ptrdiff_t>(t.entry.offset));
+  }
+  return whole;
+}
+
+}  // namespace
+
+TEST_CASE("each tensor keeps only its optimizer's state and steps as it would alone", "[optim][optimizer]") {
+  const auto matrix_optimizer = GENERATE(config::MatrixOptimizer::muon, config::MatrixOptimizer::adamw);
+  const config::Config c = golf_config(matrix_optimizer);
+  const bool muon = matrix_optimizer == config::MatrixOptimizer::muon;
+  INFO((muon ? "muon" : "adamw"));
+  model::GolfModel<double> model(c.model, 2, 8);
+  model::initialize(model.parameters(), 5);
+  optim::Optimizer<double> optimizer(model.parameters(), c);
+  const auto& layout = model.parameters().layout();
+  const std::vector<double> start = to_host(model.parameters().values());
+  std::vector<AloneTensor> alone;
+  for (const auto& e : layout.entries()) alone.emplace_back(e, c, start);
+  REQUIRE(std::count_if(alone.begin(), alone.end(), [](const AloneTensor& t) { return t.muon; }) == (muon ? 12 : 0));
+
+  for (int step = 0; step < 3; ++step) {
+    random::fill_normal(model.parameters().grads(), 11, static_cast<std::uint64_t>(step), 0.1);
+    const std::vector<double> grads = to_host(model.parameters().grads());
+    optimizer.step(ExecSpace(), step, 1.0);
+    for (AloneTensor& t : alone) t.step(step, grads);
+  }
+  const std::vector<double> values = to_host(model.parameters().values());
+  for (const AloneTensor& t : alone) {
+    INFO(t.entry.spec.name);
+    const std::vector<double> together = span_of(values, t.entry), by_itself = to_host(t.p);
+    for (std::size_t i = 0; i < t.entry.size; ++i) CHECK(together[i] == Approx(by_itself[i]).epsilon(1e-13));
+  }
+  REQUIRE(optimizer.state_names() == (muon ? std::vector<std::string>{"adam_m", "adam_v", "muon_momentum"}
+                                           : std::vector<std::string>{"adam_m", "adam_v"}));
+  for (const std::string& name : optimizer.state_names()) {
+    INFO(name);
+    const std::vector<double> stored = optimizer.state_to_host(name), expected = alone_state(alone, layout.buffer_size(), name);
+    REQUIRE(stored.size() == layout.buffer_size());
+    for (std::size_t i = 0; i < stored.size(); ++i) CHECK(stored[i] == Approx(expected[i]).epsilon(1e-13).margin(0));
+  }
+
+  // The bytes the memory plan counts: two Adam moments for the tensors Adam updates, one momentum for
+  // Muon's matrices (each tensor aligned as in the parameter buffer), Muon's update scratch and
+  // Newton-Schulz workspace for the largest matrix, a norm part per tensor.
+  const auto aligned = [](std::size_t n) { return (n + 15) / 16 * 16; };
+  std::size_t adam = 0, momentum = 0, largest = 1, side = 1;
+  for (const AloneTensor& t : alone) {
+    std::size_t& used = t.muon ? momentum : adam;
+    used = aligned(used + t.entry.size);
+    if (t.muon) largest = std::max(largest, t.entry.size), side = std::max(side, std::min(t.entry.spec.shape[0], t.entry.spec.shape[1]));
+  }
+  CHECK(adam + momentum >= layout.buffer_size());  // the same elements, split by kind
+  CHECK(adam + momentum < layout.buffer_size() + 32);
+  CHECK(optim::Optimizer<double>::state_bytes(layout, c) ==
+        (2 * adam + momentum + (muon ? largest : 0)) * sizeof(double) +
+            optim::NewtonSchulzWorkspace<double>::bytes(largest, side) +
+            optim::NewtonSchulzWorkspace<bf16>::bytes(1, 1) + layout.entries().size() * sizeof(double));
+  CHECK_THROWS_WITH(optimizer.state_to_host("adam_w"), Catch::Contains("no state 'adam_w'"));
+  if (!muon) CHECK_THROWS_WITH(optimizer.state_to_host("muon_momentum"), Catch::Contains("no state 'muon_momentum'"));
+}
+
+TEST_CASE("optimizer state in the checkpoint's form reads back into a fresh optimizer", "[optim][optimizer]") {
+  const config::Config c = golf_config(config::MatrixOptimizer::muon);
+  model::GolfModel<double> model(c.model, 2, 8), copy(c.model, 2, 8);
+  model::initialize(model.parameters(), 9);
+  optim::Optimizer<double> optimizer(model.parameters(), c);
+  for (int step = 0; step < 2; ++step) {
+    random::fill_normal(model.parameters().grads(), 3, static_cast<std::uint64_t>(step), 0.1);
+    optimizer.step(ExecSpace(), step, 1.0);
+  }
+  Kokkos::deep_copy(copy.parameters().values(), model.parameters().values());
+  optim::Optimizer<double> fresh(copy.parameters(), c);
+  for (const std::string& name : optimizer.state_names()) fresh.state_from_host(name, optimizer.state_to_host(name));
+  for (const std::string& name : optimizer.state_names()) CHECK(fresh.state_to_host(name) == optimizer.state_to_host(name));
+
+  random::fill_normal(model.parameters().grads(), 3, 2, 0.1);
+  Kokkos::deep_copy(copy.parameters().grads(), model.parameters().grads());
+  optimizer.step(ExecSpace(), 2, 1.0);
+  fresh.step(ExecSpace(), 2, 1.0);
+  CHECK(to_host(copy.parameters().values()) == to_host(model.parameters().values()));
+
+  CHECK_THROWS_WITH(fresh.state_from_host("adam_m", std::vector<double>(3, 0.0)),
+                    Catch::Contains("3 values of 'adam_m'"));
+}
