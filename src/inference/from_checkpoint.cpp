@@ -21,7 +21,6 @@
 #include "data/sentencepiece.hpp"
 #include "io/hdf5_file.hpp"
 #include "model/language_model.hpp"
-#include "optim/optimizer.hpp"
 #include "io/artifact.hpp"
 #include "train/checkpoint.hpp"
 #include "inference/evaluator.hpp"
@@ -43,9 +42,7 @@ std::unique_ptr<model::LanguageModel<Real>> loaded_model(const config::ResolvedD
     step = artifact.step;
     return model;
   }
-  // The optimizer state is read too: the checksum covers it.
-  optim::Optimizer<Real> optimizer(model->parameters(), deck.config);
-  step = train::load_checkpoint(path, model->parameters(), optimizer).step;
+  step = train::load_checkpoint_weights(path, model->parameters(), deck.config).step;
   return model;
 }
 

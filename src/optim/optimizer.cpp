@@ -124,6 +124,12 @@ Optimizer<T>::Optimizer(const model::Parameters<T>& params, const config::Config
       work16_(s.work16_elements, s.work16_side),
       norm_parts_("kgpt::optim::norm_parts", s.tensors) {}
 
+std::vector<std::string> state_names(const config::Config& config) {
+  std::vector<std::string> names = {"adam_m", "adam_v"};
+  if (config.optim.matrix_optimizer == config::MatrixOptimizer::muon) names.emplace_back("muon_momentum");
+  return names;
+}
+
 template <class T>
 std::vector<std::string> Optimizer<T>::state_names() const {
   std::vector<std::string> names = {"adam_m", "adam_v"};

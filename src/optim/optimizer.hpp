@@ -34,6 +34,9 @@ Shard whole_layout(const model::ParameterLayout& layout);
 // whole tensors allow (a rank may get none when there are fewer tensors than ranks).
 std::vector<Shard> shard_layout(const model::ParameterLayout& layout, int ranks);
 
+// The state buffers an optimizer of this config keeps, by name, in the order checkpoints store them.
+std::vector<std::string> state_names(const config::Config& config);
+
 template <class T>
 class Optimizer {
  public:

@@ -28,9 +28,9 @@ constexpr const char* kFilePrefix = "ckpt_";
 constexpr const char* kFileSuffix = ".h5";
 
 // The groups of a checkpoint, in the order the checksum walks them.
-std::vector<std::string> groups(const optim::Optimizer<float>& optimizer) {
+std::vector<std::string> groups(const std::vector<std::string>& state_names) {
   std::vector<std::string> all = {"params"};
-  for (const std::string& name : optimizer.state_names()) all.push_back("optim/" + name);
+  for (const std::string& name : state_names) all.push_back("optim/" + name);
   return all;
 }
 
@@ -187,8 +187,12 @@ std::string write_checkpoint(const std::string& run_dir, const model::Parameters
   return path;
 }
 
-CheckpointState load_checkpoint(const std::string& path, const model::Parameters<float>& params,
-                                optim::Optimizer<float>& optimizer) {
+namespace {
+
+// Checks `path` against the model and its checksum, then fills params and, when given, the
+// optimizer; without one the state groups are read for the checksum only, one at a time.
+CheckpointState load(const std::string& path, const model::Parameters<float>& params,
+                     const std::vector<std::string>& state_names, optim::Optimizer<float>* optimizer) {
   io::Hdf5File in(path, io::Hdf5File::Mode::read);
   const auto& layout = params.layout();
   if (!in.contains("/state/step")) throw InputError(path + ": not a kgpt checkpoint (no /state/step)");
@@ -200,7 +204,7 @@ CheckpointState load_checkpoint(const std::string& path, const model::Parameters
   }
   Checksum sum;
   std::vector<std::pair<std::string, std::vector<float>>> loaded;
-  for (const std::string& group : groups(optimizer)) {
+  for (const std::string& group : groups(state_names)) {
     std::vector<float> host(layout.buffer_size(), 0.0f);
     for (const auto& e : layout.entries()) {
       const std::string name = "/" + group + "/" + e.spec.name;
@@ -218,7 +222,7 @@ CheckpointState load_checkpoint(const std::string& path, const model::Parameters
       in.read_floats(name, host.data() + e.offset);
     }
     sum.add(host.data(), host.size() * sizeof(float));
-    loaded.emplace_back(group, std::move(host));
+    if (group == "params" || optimizer != nullptr) loaded.emplace_back(group, std::move(host));
   }
   CheckpointState state;
   state.step = in.read_whole_scalar("/state/step");
@@ -233,17 +237,29 @@ CheckpointState load_checkpoint(const std::string& path, const model::Parameters
                      "): the checkpoint is corrupted");
   }
   // The parameters take the whole layout, the optimizer's state its shard.
-  const optim::Shard& shard = optimizer.shard();
   for (const auto& [group, host] : loaded) {
     if (group == "params") {
       from_host(host, params.values());
       continue;
     }
+    const optim::Shard& shard = optimizer->shard();
     const auto first = host.begin() + static_cast<std::ptrdiff_t>(shard.begin);
-    optimizer.state_from_host(group.substr(std::string("optim/").size()),
-                              std::vector<float>(first, first + static_cast<std::ptrdiff_t>(shard.size())));
+    optimizer->state_from_host(group.substr(std::string("optim/").size()),
+                               std::vector<float>(first, first + static_cast<std::ptrdiff_t>(shard.size())));
   }
   return state;
+}
+
+}  // namespace
+
+CheckpointState load_checkpoint(const std::string& path, const model::Parameters<float>& params,
+                                optim::Optimizer<float>& optimizer) {
+  return load(path, params, optimizer.state_names(), &optimizer);
+}
+
+CheckpointState load_checkpoint_weights(const std::string& path, const model::Parameters<float>& params,
+                                        const config::Config& config) {
+  return load(path, params, optim::state_names(config), nullptr);
 }
 
 }  // namespace kgpt::train

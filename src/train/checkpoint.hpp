@@ -59,5 +59,9 @@ std::string write_checkpoint(const std::string& run_dir, const model::Parameters
 // the file and what differs.
 CheckpointState load_checkpoint(const std::string& path, const model::Parameters<float>& params,
                                 optim::Optimizer<float>& optimizer);
+// The same checks, reading only the parameters (evaluation, sampling, export): the optimizer state
+// of `config`'s optimizer is read for the checksum and dropped, so no optimizer is allocated.
+CheckpointState load_checkpoint_weights(const std::string& path, const model::Parameters<float>& params,
+                                        const config::Config& config);
 
 }  // namespace kgpt::train

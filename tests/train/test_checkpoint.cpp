@@ -48,6 +48,30 @@ struct Trained {
   optim::Optimizer<float> optimizer;
 };
 
+// A copy of `path` with the lowest bit of the first stored float equal to `value` flipped, as silent
+// corruption on disk would do.
+void copy_with_bit_flipped(const std::string& path, const std::string& copy, float value) {
+  {
+    std::ifstream in(path, std::ios::binary);
+    std::ofstream out(copy, std::ios::binary);
+    out << in.rdbuf();
+  }
+  std::fstream raw(copy, std::ios::in | std::ios::out | std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(raw)), std::istreambuf_iterator<char>());
+  std::size_t at = std::string::npos;
+  for (std::size_t i = 0; i + sizeof(float) <= bytes.size(); ++i) {
+    float candidate;
+    std::memcpy(&candidate, bytes.data() + i, sizeof(float));
+    if (candidate == value) {
+      at = i;
+      break;
+    }
+  }
+  REQUIRE(at != std::string::npos);
+  raw.seekp(static_cast<std::streamoff>(at));
+  raw.put(static_cast<char>(bytes[at] ^ 1));
+}
+
 }  // namespace
 
 TEST_CASE("a checkpoint reads back bit for bit into a fresh model and optimizer", "[train][checkpoint]") {
@@ -128,28 +152,7 @@ TEST_CASE("loading refuses another architecture, a corrupted file and a missing 
   // One changed bit in a stored float, as silent corruption on disk would do: the checksum catches
   // it, and the model is left as it was.
   const std::string copy = dir.file("changed.h5");
-  {
-    std::ifstream in(path, std::ios::binary);
-    std::ofstream out(copy, std::ios::binary);
-    out << in.rdbuf();
-  }
-  std::fstream raw(copy, std::ios::in | std::ios::out | std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(raw)), std::istreambuf_iterator<char>());
-  const auto tok = to_host(saved.model.parameters().values());
-  const float target = tok[5];
-  std::size_t at = std::string::npos;
-  for (std::size_t i = 0; i + sizeof(float) <= bytes.size(); ++i) {
-    float candidate;
-    std::memcpy(&candidate, bytes.data() + i, sizeof(float));
-    if (candidate == target) {
-      at = i;
-      break;
-    }
-  }
-  REQUIRE(at != std::string::npos);
-  raw.seekp(static_cast<std::streamoff>(at));
-  raw.put(static_cast<char>(bytes[at] ^ 1));
-  raw.close();
+  copy_with_bit_flipped(path, copy, to_host(saved.model.parameters().values())[5]);
   Trained fresh(tiny_config(), 11);
   const auto before = to_host(fresh.model.parameters().values());
   CHECK_THROWS_WITH(train::load_checkpoint(copy, fresh.model.parameters(), fresh.optimizer),
@@ -158,4 +161,27 @@ TEST_CASE("loading refuses another architecture, a corrupted file and a missing 
 
   CHECK_THROWS_WITH(train::load_checkpoint(dir.file("none.h5"), fresh.model.parameters(), fresh.optimizer),
                     Catch::Contains(dir.file("none.h5")));
+}
+
+TEST_CASE("reading only the weights still checks the optimizer state's checksum", "[train][checkpoint]") {
+  test::TempDir dir;
+  const config::Config c = tiny_config();
+  Trained saved(c, 5);
+  train::CheckpointState state;
+  state.step = 3;
+  const std::string path = train::write_checkpoint(dir.path(), saved.model.parameters(), saved.optimizer, state,
+                                                   io::RunMetadata{}, train::CheckpointPolicy{});
+  model::GolfModel<float> weights(c.model, 2, 8);
+  CHECK(train::load_checkpoint_weights(path, weights.parameters(), c).step == 3);
+  CHECK(to_host(weights.parameters().values()) == to_host(saved.model.parameters().values()));
+
+  // A changed bit in the Muon momentum, which a weights-only read does not keep, is still caught.
+  const std::vector<float> momentum = saved.optimizer.state_to_host("muon_momentum");
+  const auto stored = std::find_if(momentum.begin(), momentum.end(), [](float v) { return v != 0.0f; });
+  REQUIRE(stored != momentum.end());
+  const std::string copy = dir.file("changed.h5");
+  copy_with_bit_flipped(path, copy, *stored);
+  model::GolfModel<float> fresh(c.model, 2, 8);
+  CHECK_THROWS_WITH(train::load_checkpoint_weights(copy, fresh.parameters(), c),
+                    Catch::Contains(copy) && Catch::Contains("checksum mismatch"));
 }
