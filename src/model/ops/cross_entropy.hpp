@@ -6,10 +6,15 @@
 //   dz'(n, v) = g / N * (softmax(z'(n))(v) - [v = y(n)]);  dz = dz' * (1 - (z'/cap)^2)
 //   dx = dz W (overwritten);  dW += dz^T x (accumulated: a tied W also gets the embedding's gradient).
 // x (N, C) and W (V, C) activations-typed (W: the head's weights in that type); targets (B, T) with
-// N = B*T. `logits` (N, V) holds z as the product wrote it, in the activation type (bf16 in a bf16
-// model, as PyTorch's autocast writes it) or float; the cap, the softmax and the loss are computed in
-// T from it, never stored. lse (N) and losses (N) of T are kept by the forward. The backward writes
-// dz into d_logits (N, V), which may be `logits` itself. dW: the parameters' gradient.
+// N = B*T. `logits` (N, V) gets z from the product, in the activation type (bf16 in a bf16 model, as
+// PyTorch's autocast writes it) or in T. Logits stored in T are overwritten by z' in the forward's
+// first pass, so the cap's tanh is taken once per logit instead of three times (the forward's two
+// passes and the backward); bf16 logits keep z and every pass caps it in T, so nothing is rounded
+// to bf16 twice. The softmax and the loss are computed in T, never stored. lse (N) and losses (N) of
+// T are kept by the forward. The backward writes dz into d_logits (N, V), which may be `logits`
+// itself. dW: the parameters' gradient.
+
+#include <type_traits>
 
 #include "core/bf16.hpp"
 #include "core/kernel.hpp"
@@ -20,10 +25,24 @@
 
 namespace kgpt::model::ops {
 
-// z' of a stored logit z.
+// z' of a logit z.
 template <class T>
 KOKKOS_INLINE_FUNCTION T capped(T z, T softcap) {
   return softcap > T(0) ? softcap * compat::tanh(z / softcap) : z;
+}
+
+// Whether logits of the view type Z hold z' after the forward (they are stored in T).
+template <class T, class Z>
+using StoresCapped = std::is_same<typename Z::non_const_value_type, T>;
+
+// z' of a stored logit after the forward: the value itself, or its z capped.
+template <bool StoredCapped, class T, class L>
+KOKKOS_INLINE_FUNCTION T capped_logit(L stored, T softcap) {
+  if constexpr (StoredCapped) {
+    return T(stored);
+  } else {
+    return capped(T(stored), softcap);
+  }
 }
 
 // Adds the micro-batch's mean loss to loss_sum (a device scalar) without waiting for it.
@@ -34,6 +53,7 @@ void cross_entropy_forward(const ExecSpace& exec, const X& x, const W& w, const 
   gemm(exec, Op::none, Op::transpose, T(1), x, w, T(0), logits);
   const int n = static_cast<int>(logits.extent(0)), v = static_cast<int>(logits.extent(1));
   const int seq = static_cast<int>(targets.extent(1));
+  using InPlace = StoresCapped<T, Z>;
   kgpt::parallel_for(
       "kgpt::cross_entropy::forward", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO),
       KOKKOS_LAMBDA(const Team& team) {
@@ -43,17 +63,22 @@ void cross_entropy_forward(const ExecSpace& exec, const X& x, const W& w, const 
             Kokkos::TeamThreadRange(team, v),
             [&](const int j, T& m) {
               const T z = capped(T(logits(row, j)), softcap);
+              if constexpr (InPlace::value) {
+                if (softcap > T(0)) logits(row, j) = z;
+              }
               m = (j == 0 || z > m) ? z : m;
             },
             Kokkos::Max<T>(row_max));
+        if constexpr (InPlace::value) team.team_barrier();  // z' read below by other threads of the team
         T sum = 0;
         Kokkos::parallel_reduce(
             Kokkos::TeamThreadRange(team, v),
-            [&](const int j, T& acc) { acc += compat::exp(capped(T(logits(row, j)), softcap) - row_max); }, sum);
+            [&](const int j, T& acc) { acc += compat::exp(capped_logit<InPlace::value>(logits(row, j), softcap) - row_max); },
+            sum);
         Kokkos::single(Kokkos::PerTeam(team), [&]() {
           const T log_sum = row_max + compat::log(sum);
           lse(row) = log_sum;
-          losses(row) = log_sum - capped(T(logits(row, targets(row / seq, row % seq))), softcap);
+          losses(row) = log_sum - capped_logit<InPlace::value>(logits(row, targets(row / seq, row % seq)), softcap);
         });
       });
   Kokkos::parallel_reduce(
@@ -84,9 +109,10 @@ void cross_entropy_backward(const ExecSpace& exec, const X& x, const W& w, const
   const int n = static_cast<int>(logits.extent(0));
   const int seq = static_cast<int>(targets.extent(1));
   const T scale = grad_scale / static_cast<T>(n);
+  using InPlace = StoresCapped<T, Z>;
   for_each_element(exec, "kgpt::cross_entropy::backward", logits.extent(0), logits.extent(1),
                    KOKKOS_LAMBDA(const std::size_t row, const std::size_t j) {
-                     const T z = capped(T(logits(row, j)), softcap);
+                     const T z = capped_logit<InPlace::value>(logits(row, j), softcap);
                      const bool target = static_cast<int>(j) == targets(row / seq, row % seq);
                      T grad = scale * (compat::exp(z - lse(row)) - (target ? T(1) : T(0)));
                      if (softcap > T(0)) {
@@ -107,12 +133,15 @@ void cross_entropy_backward(const ExecSpace& exec, const X& x, const W& w, const
   cross_entropy_backward(exec, x, w, targets, softcap, logits, lse, grad_scale, logits, dx, dw);
 }
 
-// The capped logits z' (N, V) in T, from the stored z: what sampling and tests read.
+// The capped logits z' (N, V) in T of the last forward: what sampling and tests read.
 template <class T, class Z>
 Matrix<T> capped_logits(const ExecSpace& exec, const Z& logits, T softcap) {
+  using InPlace = StoresCapped<T, Z>;
   Matrix<T> out("kgpt::cross_entropy::capped_logits", logits.extent(0), logits.extent(1));
   for_each_element(exec, "kgpt::cross_entropy::cap", logits.extent(0), logits.extent(1),
-                   KOKKOS_LAMBDA(const std::size_t row, const std::size_t j) { out(row, j) = capped(T(logits(row, j)), softcap); });
+                   KOKKOS_LAMBDA(const std::size_t row, const std::size_t j) {
+                     out(row, j) = capped_logit<InPlace::value>(logits(row, j), softcap);
+                   });
   return out;
 }
 

@@ -129,3 +129,38 @@ TEST_CASE("cross-entropy on bf16 activations keeps the logits and the loss in fl
   CHECK(test::max_difference(dx16, dx) < 1e-2);
   CHECK(test::max_difference(dw32, dw) < 1e-2);
 }
+
+TEST_CASE("logits stored in T hold z' after the forward, bf16 logits keep z", "[model][cross_entropy][softcap]") {
+  const int b = 2, t = 8, n = b * t, c = 16, v = 37;
+  const float cap = 1.5f;  // small, so that most logits are visibly capped
+  Matrix<double> x("x", n, c), w("w", v, c);
+  random::fill_normal(x, 63, 0, 1.0);
+  random::fill_normal(w, 63, 1, 1.0);
+  const auto x16 = test::converted<Matrix<bf16>>("x", x), w16 = test::converted<Matrix<bf16>>("w", w);
+  TokenMatrix targets("targets", b, t);
+  Kokkos::deep_copy(targets, 3);
+  Matrix<float> logits32("logits", n, v);
+  Matrix<bf16> logits16("logits", n, v);
+  Vector<float> lse32("lse", n), losses32("losses", n), lse16("lse", n), losses16("losses", n);
+  const double loss32 = model::ops::cross_entropy_forward<float>(ExecSpace(), x16, w16, targets, cap, logits32, lse32, losses32);
+  const double loss16 = model::ops::cross_entropy_forward<float>(ExecSpace(), x16, w16, targets, cap, logits16, lse16, losses16);
+  const auto stored32 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), logits32);
+  const auto stored16 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), logits16);
+  const auto capped32 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model::ops::capped_logits<float>(ExecSpace(), logits32, cap));
+  const auto capped16 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model::ops::capped_logits<float>(ExecSpace(), logits16, cap));
+  // The same z from the same bf16 product, rounded to bf16 or not.
+  std::size_t capped_visibly = 0;
+  for (int row = 0; row < n; ++row) {
+    for (int j = 0; j < v; ++j) {
+      const float z16 = static_cast<float>(stored16(row, j));
+      const float expected = cap * std::tanh(z16 / cap);
+      CHECK(std::abs(stored32(row, j)) <= cap);                                  // z' in place
+      CHECK(stored32(row, j) == Approx(expected).margin(cap * 1e-2));            // of z, not of bf16(z)
+      CHECK(capped32(row, j) == stored32(row, j));                               // read as it is
+      CHECK(capped16(row, j) == expected);                                       // capped from z
+      capped_visibly += std::abs(z16) > cap ? 1 : 0;
+    }
+  }
+  CHECK(capped_visibly > 50);
+  CHECK(loss32 == Approx(loss16).epsilon(1e-2));
+}
