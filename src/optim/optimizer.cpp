@@ -26,6 +26,12 @@ std::size_t largest_matrix(const model::ParameterLayout& layout, const Shard& sh
   return best;
 }
 
+std::vector<std::string> names_of_state(bool muon) {
+  std::vector<std::string> names = {"adam_m", "adam_v"};
+  if (muon) names.emplace_back("muon_momentum");
+  return names;
+}
+
 }  // namespace
 
 Shard whole_layout(const model::ParameterLayout& layout) {
@@ -125,16 +131,12 @@ Optimizer<T>::Optimizer(const model::Parameters<T>& params, const config::Config
       norm_parts_("kgpt::optim::norm_parts", s.tensors) {}
 
 std::vector<std::string> state_names(const config::Config& config) {
-  std::vector<std::string> names = {"adam_m", "adam_v"};
-  if (config.optim.matrix_optimizer == config::MatrixOptimizer::muon) names.emplace_back("muon_momentum");
-  return names;
+  return names_of_state(config.optim.matrix_optimizer == config::MatrixOptimizer::muon);
 }
 
 template <class T>
 std::vector<std::string> Optimizer<T>::state_names() const {
-  std::vector<std::string> names = {"adam_m", "adam_v"};
-  if (muon_) names.emplace_back("muon_momentum");
-  return names;
+  return names_of_state(muon_);
 }
 
 template <class T>
