@@ -148,17 +148,25 @@ const Vector<T>& Optimizer<T>::state_buffer(const std::string& name) const {
 }
 
 template <class T>
-std::vector<T> Optimizer<T>::state_to_host(const std::string& name) const {
-  const Vector<T>& buffer = state_buffer(name);
+std::vector<typename Optimizer<T>::Placement> Optimizer<T>::placements(const std::string& name) const {
   const bool muon_state = name == "muon_momentum";
-  const std::vector<T> packed = to_host(buffer);
-  std::vector<T> span(shard_.size(), T(0));
+  std::vector<Placement> found;
   const auto& entries = params_.layout().entries();
   for (std::size_t i = shard_.first_tensor; i < shard_.end_tensor; ++i) {
     const model::TensorEntry& e = entries[i];
     if (uses_muon(e) != muon_state) continue;
-    const auto from = packed.begin() + static_cast<std::ptrdiff_t>(state_at_[i - shard_.first_tensor]);
-    std::copy(from, from + static_cast<std::ptrdiff_t>(e.size), span.begin() + static_cast<std::ptrdiff_t>(e.offset - shard_.begin));
+    found.push_back({static_cast<std::ptrdiff_t>(state_at_[i - shard_.first_tensor]),
+                     static_cast<std::ptrdiff_t>(e.offset - shard_.begin), static_cast<std::ptrdiff_t>(e.size)});
+  }
+  return found;
+}
+
+template <class T>
+std::vector<T> Optimizer<T>::state_to_host(const std::string& name) const {
+  const std::vector<T> packed = to_host(state_buffer(name));
+  std::vector<T> span(shard_.size(), T(0));
+  for (const Placement& p : placements(name)) {
+    std::copy(packed.begin() + p.packed, packed.begin() + p.packed + p.size, span.begin() + p.span);
   }
   return span;
 }
@@ -170,14 +178,9 @@ void Optimizer<T>::state_from_host(const std::string& name, const std::vector<T>
     throw Error(ExitCode::failure, "optimizer: " + std::to_string(span.size()) + " values of '" + name +
                                        "' for a shard of " + std::to_string(shard_.size()));
   }
-  const bool muon_state = name == "muon_momentum";
   std::vector<T> packed(buffer.extent(0), T(0));
-  const auto& entries = params_.layout().entries();
-  for (std::size_t i = shard_.first_tensor; i < shard_.end_tensor; ++i) {
-    const model::TensorEntry& e = entries[i];
-    if (uses_muon(e) != muon_state) continue;
-    const auto from = span.begin() + static_cast<std::ptrdiff_t>(e.offset - shard_.begin);
-    std::copy(from, from + static_cast<std::ptrdiff_t>(e.size), packed.begin() + static_cast<std::ptrdiff_t>(state_at_[i - shard_.first_tensor]));
+  for (const Placement& p : placements(name)) {
+    std::copy(span.begin() + p.span, span.begin() + p.span + p.size, packed.begin() + p.packed);
   }
   from_host(packed, buffer);
 }

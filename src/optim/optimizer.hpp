@@ -9,6 +9,7 @@
 // updates, Muon momentum for the matrices Muon updates, each tensor at the parameter buffer's
 // alignment, so no tensor holds state its optimizer never reads.
 
+#include <cstddef>
 #include <string>
 #include <utility>
 #include <vector>
@@ -76,6 +77,12 @@ class Optimizer {
   Optimizer(const model::Parameters<T>& params, const config::Config& config, const Shard& shard, const Sizes& sizes);
   bool uses_muon(const model::TensorEntry& e) const { return muon_ && e.spec.group == model::ParamGroup::matrix; }
   const Vector<T>& state_buffer(const std::string& name) const;  // throws Error on an unknown name
+  // Where each tensor keeping the state `name` has it: in the packed buffer, in the checkpoint's
+  // span of the shard, and how many elements.
+  struct Placement {
+    std::ptrdiff_t packed, span, size;
+  };
+  std::vector<Placement> placements(const std::string& name) const;
 
   const model::Parameters<T>& params_;
   Shard shard_;
