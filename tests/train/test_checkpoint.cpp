@@ -44,6 +44,13 @@ struct Trained {
       optimizer.step(ExecSpace(), step, 1.0);
     }
   }
+  // Writes its checkpoint of `step` (no other training state, no metadata) into run_dir.
+  std::string write(const std::string& run_dir, std::int64_t step,
+                    const train::CheckpointPolicy& policy = train::CheckpointPolicy{}) const {
+    train::CheckpointState state;
+    state.step = step;
+    return train::write_checkpoint(run_dir, model.parameters(), optimizer, state, io::RunMetadata{}, policy);
+  }
   model::GolfModel<float> model;
   optim::Optimizer<float> optimizer;
 };
@@ -127,11 +134,7 @@ TEST_CASE("checkpoints are pruned to the newest keep_last plus every keep_every-
   train::CheckpointPolicy policy;
   policy.keep_last = 2;
   policy.keep_every = 4;
-  for (int step = 1; step <= 9; ++step) {
-    train::CheckpointState state;
-    state.step = step;
-    train::write_checkpoint(dir.path(), t.model.parameters(), t.optimizer, state, io::RunMetadata{}, policy);
-  }
+  for (int step = 1; step <= 9; ++step) t.write(dir.path(), step, policy);
   CHECK(train::list_checkpoints(dir.path()) ==
         std::vector<std::string>{train::checkpoint_path(dir.path(), 9), train::checkpoint_path(dir.path(), 8),
                                  train::checkpoint_path(dir.path(), 4)});
@@ -140,10 +143,7 @@ TEST_CASE("checkpoints are pruned to the newest keep_last plus every keep_every-
 TEST_CASE("loading refuses another architecture, a corrupted file and a missing one", "[train][checkpoint]") {
   test::TempDir dir;
   Trained saved(tiny_config(), 5);
-  train::CheckpointState state;
-  state.step = 1;
-  const std::string path = train::write_checkpoint(dir.path(), saved.model.parameters(), saved.optimizer, state,
-                                                   io::RunMetadata{}, train::CheckpointPolicy{});
+  const std::string path = saved.write(dir.path(), 1);
   Trained wider(tiny_config(32), 5);
   CHECK_THROWS_WITH(train::load_checkpoint(path, wider.model.parameters(), wider.optimizer),
                     Catch::Contains(path) && Catch::Contains("'/params/tok_emb.weight' is (61, 16) in the checkpoint") &&
@@ -167,10 +167,7 @@ TEST_CASE("reading only the weights still checks the optimizer state's checksum"
   test::TempDir dir;
   const config::Config c = tiny_config();
   Trained saved(c, 5);
-  train::CheckpointState state;
-  state.step = 3;
-  const std::string path = train::write_checkpoint(dir.path(), saved.model.parameters(), saved.optimizer, state,
-                                                   io::RunMetadata{}, train::CheckpointPolicy{});
+  const std::string path = saved.write(dir.path(), 3);
   model::GolfModel<float> weights(c.model, 2, 8);
   CHECK(train::load_checkpoint_weights(path, weights.parameters(), c).step == 3);
   CHECK(to_host(weights.parameters().values()) == to_host(saved.model.parameters().values()));
