@@ -6,6 +6,8 @@
 #include "model/precision_check.hpp"
 #include "model/ops/cross_entropy.hpp"
 
+#include <cstring>
+#include <limits>
 #include <tuple>
 
 using namespace kgpt;
@@ -163,4 +165,69 @@ TEST_CASE("logits stored in T hold z' after the forward, bf16 logits keep z", "[
   }
   CHECK(capped_visibly > 50);
   CHECK(loss32 == Approx(loss16).epsilon(1e-2));
+}
+
+namespace {
+// Loss, lse, dx and dW of the head on logits whose rows are `ld` elements apart (ld >= V), the
+// whole logits storage filled with NaN first; and that storage afterwards.
+template <class A, class Z>
+auto head_on_rows(const Matrix<double>& x, const Matrix<double>& w, const TokenMatrix& targets, float cap,
+                  std::size_t ld) {
+  const std::size_t n = x.extent(0), c = x.extent(1), v = w.extent(0);
+  const auto xa = test::converted<Matrix<A>>("x", x), wa = test::converted<Matrix<A>>("w", w);
+  Matrix<Z> storage("logits", n, ld);
+  Kokkos::deep_copy(storage, Z(std::numeric_limits<float>::quiet_NaN()));
+  const Matrix<Z> logits = Kokkos::subview(storage, Kokkos::ALL(), std::make_pair(std::size_t(0), v));
+  Matrix<A> dx("dx", n, c);
+  Matrix<float> dw("dw", v, c);
+  Vector<float> lse("lse", n), losses("losses", n);
+  const double loss = model::ops::cross_entropy_forward<float>(ExecSpace(), xa, wa, targets, cap, logits, lse, losses);
+  model::ops::cross_entropy_backward<float>(ExecSpace(), xa, wa, targets, cap, logits, lse, 0.5f, logits, dx, dw);
+  return std::make_tuple(loss, Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), lse),
+                         Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), dx),
+                         Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), dw),
+                         Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), storage));
+}
+
+template <class View>
+bool same_bits(const View& a, const View& b) {
+  return a.span() == b.span() &&
+         std::memcmp(a.data(), b.data(), a.span() * sizeof(typename View::value_type)) == 0;
+}
+
+template <class A, class Z>
+void check_padded_rows(const Matrix<double>& x, const Matrix<double>& w, const TokenMatrix& targets, float cap) {
+  const std::size_t v = w.extent(0), ld = 64;
+  const auto plain = head_on_rows<A, Z>(x, w, targets, cap, v);
+  const auto padded = head_on_rows<A, Z>(x, w, targets, cap, ld);
+  CHECK(std::isfinite(std::get<0>(plain)));
+  CHECK(std::get<0>(padded) == std::get<0>(plain));
+  CHECK(same_bits(std::get<1>(padded), std::get<1>(plain)));
+  CHECK(same_bits(std::get<2>(padded), std::get<2>(plain)));
+  CHECK(same_bits(std::get<3>(padded), std::get<3>(plain)));
+  // Nothing read the padding (a NaN there would reach the loss) or wrote it.
+  const auto& storage = std::get<4>(padded);
+  std::size_t untouched = 0;
+  for (std::size_t row = 0; row < storage.extent(0); ++row) {
+    for (std::size_t j = v; j < ld; ++j) untouched += std::isnan(static_cast<float>(storage(row, j))) ? 1 : 0;
+  }
+  CHECK(untouched == storage.extent(0) * (ld - v));
+}
+}  // namespace
+
+TEST_CASE("logits whose rows are padded past the vocabulary give the same loss and gradients",
+          "[model][cross_entropy][padded]") {
+  const int b = 2, t = 8, n = b * t, c = 16, v = 37;
+  Matrix<double> x("x", n, c), w("w", v, c);
+  random::fill_normal(x, 64, 0, 1.0);
+  random::fill_normal(w, 64, 1, 1.0);
+  TokenMatrix targets("targets", b, t);
+  auto host = Kokkos::create_mirror_view(targets);
+  for (int i = 0; i < n; ++i) host.data()[i] = (i * 5 + 1) % v;
+  Kokkos::deep_copy(targets, host);
+  for (float cap : {0.0f, 1.5f}) {
+    INFO("softcap " << cap);
+    check_padded_rows<float, float>(x, w, targets, cap);  // fp32 model: z' written in place
+    check_padded_rows<bf16, bf16>(x, w, targets, cap);    // bf16 model: bf16 logits keep z
+  }
 }
