@@ -36,6 +36,9 @@ struct BackendTraits<Host> {
   static constexpr int column_sum_team_columns = 0;
   // ops::map_elements: each thread converts 16 bytes at once (else one element, in a plain loop).
   static constexpr bool packed_elementwise = false;
+  // The cross-entropy over rows of logits: each thread reads 16 bytes of a row at once and the
+  // forward reads the row once (a running maximum and sum), else two plain passes that vectorise.
+  static constexpr bool packed_logits = false;
   // The token embedding's gradient: rows sorted by token and summed in segments (else one pass per
   // channel over every row, in order); the models allocate the sort's workspace only when true.
   static constexpr bool sorted_embedding_gradient = false;
@@ -50,6 +53,7 @@ struct BackendTraits<Cuda> {
   static constexpr int short_rows_per_team = 8, short_row_lanes = 32;  // a warp per row of D = 64
   static constexpr int column_sum_team_columns = 128;
   static constexpr bool packed_elementwise = true;
+  static constexpr bool packed_logits = true;
   static constexpr bool sorted_embedding_gradient = true;
   static constexpr bool device_scalars = true;
 };

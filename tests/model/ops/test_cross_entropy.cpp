@@ -170,7 +170,7 @@ TEST_CASE("logits stored in T hold z' after the forward, bf16 logits keep z", "[
 namespace {
 // Loss, lse, dx and dW of the head on logits whose rows are `ld` elements apart (ld >= V), the
 // whole logits storage filled with NaN first; and that storage afterwards.
-template <class A, class Z>
+template <class A, class Z, bool Packs = false>
 auto head_on_rows(const Matrix<double>& x, const Matrix<double>& w, const TokenMatrix& targets, float cap,
                   std::size_t ld) {
   const std::size_t n = x.extent(0), c = x.extent(1), v = w.extent(0);
@@ -181,8 +181,10 @@ auto head_on_rows(const Matrix<double>& x, const Matrix<double>& w, const TokenM
   Matrix<A> dx("dx", n, c);
   Matrix<float> dw("dw", v, c);
   Vector<float> lse("lse", n), losses("losses", n);
-  const double loss = model::ops::cross_entropy_forward<float>(ExecSpace(), xa, wa, targets, cap, logits, lse, losses);
-  model::ops::cross_entropy_backward<float>(ExecSpace(), xa, wa, targets, cap, logits, lse, 0.5f, logits, dx, dw);
+  if (Packs) REQUIRE(model::ops::detail::packs_aligned<16 / sizeof(Z)>(logits));  // else the plain passes run
+  const double loss =
+      model::ops::cross_entropy_forward<float, Packs>(ExecSpace(), xa, wa, targets, cap, logits, lse, losses);
+  model::ops::cross_entropy_backward<float, Packs>(ExecSpace(), xa, wa, targets, cap, logits, lse, 0.5f, logits, dx, dw);
   return std::make_tuple(loss, Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), lse),
                          Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), dx),
                          Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), dw),
@@ -229,5 +231,94 @@ TEST_CASE("logits whose rows are padded past the vocabulary give the same loss a
     INFO("softcap " << cap);
     check_padded_rows<float, float>(x, w, targets, cap);  // fp32 model: z' written in place
     check_padded_rows<bf16, bf16>(x, w, targets, cap);    // bf16 model: bf16 logits keep z
+  }
+}
+
+namespace {
+// The largest relative difference of two host arrays of the same shape (as floats).
+template <class View>
+double relative_difference(const View& a, const View& b) {
+  double largest = 0, scale = 0;
+  for (std::size_t i = 0; i < a.span(); ++i) scale = std::max(scale, std::abs(static_cast<double>(static_cast<float>(b.data()[i]))));
+  for (std::size_t i = 0; i < a.span(); ++i) {
+    largest = std::max(largest, std::abs(static_cast<double>(static_cast<float>(a.data()[i])) -
+                                         static_cast<double>(static_cast<float>(b.data()[i]))));
+  }
+  return largest / scale;
+}
+
+// The GPU's packed, one-pass forward and packed backward against the host's passes, on rows 64
+// apart: for V below one pack, with and without a tail, and a full row of packs.
+template <class A, class Z>
+void check_packed_rows(int v, float cap) {
+  const int b = 2, t = 8, n = b * t, c = 16;
+  Matrix<double> x("x", n, c), w("w", v, c);
+  random::fill_normal(x, 65, 0, 1.0);
+  random::fill_normal(w, 65, 1, 1.5);  // logits of a few units: the running maximum moves often
+  TokenMatrix targets("targets", b, t);
+  auto host = Kokkos::create_mirror_view(targets);
+  for (int i = 0; i < n; ++i) host.data()[i] = (i * 5 + 1) % v;
+  Kokkos::deep_copy(targets, host);
+  const auto plain = head_on_rows<A, Z, false>(x, w, targets, cap, 64);
+  const auto packed = head_on_rows<A, Z, true>(x, w, targets, cap, 64);
+  // The same terms summed in another order (rescaled sums): float rounding apart.
+  CHECK(std::get<0>(packed) == Approx(std::get<0>(plain)).epsilon(1e-6));
+  CHECK(relative_difference(std::get<1>(packed), std::get<1>(plain)) < 1e-6);
+  // The gradients: the same per logit but for exp(z - lse) with lse a few ulps apart; bf16
+  // gradients may round to the neighbouring value.
+  const double tolerance = std::is_same<A, bf16>::value ? 1e-2 : 1e-5;
+  CHECK(relative_difference(std::get<2>(packed), std::get<2>(plain)) < tolerance);
+  CHECK(relative_difference(std::get<3>(packed), std::get<3>(plain)) < tolerance);
+  // The logits' storage holds dz now: the same per logit, and nothing in either padding.
+  const auto& stored_plain = std::get<4>(plain);
+  const auto& stored_packed = std::get<4>(packed);
+  double largest = 0, scale = 0;
+  std::size_t untouched = 0;
+  for (int row = 0; row < n; ++row) {
+    for (int j = 0; j < 64; ++j) {
+      const double a = static_cast<float>(stored_packed(row, j)), p = static_cast<float>(stored_plain(row, j));
+      if (j < v) {
+        largest = std::max(largest, std::abs(a - p));
+        scale = std::max(scale, std::abs(p));
+      } else {
+        untouched += std::isnan(a) && std::isnan(p) ? 1 : 0;
+      }
+    }
+  }
+  CHECK(largest <= tolerance * scale);
+  CHECK(untouched == static_cast<std::size_t>(n * (64 - v)));
+}
+}  // namespace
+
+TEST_CASE("the packed one-pass cross-entropy agrees with the host's passes", "[model][cross_entropy][packed]") {
+  for (int v : {3, 37, 64}) {
+    for (float cap : {0.0f, 1.5f}) {
+      INFO("V " << v << ", softcap " << cap);
+      check_packed_rows<float, float>(v, cap);
+      check_packed_rows<bf16, bf16>(v, cap);
+    }
+  }
+}
+
+TEST_CASE("the packed cross-entropy backward matches finite differences", "[model][cross_entropy][packed][gradcheck]") {
+  for (double cap : {0.0, 1.5}) {
+    INFO("softcap " << cap);
+    Head head;  // V = 11: five packs of two doubles and a tail of one
+    Matrix<double> storage("logits", 6, 16);
+    const Matrix<double> logits = Kokkos::subview(storage, Kokkos::ALL(), std::make_pair(0, head.v));
+    REQUIRE(model::ops::detail::packs_aligned<2>(logits));
+    const double grad_scale = 0.25;
+    auto loss = [&] {
+      return grad_scale * model::ops::cross_entropy_forward<double, true>(ExecSpace(), head.x, head.w, head.targets, cap,
+                                                                          logits, head.lse, head.losses);
+    };
+    const double value = loss();
+    CHECK(value == Approx(grad_scale * head.forward(cap)).epsilon(1e-13));  // the two-pass forward's loss
+    loss();
+    Kokkos::deep_copy(head.dw, 0.0);
+    model::ops::cross_entropy_backward<double, true>(ExecSpace(), head.x, head.w, head.targets, cap, logits, head.lse,
+                                                     grad_scale, head.dx, head.dw);
+    test::check_gradient("packed cross_entropy dx", head.x, head.dx, loss);
+    test::check_gradient("packed cross_entropy dW", head.w, head.dw, loss);
   }
 }
