@@ -74,7 +74,7 @@ typename Optimizer<T>::Sizes Optimizer<T>::sizes(const model::ParameterLayout& l
   };
   for (std::size_t i = shard.first_tensor; i < shard.end_tensor; ++i) {
     const model::TensorEntry& e = layout.entries()[i];
-    std::size_t& used = s.muon && e.spec.group == model::ParamGroup::matrix ? s.momentum : s.moments;
+    std::size_t& used = updated_by_muon(s.muon, e) ? s.momentum : s.moments;
     s.state_at.push_back(used);
     used = aligned(used + e.size);
   }

@@ -75,7 +75,11 @@ class Optimizer {
   };
   static Sizes sizes(const model::ParameterLayout& layout, const config::Config& config, const Shard& shard);
   Optimizer(const model::Parameters<T>& params, const config::Config& config, const Shard& shard, const Sizes& sizes);
-  bool uses_muon(const model::TensorEntry& e) const { return muon_ && e.spec.group == model::ParamGroup::matrix; }
+  // Whether Muon updates the tensor (with momentum) rather than Adam (with two moments).
+  static bool updated_by_muon(bool muon, const model::TensorEntry& e) {
+    return muon && e.spec.group == model::ParamGroup::matrix;
+  }
+  bool uses_muon(const model::TensorEntry& e) const { return updated_by_muon(muon_, e); }
   const Vector<T>& state_buffer(const std::string& name) const;  // throws Error on an unknown name
   // Where each tensor keeping the state `name` has it: in the packed buffer, in the checkpoint's
   // span of the shard, and how many elements.
