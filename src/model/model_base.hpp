@@ -47,9 +47,9 @@ class OutputHead {
   }
   // Elements from one row of logits to the next: the vocabulary rounded up to 64. The three
   // products of the head read or write the logits, and cuBLASLt's Hopper kernels need every row of
-  // an operand to start on 16 bytes: GPT-2's 50,257 columns would leave a third of gpt2-124M's
-  // FLOPs to kernels that move 2 bytes at a time. The model and its vocabulary stay as they are;
-  // nothing reads or writes the padding.
+  // an operand to start on 16 bytes: with GPT-2's 50,257 columns a third of gpt2-124M's FLOPs
+  // would go to its kernels for 2-byte-aligned rows. The model and its vocabulary stay as they
+  // are; nothing reads or writes the padding.
   static constexpr std::size_t row_stride(std::size_t vocab) { return (vocab + 63) / 64 * 64; }
 
   // Adds the mean loss of x (N, C) through the head's weights w (V, C) to loss_sum.
