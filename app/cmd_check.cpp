@@ -11,6 +11,7 @@
 #include "inference/hf.hpp"
 #include "data/dataset_check.hpp"
 #include "model/attention/probe.hpp"
+#include "model/head_probe.hpp"
 #include "train/memory_plan.hpp"
 
 namespace kgpt::app {
@@ -36,12 +37,14 @@ const CommandSpec& check_spec() {
       "backward on random inputs (cuDNN's graphs are built as training builds them), timed, and on\n"
       "one sequence compared with another implementation of the same function. It prints the\n"
       "device, the cuDNN found at run time and the figures; exit code 1 with the library's message\n"
-      "when the attention cannot run here or disagrees.",
+      "when the attention cannot run here or disagrees. Then it times the output head's three products\n"
+      "at the same micro-batch with the logits' rows as training keeps them (the vocabulary rounded up\n"
+      "to 64 apart) and, where that differs, as wide as the vocabulary.",
       {
           {"set", "section.key=value", "override a deck key (repeatable; validated like the deck)"},
           {"world-size", "N", "number of MPI ranks the deck is meant for (default 1)"},
           {"no-data", "", "skip the check of the data files"},
-          {"device", "", "also run the deck's attention on this machine's device and compare it"},
+          {"device", "", "also run the deck's attention and the head's products on this machine's device"},
           {"plan-for", "host|cuda", "the build the memory plan is for (default: this one)"},
           {"reference", "", "print the Markdown reference of every deck key and exit"},
       },
@@ -59,7 +62,8 @@ config::ResolvedDeck load_deck_from_args(const ParsedArgs& args, int world_size)
 
 namespace {
 
-// Runs the deck's attention on this machine's device (model/attention/probe.hpp) and says how it went.
+// Runs the deck's attention (model/attention/probe.hpp) and times the output head's products
+// (model/head_probe.hpp) on this machine's device, and says how it went.
 void check_device(const config::ResolvedDeck& deck) {
   const config::ModelConfig& m = deck.config.model;
   const int batch = static_cast<int>(deck.plan.local_sequences), seq = deck.config.train.seq_len;
@@ -84,6 +88,24 @@ void check_device(const config::ResolvedDeck& deck) {
     }
   } catch (const Error& e) {
     throw Error(ExitCode::failure, deck.where("model.attention") + ": this machine cannot run the deck's attention: " +
+                                       e.what());
+  }
+  try {
+    const model::HeadProbe h = model::probe_head(m, batch, seq);
+    const auto rate = [&](double ms) {
+      const double tflops = h.flops / (ms * 1e-3) / 1e12;
+      return text::fixed(tflops, tflops < 10 ? 3 : 1) + " TFLOP/s";
+    };
+    std::cerr << "kgpt check: head products (logits, dx, dW) at " << h.rows << " x " << h.vocab << " x " << h.width
+              << " (" << config::name_of(m.precision) << "): rows " << h.row_stride << " apart, as trained: "
+              << text::fixed(h.kept_ms, 2) << " ms (" << rate(h.kept_ms) << ")";
+    if (h.unpadded_ms >= 0) {
+      std::cerr << "; rows " << h.vocab << " apart: " << text::fixed(h.unpadded_ms, 2) << " ms (" << rate(h.unpadded_ms)
+                << ", " << text::fixed(h.unpadded_ms / h.kept_ms, 2) << "x)";
+    }
+    std::cerr << "\n";
+  } catch (const Error& e) {
+    throw Error(ExitCode::failure, deck.where("model.vocab_size") + ": this machine cannot run the output head's products: " +
                                        e.what());
   }
 }

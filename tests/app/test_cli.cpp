@@ -402,7 +402,17 @@ TEST_CASE("kgpt check --device runs the deck's attention here and compares it wi
     CHECK(r.err.find("attention gemm (" + std::string(precision) + ") at 8x64, 2 heads, 1 kv heads, head dim 16") !=
           std::string::npos);
     CHECK(r.err.find("against fused on one sequence: ") != std::string::npos);
+    // The head's products timed with rows 320 apart (257 rounded up to 64) and 257 apart.
+    CHECK(r.err.find("kgpt check: head products (logits, dx, dW) at 512 x 257 x 32 (" + std::string(precision) +
+                     "): rows 320 apart, as trained: ") != std::string::npos);
+    CHECK(r.err.find("; rows 257 apart: ") != std::string::npos);
   }
+  // A vocabulary of a multiple of 64 is kept as it is: one figure.
+  const auto aligned = run_kgpt({"check", deck, "--no-data", "--device", "--set", "model.vocab_size=320"});
+  INFO(aligned.err);
+  CHECK(aligned.exit_code == 0);
+  CHECK(aligned.err.find("at 512 x 320 x 32 (fp32): rows 320 apart, as trained: ") != std::string::npos);
+  CHECK(aligned.err.find("; rows 320 apart: ") == std::string::npos);
   // Head dimension 12 has no fused kernel: nothing to compare with, said so.
   const auto odd = run_kgpt({"check", deck, "--no-data", "--device", "--set", "model.d_model=24"});
   INFO(odd.err);

@@ -1,0 +1,67 @@
+#include "model/head_probe.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include <Kokkos_Core.hpp>
+
+#include "core/bf16.hpp"
+#include "core/random.hpp"
+#include "core/views.hpp"
+#include "model/gemm/gemm.hpp"
+#include "model/model_base.hpp"
+
+namespace kgpt::model {
+
+namespace {
+
+// The fastest of three runs of the head's products with logits rows `stride` apart, after one
+// that makes cuBLASLt's plans.
+template <class A>
+double time_head(std::size_t n, std::size_t c, std::size_t v, std::size_t stride) {
+  const ExecSpace exec;
+  Matrix<A> x("kgpt::head_probe::x", n, c), w("kgpt::head_probe::w", v, c), dx("kgpt::head_probe::dx", n, c);
+  Matrix<float> dw("kgpt::head_probe::dw", v, c);
+  Matrix<A> storage("kgpt::head_probe::logits", n, stride);
+  const Matrix<A> logits = Kokkos::subview(storage, Kokkos::ALL(), std::make_pair(std::size_t(0), v));
+  random::fill_normal(x, 71, 0, 1.0);
+  random::fill_normal(w, 71, 1, 0.02);
+  using ConstA = Kokkos::View<const A**, Layout, MemSpace>;
+  const auto products = [&] {
+    gemm(exec, Op::none, Op::transpose, 1.0f, x, w, 0.0f, logits);
+    gemm(exec, Op::none, Op::none, 1.0f, ConstA(logits), w, 0.0f, dx);
+    gemm(exec, Op::transpose, Op::none, 1.0f, ConstA(logits), x, 1.0f, dw);
+  };
+  products();
+  exec.fence();
+  double best = std::numeric_limits<double>::infinity();
+  for (int run = 0; run < 3; ++run) {
+    Kokkos::Timer timer;
+    products();
+    exec.fence();
+    best = std::min(best, timer.seconds() * 1e3);
+  }
+  return best;
+}
+
+template <class A>
+HeadProbe probe(const config::ModelConfig& model, int batch, int seq) {
+  HeadProbe p;
+  p.rows = static_cast<std::size_t>(batch) * static_cast<std::size_t>(seq);
+  p.width = static_cast<std::size_t>(model.d_model);
+  p.vocab = static_cast<std::size_t>(model.vocab_size);
+  p.row_stride = OutputHead<float, A>::row_stride(p.vocab);
+  p.flops = 3.0 * 2.0 * static_cast<double>(p.rows) * static_cast<double>(p.width) * static_cast<double>(p.vocab);
+  p.kept_ms = time_head<A>(p.rows, p.width, p.vocab, p.row_stride);
+  if (p.row_stride != p.vocab) p.unpadded_ms = time_head<A>(p.rows, p.width, p.vocab, p.vocab);
+  return p;
+}
+
+}  // namespace
+
+HeadProbe probe_head(const config::ModelConfig& model, int batch, int seq) {
+  return model.precision == config::Precision::bf16 ? probe<bf16>(model, batch, seq) : probe<float>(model, batch, seq);
+}
+
+}  // namespace kgpt::model
