@@ -197,16 +197,38 @@ bool same_bits(const View& a, const View& b) {
          std::memcmp(a.data(), b.data(), a.span() * sizeof(typename View::value_type)) == 0;
 }
 
+// The largest relative difference of two host arrays of the same shape (as floats).
+template <class View>
+double relative_difference(const View& a, const View& b) {
+  double largest = 0, scale = 0;
+  for (std::size_t i = 0; i < a.span(); ++i) {
+    const double x = static_cast<float>(a.data()[i]), y = static_cast<float>(b.data()[i]);
+    largest = std::max(largest, std::abs(x - y));
+    scale = std::max(scale, std::abs(y));
+  }
+  return largest / scale;
+}
+
 template <class A, class Z>
 void check_padded_rows(const Matrix<double>& x, const Matrix<double>& w, const TokenMatrix& targets, float cap) {
   const std::size_t v = w.extent(0), ld = 64;
   const auto plain = head_on_rows<A, Z>(x, w, targets, cap, v);
   const auto padded = head_on_rows<A, Z>(x, w, targets, cap, ld);
   CHECK(std::isfinite(std::get<0>(plain)));
-  CHECK(std::get<0>(padded) == std::get<0>(plain));
-  CHECK(same_bits(std::get<1>(padded), std::get<1>(plain)));
-  CHECK(same_bits(std::get<2>(padded), std::get<2>(plain)));
-  CHECK(same_bits(std::get<3>(padded), std::get<3>(plain)));
+  if (!backend::on_gpu) {
+    // The host's BLAS sees only another leading dimension: the same values, bit for bit.
+    CHECK(std::get<0>(padded) == std::get<0>(plain));
+    CHECK(same_bits(std::get<1>(padded), std::get<1>(plain)));
+    CHECK(same_bits(std::get<2>(padded), std::get<2>(plain)));
+    CHECK(same_bits(std::get<3>(padded), std::get<3>(plain)));
+  } else {
+    // cuBLASLt may take another kernel for another alignment, adding in another order.
+    const double tolerance = std::is_same<A, bf16>::value ? 1e-2 : 1e-5;
+    CHECK(std::get<0>(padded) == Approx(std::get<0>(plain)).epsilon(tolerance));
+    CHECK(relative_difference(std::get<1>(padded), std::get<1>(plain)) < tolerance);
+    CHECK(relative_difference(std::get<2>(padded), std::get<2>(plain)) < tolerance);
+    CHECK(relative_difference(std::get<3>(padded), std::get<3>(plain)) < tolerance);
+  }
   // Nothing read the padding (a NaN there would reach the loss) or wrote it.
   const auto& storage = std::get<4>(padded);
   std::size_t untouched = 0;
@@ -235,18 +257,6 @@ TEST_CASE("logits whose rows are padded past the vocabulary give the same loss a
 }
 
 namespace {
-// The largest relative difference of two host arrays of the same shape (as floats).
-template <class View>
-double relative_difference(const View& a, const View& b) {
-  double largest = 0, scale = 0;
-  for (std::size_t i = 0; i < a.span(); ++i) scale = std::max(scale, std::abs(static_cast<double>(static_cast<float>(b.data()[i]))));
-  for (std::size_t i = 0; i < a.span(); ++i) {
-    largest = std::max(largest, std::abs(static_cast<double>(static_cast<float>(a.data()[i])) -
-                                         static_cast<double>(static_cast<float>(b.data()[i]))));
-  }
-  return largest / scale;
-}
-
 // The GPU's packed, one-pass forward and packed backward against the host's passes, on rows 64
 // apart: for V below one pack, with and without a tail, and a full row of packs.
 template <class A, class Z>
