@@ -13,17 +13,23 @@
 using namespace kgpt;
 
 namespace {
+// (b, t) targets cycling through the vocabulary: row i gets (i * step + offset) % v.
+TokenMatrix cycling_targets(int b, int t, int v, int step, int offset) {
+  TokenMatrix targets("targets", b, t);
+  auto host = Kokkos::create_mirror_view(targets);
+  for (int i = 0; i < b * t; ++i) host.data()[i] = (i * step + offset) % v;
+  Kokkos::deep_copy(targets, host);
+  return targets;
+}
+
 struct Head {
   int batch = 2, seq = 3, c = 6, v = 11;
-  TokenMatrix targets{"targets", 2, 3};
+  TokenMatrix targets = cycling_targets(batch, seq, v, 7, 3);
   Matrix<double> x{"x", 6, 6}, w{"w", 11, 6}, logits{"logits", 6, 11}, dx{"dx", 6, 6}, dw{"dw", 11, 6};
   Vector<double> lse{"lse", 6}, losses{"losses", 6};
   Head() {
     random::fill_normal(x, 60, 0, 1.0);
     random::fill_normal(w, 60, 1, 1.0);
-    auto host = Kokkos::create_mirror_view(targets);
-    for (int i = 0; i < 6; ++i) host.data()[i] = (i * 7 + 3) % v;
-    Kokkos::deep_copy(targets, host);
   }
   double forward(double cap) {
     return model::ops::cross_entropy_forward<double>(ExecSpace(), x, w, targets, cap, logits, lse, losses);
@@ -77,10 +83,7 @@ TEST_CASE("cross-entropy in float agrees with double", "[model][cross_entropy][f
   Matrix<double> x("x", n, c), w("w", v, c);
   random::fill_normal(x, 61, 0, 1.0);
   random::fill_normal(w, 61, 1, 0.5);
-  TokenMatrix targets("targets", b, t);
-  auto host = Kokkos::create_mirror_view(targets);
-  for (int i = 0; i < n; ++i) host.data()[i] = (i * 13 + 5) % v;
-  Kokkos::deep_copy(targets, host);
+  const TokenMatrix targets = cycling_targets(b, t, v, 13, 5);
   for (double cap : {0.0, 30.0}) {
     INFO("softcap " << cap);
     auto run = [&](auto zero) {
@@ -108,10 +111,7 @@ TEST_CASE("cross-entropy on bf16 activations keeps the logits and the loss in fl
   Matrix<double> x("x", n, c), w("w", v, c);
   random::fill_normal(x, 62, 0, 1.0);
   random::fill_normal(w, 62, 1, 0.5);
-  TokenMatrix targets("targets", b, t);
-  auto host = Kokkos::create_mirror_view(targets);
-  for (int i = 0; i < n; ++i) host.data()[i] = (i * 13 + 5) % v;
-  Kokkos::deep_copy(targets, host);
+  const TokenMatrix targets = cycling_targets(b, t, v, 13, 5);
   Matrix<double> logits("logits", n, v), dx("dx", n, c), dw("dw", v, c);
   Vector<double> lse("lse", n), losses("losses", n);
   const double loss = model::ops::cross_entropy_forward<double>(ExecSpace(), x, w, targets, 30.0, logits, lse, losses);
@@ -245,10 +245,7 @@ TEST_CASE("logits whose rows are padded past the vocabulary give the same loss a
   Matrix<double> x("x", n, c), w("w", v, c);
   random::fill_normal(x, 64, 0, 1.0);
   random::fill_normal(w, 64, 1, 1.0);
-  TokenMatrix targets("targets", b, t);
-  auto host = Kokkos::create_mirror_view(targets);
-  for (int i = 0; i < n; ++i) host.data()[i] = (i * 5 + 1) % v;
-  Kokkos::deep_copy(targets, host);
+  const TokenMatrix targets = cycling_targets(b, t, v, 5, 1);
   for (float cap : {0.0f, 1.5f}) {
     INFO("softcap " << cap);
     check_padded_rows<float, float>(x, w, targets, cap);  // fp32 model: z' written in place
@@ -265,10 +262,7 @@ void check_packed_rows(int v, float cap) {
   Matrix<double> x("x", n, c), w("w", v, c);
   random::fill_normal(x, 65, 0, 1.0);
   random::fill_normal(w, 65, 1, 1.5);  // logits of a few units: the running maximum moves often
-  TokenMatrix targets("targets", b, t);
-  auto host = Kokkos::create_mirror_view(targets);
-  for (int i = 0; i < n; ++i) host.data()[i] = (i * 5 + 1) % v;
-  Kokkos::deep_copy(targets, host);
+  const TokenMatrix targets = cycling_targets(b, t, v, 5, 1);
   const auto plain = head_on_rows<A, Z, false>(x, w, targets, cap, 64);
   const auto packed = head_on_rows<A, Z, true>(x, w, targets, cap, 64);
   // The same terms summed in another order (rescaled sums): float rounding apart.
