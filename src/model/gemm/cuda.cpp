@@ -18,8 +18,11 @@ namespace {
 constexpr std::size_t kWorkspaceBytes = kCublasLtWorkspaceBytes;
 
 std::string describe(const Product& p) {
+  const char* epilogue = p.epilogue == Epilogue::gelu            ? ", GELU epilogue"
+                         : p.epilogue == Epilogue::gelu_backward ? ", GELU backward epilogue"
+                                                                 : "";
   return "m " + std::to_string(p.m) + ", n " + std::to_string(p.n) + ", k " + std::to_string(p.k) + ", batch " +
-         std::to_string(p.count) + (p.a.type == Type::bf16 ? ", bf16 inputs" : ", fp32 inputs");
+         std::to_string(p.count) + (p.a.type == Type::bf16 ? ", bf16 inputs" : ", fp32 inputs") + epilogue;
 }
 
 void check(cublasStatus_t status, const char* what, const Product& p) {
@@ -46,8 +49,8 @@ int alignment(const void* pointer) {
 // Everything the choice of algorithm depends on; compared and hashed as bytes, so it is zeroed
 // before it is filled (no padding holds stray bytes).
 struct Key {
-  std::int64_t m, n, k, count, lda, ldb, ldc, ldd, stride_a, stride_b, stride_c, stride_d;
-  int types, ops, bias, align_a, align_b, align_c, align_d, unused;
+  std::int64_t m, n, k, count, lda, ldb, ldc, ldd, stride_a, stride_b, stride_c, stride_d, ldaux;
+  int types, ops, bias, align_a, align_b, align_c, align_d, epilogue, align_aux, unused;
   bool operator==(const Key& o) const { return std::memcmp(this, &o, sizeof(Key)) == 0; }
 };
 
@@ -60,11 +63,13 @@ struct KeyHash {
   }
 };
 
-// A matmul ready to run: descriptors and the algorithm the heuristic chose.
+// A matmul ready to run: descriptors and the algorithm the heuristic chose; or, for a product with
+// a GELU epilogue that cuBLASLt cannot run, a record that it cannot.
 struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  bool supported = true;
 };
 
 cublasLtMatrixLayout_t layout(Type type, std::int64_t rows, std::int64_t cols, std::int64_t ld, std::int64_t count,
@@ -97,13 +102,20 @@ class Engine {
   }
   // Kept until the process ends: Kokkos finalises the device before static destructors run.
 
+  bool supported(const Product& p) { return plan_for(p).supported; }
+
   void run(cudaStream_t stream, const Product& p) {
     const Plan& plan = plan_for(p);
+    if (!plan.supported) check(CUBLAS_STATUS_NOT_SUPPORTED, "finding an algorithm", p);
     const void* c = p.beta != 0.0f ? p.c : p.d;
+    // The descriptor is shared by every product of this shape; the bias and GELU's input are this one's.
     if (p.bias != nullptr) {
-      // The descriptor is shared by every product of this shape; the bias is this one's.
       check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof p.bias),
             "bias pointer", p);
+    }
+    if (p.aux != nullptr) {
+      check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p.aux, sizeof p.aux),
+            "GELU input pointer", p);
     }
     check(cublasLtMatmul(handle_, plan.desc, &p.alpha, p.b.data, plan.a, p.a.data, plan.b, &p.beta, c, plan.c, p.d,
                          plan.d, &plan.algo, workspace_, kWorkspaceBytes, stream),
@@ -130,6 +142,9 @@ class Engine {
     key.types = static_cast<int>(p.a.type) * 2 + static_cast<int>(p.out);
     key.ops = (p.a.transpose ? 1 : 0) + (p.b.transpose ? 2 : 0);
     key.bias = p.bias != nullptr ? 1 : 0;
+    key.epilogue = static_cast<int>(p.epilogue);
+    key.ldaux = p.ldaux;
+    key.align_aux = p.aux != nullptr ? alignment(p.aux) : 0;
     key.align_a = alignment(p.a.data);
     key.align_b = alignment(p.b.data);
     key.align_c = alignment(c);
@@ -143,18 +158,39 @@ class Engine {
   // each row-major (rows x cols, ld) operand as a column-major (cols x rows, ld) one.
   Plan make_plan(const Product& p, const Key& key) {
     Plan plan;
+    if (p.epilogue != Epilogue::none &&
+        (p.aux == nullptr || p.ldaux % 8 != 0 || p.count != 1 || p.beta != 0.0f || p.alpha != 1.0f)) {
+      // cuBLASLt's GELU epilogues want GELU's input with a leading dimension of a multiple of 8;
+      // kgpt asks them for one plain product.
+      plan.supported = false;
+      return plan;
+    }
     check(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate", p);
     const cublasOperation_t trans_a = p.b.transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t trans_b = p.a.transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
     check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a), "transa", p);
     check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b), "transb", p);
     if (p.bias != nullptr) {
-      const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
       const cudaDataType_t bias_type = data_type(p.out);
-      check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue),
-            "epilogue", p);
       check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type),
             "bias type", p);
+    }
+    if (p.epilogue != Epilogue::none) {
+      // The heuristic reads the input's address for its alignment.
+      check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &p.ldaux, sizeof p.ldaux),
+            "GELU input leading dimension", p);
+      check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p.aux, sizeof p.aux),
+            "GELU input pointer", p);
+    }
+    cublasLtEpilogue_t epilogue = p.bias != nullptr ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    if (p.epilogue == Epilogue::gelu) {
+      epilogue = p.bias != nullptr ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    } else if (p.epilogue == Epilogue::gelu_backward) {
+      epilogue = CUBLASLT_EPILOGUE_DGELU;
+    }
+    if (epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+      check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue),
+            "epilogue", p);
     }
     plan.a = layout(p.b.type, p.b.cols, p.b.rows, p.b.ld, p.count, p.b.stride, p);
     plan.b = layout(p.a.type, p.a.cols, p.a.rows, p.a.ld, p.count, p.a.stride, p);
@@ -180,6 +216,12 @@ class Engine {
     const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b, plan.c, plan.d,
                                                                  preference, 1, &result, &found);
     cublasLtMatmulPreferenceDestroy(preference);
+    if (p.epilogue != Epilogue::none && (status != CUBLAS_STATUS_SUCCESS || found == 0)) {
+      // No GELU kernel for these operands: the caller runs the product and the activation apart.
+      for (cublasLtMatrixLayout_t made : {plan.a, plan.b, plan.c, plan.d}) cublasLtMatrixLayoutDestroy(made);
+      cublasLtMatmulDescDestroy(plan.desc);
+      return Plan{nullptr, nullptr, nullptr, nullptr, nullptr, {}, false};
+    }
     check(status, "cublasLtMatmulAlgoGetHeuristic", p);
     if (found == 0) check(CUBLAS_STATUS_NOT_SUPPORTED, "finding an algorithm", p);
     plan.algo = result.algo;
@@ -199,6 +241,8 @@ Engine& engine() {
 }  // namespace
 
 void prepare() { engine(); }
+
+bool supported(const Product& product) { return product.k != 0 && engine().supported(product); }
 
 void run(cudaStream_t stream, const Product& product) {
   if (product.k == 0 && product.beta == 0.0f && product.bias == nullptr) {

@@ -1,17 +1,21 @@
 #pragma once
 // GEMMs on CUDA: float and bf16 products run through cuBLASLt (gemm/cuda.cpp) with one 32 MiB
 // workspace, so that the K = 65,536 weight-gradient products can split K; bf16 inputs accumulate in
-// fp32 on the tensor cores and write bf16 or fp32; the bias and a separate C (D = AB + C, a residual
-// add) ride in the product, and algorithms are chosen once per shape. double products take the host
-// implementation's route through Kokkos Kernels, which reaches cuBLAS dgemm.
+// fp32 on the tensor cores and write bf16 or fp32; the bias, a separate C (D = AB + C, a residual
+// add) and, for bf16 products, GELU with its gradient (cuBLASLt's GELU_AUX and DGELU epilogues,
+// where cuBLASLt has a kernel for the operands) ride in the product; algorithms are chosen once
+// per shape. double products take the host implementation's route through Kokkos Kernels, which
+// reaches cuBLAS dgemm.
 // Row-major operands as kgpt stores them, every pointer in device memory, enqueued on the execution
 // space's stream.
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
+#include "core/profile.hpp"
 #include "model/gemm/host.hpp"
 #include "model/gemm/types.hpp"
 
@@ -34,7 +38,12 @@ struct Operand {
   bool transpose;
 };
 
-// D (m x n, row-major) = alpha op(A) op(B) + beta C + bias, for `count` items.
+// What cuBLASLt does to the result on its way out besides the bias (GeluEpilogue).
+enum class Epilogue { none, gelu, gelu_backward };
+
+// D (m x n, row-major) = alpha op(A) op(B) + beta C + bias, for `count` items; with a GELU epilogue
+// (one item, alpha 1, beta 0) D = GELU(op(A) op(B) + bias) writing aux = op(A) op(B) + bias, or
+// D = GELU'(aux) * op(A) op(B).
 struct Product {
   std::int64_t m = 0, n = 0, k = 0, count = 1;
   Operand a{}, b{};
@@ -45,10 +54,17 @@ struct Product {
   std::int64_t ldd = 0, stride_d = 0;
   const void* bias = nullptr;                      // n values, or none
   float alpha = 1.0f, beta = 0.0f;
+  Epilogue epilogue = Epilogue::none;
+  const void* aux = nullptr;                       // GELU's input (m x n, D's type), or none
+  std::int64_t ldaux = 0;
 };
 
 // Enqueues the product on `stream`; throws Error naming the shape when cuBLASLt refuses it.
 void run(cudaStream_t stream, const Product& product);
+
+// Whether cuBLASLt has an algorithm for the product, epilogue included (it makes the plan, and runs
+// nothing). The GELU epilogues' kernels are fewer than the plain ones, so a product may have none.
+bool supported(const Product& product);
 
 // Creates the cuBLASLt handle and its workspace now (models call it when they are built), so that
 // the first training step allocates nothing.
@@ -84,6 +100,36 @@ struct GemmBackend<backend::Cuda> {
       p.alpha = alpha;
       p.beta = beta;
       cuda_gemm::run(exec.cuda_stream(), p);
+    }
+  }
+
+  template <class AView, class BView, class BiasView, class PreView, class DView>
+  static bool gemm_gelu(const ExecSpace& exec, GeluEpilogue which, Op op_a, Op op_b, const AView& a, const BView& b,
+                        const BiasView& bias, const PreView& pre, const DView& d, std::size_t k,
+                        const std::string& label) {
+    using TA = std::remove_const_t<typename AView::value_type>;
+    if constexpr (!std::is_same<TA, bf16>::value) {
+      // bf16 only: its rounding (2^-8) hides how the epilogue evaluates tanh, while fp32 runs are
+      // the ones held to 1e-5 against the host and PyTorch, so they keep the activation's kernel.
+      return false;
+    } else {
+      cuda_gemm::Product p;
+      p.m = static_cast<std::int64_t>(d.extent(0));
+      p.n = static_cast<std::int64_t>(d.extent(1));
+      p.k = static_cast<std::int64_t>(k);
+      p.a = operand(a, op_a);
+      p.b = operand(b, op_b);
+      p.out = cuda_gemm::Type::bf16;
+      p.c = p.d = d.data();
+      p.ldc = p.ldd = static_cast<std::int64_t>(d.stride(0));
+      p.bias = bias.extent(0) != 0 ? bias.data() : nullptr;
+      p.epilogue = which == GeluEpilogue::forward ? cuda_gemm::Epilogue::gelu : cuda_gemm::Epilogue::gelu_backward;
+      p.aux = pre.data();
+      p.ldaux = static_cast<std::int64_t>(pre.stride(0));
+      if (!cuda_gemm::supported(p)) return false;
+      const profile::Region region(exec, label);
+      cuda_gemm::run(exec.cuda_stream(), p);
+      return true;
     }
   }
 

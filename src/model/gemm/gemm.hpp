@@ -85,6 +85,49 @@ void gemm_ex(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<typename DView:
   GemmBackend<backend::Current>::gemm(exec, op_a, op_b, alpha, a, b, beta, c, d, bias, k);
 }
 
+// The GELU epilogue (GeluEpilogue) in the product itself where the backend has such a product for
+// these operands (cuBLASLt on a GPU, for bf16 products): D and pre of the inputs' type, pre (M, N) written by the
+// forward and read by the backward, a bias (N) in the forward only. Returns false, having done
+// nothing, where it has not: the caller then runs the product and the activation's own kernel
+// (ops/linear.hpp), which is what the host always does.
+template <class AView, class BView, class BiasView, class PreView, class DView>
+bool gemm_gelu(const ExecSpace& exec, GeluEpilogue which, Op op_a, Op op_b, const AView& a, const BView& b,
+               const BiasView& bias, const PreView& pre, const DView& d) {
+  using TA = std::remove_const_t<typename AView::value_type>;
+  using TD = typename DView::value_type;
+  static_assert(std::is_same<typename AView::array_layout, Kokkos::LayoutRight>::value &&
+                    std::is_same<typename BView::array_layout, Kokkos::LayoutRight>::value &&
+                    std::is_same<typename PreView::array_layout, Kokkos::LayoutRight>::value &&
+                    std::is_same<typename DView::array_layout, Kokkos::LayoutRight>::value,
+                "kgpt::model::gemm_gelu takes LayoutRight operands only");
+  static_assert(std::is_same<TA, std::remove_const_t<typename BView::value_type>>::value &&
+                    std::is_same<TA, TD>::value &&
+                    std::is_same<std::remove_const_t<typename PreView::value_type>, TD>::value &&
+                    std::is_same<std::remove_const_t<typename BiasView::value_type>, TD>::value,
+                "kgpt::model::gemm_gelu: every operand of one type");
+  const std::size_t m = op_a == Op::none ? a.extent(0) : a.extent(1);
+  const std::size_t k = op_a == Op::none ? a.extent(1) : a.extent(0);
+  const std::size_t kb = op_b == Op::none ? b.extent(0) : b.extent(1);
+  const std::size_t n = op_b == Op::none ? b.extent(1) : b.extent(0);
+  if (k != kb || d.extent(0) != m || d.extent(1) != n) {
+    detail::shape_mismatch("kgpt::model::gemm_gelu", m, k, kb, n, d.extent(0), d.extent(1));
+  }
+  if (pre.extent(0) != m || pre.extent(1) != n) {
+    detail::shape_mismatch("kgpt::model::gemm_gelu (pre)", m, k, kb, n, pre.extent(0), pre.extent(1));
+  }
+  if (bias.extent(0) != 0 && (bias.extent(0) != n || which == GeluEpilogue::backward)) {
+    throw Error(ExitCode::failure, "kgpt::model::gemm_gelu: a bias of " + std::to_string(bias.extent(0)) + " values for " +
+                                       std::to_string(n) + " columns" +
+                                       (which == GeluEpilogue::backward ? " in the backward, which takes none" : ""));
+  }
+  if (m == 0 || n == 0 || k == 0) return false;
+  const std::string label =
+      profile::enabled() ? detail::gemm_label<TA, TD>(which == GeluEpilogue::forward ? "gemm+gelu" : "gemm+gelu_backward",
+                                                      m, n, k, op_a, op_b)
+                         : std::string();
+  return GemmBackend<backend::Current>::gemm_gelu(exec, which, op_a, op_b, a, b, bias, pre, d, k, label);
+}
+
 template <class AView, class BView, class CView>
 void gemm(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<typename CView::value_type> alpha, const AView& a,
           const BView& b, GemmScalar<typename CView::value_type> beta, const CView& c) {

@@ -6,6 +6,7 @@
 // the result is rounded to bf16 where D is bf16. A batch is a loop of GEMMs: on the host one GEMM
 // per item measured far faster than batched team GEMMs.
 
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -126,6 +127,13 @@ struct GemmBackend<backend::Host> {
       const auto ci = host_gemm::item(c, i);
       model::gemm_ex(exec, op_a, op_b, alpha, ai, bi, beta, ci, ci, Kokkos::View<const TC*, MemSpace>());
     }
+  }
+
+  // BLAS has no epilogues: the caller runs the product and the activation's kernel.
+  template <class AView, class BView, class BiasView, class PreView, class DView>
+  static bool gemm_gelu(const ExecSpace&, GeluEpilogue, Op, Op, const AView&, const BView&, const BiasView&,
+                        const PreView&, const DView&, std::size_t, const std::string&) {
+    return false;
   }
 
 };

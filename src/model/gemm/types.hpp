@@ -36,12 +36,22 @@ using GemmScalar = compute_t<std::remove_const_t<T>>;
 template <class Backend>
 struct GemmBackend;
 
+// GELU (tanh form) on a product's way out, as cuBLASLt's epilogues do it (gemm_gelu):
+//   forward:  D = GELU(op(A) op(B) + bias), and pre = op(A) op(B) + bias kept for the backward
+//   backward: D = GELU'(pre) * op(A) op(B)
+enum class GeluEpilogue { forward, backward };
+
 // D = alpha op(A) op(B) + beta C + bias, the bias (one value per column of D, or an empty View)
 // added to every row; C may be D. Shapes: op(A) (M, K), op(B) (K, N), C and D (M, N), bias (N).
 template <class AView, class BView, class CView, class DView, class BiasView>
 void gemm_ex(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<typename DView::value_type> alpha, const AView& a,
              const BView& b, GemmScalar<typename DView::value_type> beta, const CView& c, const DView& d,
              const BiasView& bias);
+
+// The GELU epilogue in the product where the backend can; false, having done nothing, where not.
+template <class AView, class BView, class BiasView, class PreView, class DView>
+bool gemm_gelu(const ExecSpace& exec, GeluEpilogue which, Op op_a, Op op_b, const AView& a, const BView& b,
+               const BiasView& bias, const PreView& pre, const DView& d);
 
 // C = alpha op(A) op(B) + beta C.
 template <class AView, class BView, class CView>

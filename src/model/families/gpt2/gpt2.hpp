@@ -3,7 +3,8 @@
 //   x += c_proj(Attn(c_attn(LN1(x))));  x += mlp.c_proj(GELU(mlp.c_fc(LN2(x))))
 // with multi-head causal attention and biases on every linear; final LN; logits through the tied
 // embedding or an untied head (softcapped when model.logit_softcap > 0); cross-entropy. Activations
-// are token-major in the activation type A; the residual adds and biases ride in the products.
+// are token-major in the activation type A; the residual adds and biases ride in the products, and
+// so do the GELU and its gradient where the backend can (ops/linear.hpp).
 
 #include <cmath>
 #include <memory>
