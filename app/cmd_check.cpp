@@ -11,6 +11,8 @@
 #include "inference/hf.hpp"
 #include "data/dataset_check.hpp"
 #include "model/attention/probe.hpp"
+#include "model/family.hpp"
+#include "model/gelu_probe.hpp"
 #include "model/head_probe.hpp"
 #include "train/memory_plan.hpp"
 
@@ -62,8 +64,9 @@ config::ResolvedDeck load_deck_from_args(const ParsedArgs& args, int world_size)
 
 namespace {
 
-// Runs the deck's attention (model/attention/probe.hpp) and times the output head's products
-// (model/head_probe.hpp) on this machine's device, and says how it went.
+// Runs the deck's attention (model/attention/probe.hpp), times the output head's products
+// (model/head_probe.hpp) and, for a GELU MLP, the products GELU rides in (model/gelu_probe.hpp) on
+// this machine's device, and says how it went.
 void check_device(const config::ResolvedDeck& deck) {
   const config::ModelConfig& m = deck.config.model;
   const int batch = static_cast<int>(deck.plan.local_sequences), seq = deck.config.train.seq_len;
@@ -107,6 +110,24 @@ void check_device(const config::ResolvedDeck& deck) {
   } catch (const Error& e) {
     throw Error(ExitCode::failure, deck.where("model.vocab_size") + ": this machine cannot run the output head's products: " +
                                        e.what());
+  }
+  if (!model::family(m.family).gelu_mlp) return;
+  try {
+    const model::GeluProbe g = model::probe_gelu(m, batch, seq);
+    const auto fused = [](bool yes) { return yes ? "in the product" : "apart"; };
+    std::cerr << "kgpt check: gelu products (up into GELU, down's dx through it) at " << g.rows << " x " << g.hidden
+              << " x " << g.width << " (" << config::name_of(m.precision)
+              << "): forward GELU " << fused(g.fused_forward) << ", backward " << fused(g.fused_backward) << "; ";
+    if (g.fused_ms >= 0) {
+      std::cerr << "as trained " << text::fixed(g.fused_ms, 2) << " ms, apart " << text::fixed(g.apart_ms, 2) << " ms ("
+                << text::fixed(g.apart_ms / g.fused_ms, 2) << "x); largest difference "
+                << text::significant(g.max_difference) << " (allowed " << text::significant(g.tolerance) << ")\n";
+    } else {
+      std::cerr << text::fixed(g.apart_ms, 2) << " ms\n";
+    }
+  } catch (const Error& e) {
+    throw Error(ExitCode::failure,
+                deck.where("model.mlp_mult") + ": this machine cannot run the MLP's products with GELU: " + e.what());
   }
 }
 

@@ -8,10 +8,12 @@
 # command that must end within 9 minutes):
 #   device  the GPU, `kgpt --version` (cuDNN at run time beside the one built against), and
 #           `kgpt check --device` on golf's and gpt2's bench decks: cuDNN's forward and backward
-#           graphs at their micro-batch, compared with the gemm attention, and the output head's
-#           products with padded and unpadded logits rows, timed. If the attention cannot run,
-#           the same with cuDNN's non-deterministic backward, then with the gemm attention; the
-#           first that runs is what the later steps of the command use (said in the summary).
+#           graphs at their micro-batch, compared with the gemm attention; the output head's
+#           products with padded and unpadded logits rows, timed; for gpt2, its MLP's products with
+#           GELU in them (cuBLASLt's epilogues) and apart, timed and compared. If the attention
+#           cannot run, the same with cuDNN's non-deterministic backward, then with the gemm
+#           attention; the first that runs is what the later steps of the command use (said in the
+#           summary).
 #           Stops everything if none runs.
 #   tests   every ctest group of kgpt_tests, and the PyTorch reference comparison (reference_dump)
 #   train   10 steps of inputs/tiny_cpu.yaml (golf and gpt2, fp32 and bf16) against the CPU runs
@@ -144,7 +146,7 @@ for step in "${steps[@]}"; do
           bench_deck "$deck"
           run "check $deck --device ${fallback:-as the deck says}" 120 "${kgpt_env[@]}" "$kgpt" check "${deck_args[@]}" \
             --set train.precision=bf16 "${settings[@]}" --no-data --device
-          say "kgpt check --device $deck bf16 ${fallback:-as the deck says}: exit $status; $(output | grep -E '^kgpt check: (attention|head|device|error)' | tail -n 3 | paste -sd' ')"
+          say "kgpt check --device $deck bf16 ${fallback:-as the deck says}: exit $status; $(output | grep -E '^kgpt check: (attention|head|gelu|device|error)' | tail -n 4 | paste -sd' ')"
           # The attention ran if it printed its figures (the head's products are timed after it, and
           # their failure is no reason to change the attention).
           output | grep '^kgpt check: attention ' > /dev/null || { runs=0; break; }

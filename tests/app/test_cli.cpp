@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "core/backend.hpp"
 #include "data/shard.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
@@ -413,6 +414,28 @@ TEST_CASE("kgpt check --device runs the deck's attention here and compares it wi
   CHECK(aligned.exit_code == 0);
   CHECK(aligned.err.find("at 512 x 320 x 32 (fp32): rows 320 apart, as trained: ") != std::string::npos);
   CHECK(aligned.err.find("; rows 320 apart: ") == std::string::npos);
+  // golf's MLP has no GELU, gpt2's has: the products it rides in are timed (d_model 32, mlp_mult 4).
+  CHECK(aligned.err.find("gelu products") == std::string::npos);
+  for (const char* precision : {"fp32", "bf16"}) {
+    INFO(precision);
+    const auto gpt2 = run_kgpt({"check", deck, "--no-data", "--device", "--set", "model.family=gpt2", "--set",
+                                "model.n_kv_head=2", "--set", std::string("train.precision=") + precision});
+    INFO(gpt2.err);
+    CHECK(gpt2.exit_code == 0);
+    CHECK(gpt2.err.find("kgpt check: gelu products (up into GELU, down's dx through it) at 512 x 128 x 32 (" +
+                        std::string(precision) + "): ") != std::string::npos);
+    // The host has no such products (one figure); where cuBLASLt puts GELU into one (bf16 on a
+    // GPU), both ways are timed and their outputs compared.
+    if (gpt2.err.find("GELU in the product") != std::string::npos ||
+        gpt2.err.find("backward in the product") != std::string::npos) {
+      CHECK(kgpt::backend::on_gpu);
+      CHECK(std::string(precision) == "bf16");
+      CHECK(gpt2.err.find("; as trained ") != std::string::npos);
+      CHECK(gpt2.err.find("; largest difference ") != std::string::npos);
+    } else {
+      CHECK(gpt2.err.find("forward GELU apart, backward apart; ") != std::string::npos);
+    }
+  }
   // Head dimension 12 has no fused kernel: nothing to compare with, said so.
   const auto odd = run_kgpt({"check", deck, "--no-data", "--device", "--set", "model.d_model=24"});
   INFO(odd.err);

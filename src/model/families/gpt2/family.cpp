@@ -94,6 +94,7 @@ const Family& gpt2_family() {
     made.activation_bytes = activation_bytes;
     made.flops_per_token = flops_per_token;
     made.hf_form = hf_form;
+    made.gelu_mlp = true;
     return made;
   }();
   return f;
