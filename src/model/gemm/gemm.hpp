@@ -86,10 +86,10 @@ void gemm_ex(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<typename DView:
 }
 
 // The GELU epilogue (GeluEpilogue) in the product itself where the backend has such a product for
-// these operands (cuBLASLt on a GPU, for bf16 products): D and pre of the inputs' type, pre (M, N) written by the
-// forward and read by the backward, a bias (N) in the forward only. Returns false, having done
-// nothing, where it has not: the caller then runs the product and the activation's own kernel
-// (ops/linear.hpp), which is what the host always does.
+// these operands (cuBLASLt on a GPU, for bf16 products): D and pre of the inputs' type, pre (M, N)
+// written by the forward and read by the backward, a bias (N) in the forward only. Returns false,
+// having done nothing, where it has not: the caller then runs the product and the activation's own
+// kernel (ops/linear.hpp), which is what the host always does.
 template <class AView, class BView, class BiasView, class PreView, class DView>
 bool gemm_gelu(const ExecSpace& exec, GeluEpilogue which, Op op_a, Op op_b, const AView& a, const BView& b,
                const BiasView& bias, const PreView& pre, const DView& d) {
