@@ -104,8 +104,11 @@ class Engine {
 
   bool supported(const Product& p) { return plan_for(p).supported; }
 
-  void run(cudaStream_t stream, const Product& p) {
-    const Plan& plan = plan_for(p);
+  // Enqueues the product. A GELU product that cuBLASLt refuses at the call, after its heuristic
+  // offered an algorithm, enqueues nothing and is remembered as unsupported: false, for the caller
+  // to run the product and the activation apart. Any other refusal throws.
+  bool run(cudaStream_t stream, const Product& p) {
+    Plan& plan = plan_for(p);
     if (!plan.supported) check(CUBLAS_STATUS_NOT_SUPPORTED, "finding an algorithm", p);
     const void* c = p.beta != 0.0f ? p.c : p.d;
     // The descriptor is shared by every product of this shape; the bias and GELU's input are this one's.
@@ -117,13 +120,19 @@ class Engine {
       check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p.aux, sizeof p.aux),
             "GELU input pointer", p);
     }
-    check(cublasLtMatmul(handle_, plan.desc, &p.alpha, p.b.data, plan.a, p.a.data, plan.b, &p.beta, c, plan.c, p.d,
-                         plan.d, &plan.algo, workspace_, kWorkspaceBytes, stream),
-          "cublasLtMatmul", p);
+    const cublasStatus_t status = cublasLtMatmul(handle_, plan.desc, &p.alpha, p.b.data, plan.a, p.a.data, plan.b,
+                                                 &p.beta, c, plan.c, p.d, plan.d, &plan.algo, workspace_,
+                                                 kWorkspaceBytes, stream);
+    if (status != CUBLAS_STATUS_SUCCESS && p.epilogue != Epilogue::none) {
+      plan.supported = false;
+      return false;
+    }
+    check(status, "cublasLtMatmul", p);
+    return true;
   }
 
  private:
-  const Plan& plan_for(const Product& p) {
+  Plan& plan_for(const Product& p) {
     const void* c = p.beta != 0.0f ? p.c : p.d;
     Key key;
     std::memset(&key, 0, sizeof key);
@@ -244,6 +253,10 @@ void prepare() { engine(); }
 
 bool supported(const Product& product) { return product.k != 0 && engine().supported(product); }
 
+bool run_with_epilogue(cudaStream_t stream, const Product& product) {
+  return supported(product) && engine().run(stream, product);
+}
+
 void run(cudaStream_t stream, const Product& product) {
   if (product.k == 0 && product.beta == 0.0f && product.bias == nullptr) {
     // cuBLASLt rejects K = 0; D is then beta C (+ bias): zero here.
@@ -260,7 +273,7 @@ void run(cudaStream_t stream, const Product& product) {
   if (product.k == 0) {
     throw Error(ExitCode::failure, "cuBLASLt: a product with K = 0 and beta or a bias (" + describe(product) + ")");
   }
-  engine().run(stream, product);
+  if (!engine().run(stream, product)) check(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmul", product);
 }
 
 }  // namespace kgpt::model::cuda_gemm

@@ -66,6 +66,11 @@ void run(cudaStream_t stream, const Product& product);
 // nothing). The GELU epilogues' kernels are fewer than the plain ones, so a product may have none.
 bool supported(const Product& product);
 
+// Enqueues a product with a GELU epilogue where cuBLASLt has an algorithm for it and takes the call;
+// otherwise enqueues nothing and returns false (and false from then on for its shape), for the
+// caller to run the product and the activation apart.
+bool run_with_epilogue(cudaStream_t stream, const Product& product);
+
 // Creates the cuBLASLt handle and its workspace now (models call it when they are built), so that
 // the first training step allocates nothing.
 void prepare();
@@ -128,8 +133,7 @@ struct GemmBackend<backend::Cuda> {
       p.ldaux = static_cast<std::int64_t>(pre.stride(0));
       if (!cuda_gemm::supported(p)) return false;
       const profile::Region region(exec, label);
-      cuda_gemm::run(exec.cuda_stream(), p);
-      return true;
+      return cuda_gemm::run_with_epilogue(exec.cuda_stream(), p);
     }
   }
 
