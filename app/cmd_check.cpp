@@ -111,7 +111,7 @@ void check_device(const config::ResolvedDeck& deck) {
     throw Error(ExitCode::failure, deck.where("model.vocab_size") + ": this machine cannot run the output head's products: " +
                                        e.what());
   }
-  if (!model::family(m.family).gelu_mlp) return;
+  if (!model::family(m.family).reads_key("model.gelu_epilogue")) return;
   try {
     const model::GeluProbe g = model::probe_gelu(m, batch, seq);
     const auto fused = [](bool yes) { return yes ? "in the product" : "apart"; };
@@ -119,15 +119,16 @@ void check_device(const config::ResolvedDeck& deck) {
               << " x " << g.width << " (" << config::name_of(m.precision)
               << "): forward GELU " << fused(g.fused_forward) << ", backward " << fused(g.fused_backward) << "; ";
     if (g.fused_ms >= 0) {
-      std::cerr << "as trained " << text::fixed(g.fused_ms, 2) << " ms, apart " << text::fixed(g.apart_ms, 2) << " ms ("
-                << text::fixed(g.apart_ms / g.fused_ms, 2) << "x); largest difference "
+      std::cerr << "in the products " << text::fixed(g.fused_ms, 2) << " ms, apart " << text::fixed(g.apart_ms, 2)
+                << " ms (" << text::fixed(g.apart_ms / g.fused_ms, 2) << "x); largest difference "
                 << text::significant(g.max_difference) << " (allowed " << text::significant(g.tolerance) << ")\n";
     } else {
       std::cerr << text::fixed(g.apart_ms, 2) << " ms\n";
     }
   } catch (const Error& e) {
-    throw Error(ExitCode::failure,
-                deck.where("model.mlp_mult") + ": this machine cannot run the MLP's products with GELU: " + e.what());
+    throw Error(ExitCode::failure, deck.where("model.gelu_epilogue") +
+                                       ": this machine cannot run the MLP's products with GELU in them: " + e.what() +
+                                       " (model.gelu_epilogue: false runs the products and GELU apart)");
   }
 }
 

@@ -90,6 +90,7 @@ struct ModelConfig {
   double tied_embed_init_std = 0.005;  // contextual: 0.005 for golf, 0.02 for gpt2
   Attention attention = Attention::automatic;
   bool attention_deterministic = true;  // cudnn: the deterministic backward algorithm
+  bool gelu_epilogue = true;  // GELU and its gradient in the MLP's products, where the backend has them
   // The deck key is train.precision; it lives here because the model is built for it, so that
   // eval, sample and resume run a checkpoint in the precision it was trained in.
   Precision precision = Precision::fp32;

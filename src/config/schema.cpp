@@ -269,6 +269,12 @@ std::vector<KeySpec> build_schema() {
                  "Hopper it needs a large workspace, which kgpt bench's view_peak_mb counts); false lets cuDNN "
                  "pick its faster, non-deterministic backward. gemm and fused are deterministic always."),
              cudnn_only, "cudnn attention"),
+      acting(key("model", "gelu_epilogue", &Config::model, &MC::gelu_epilogue, VK::boolean, none,
+                 "true: GELU and its gradient ride in the MLP's products where the GEMMs have such products "
+                 "(cuBLASLt's GELU epilogues, bf16 on a GPU; kgpt check --device times both ways); false: the "
+                 "products and GELU's own kernels apart, as the host always runs them. The same function either "
+                 "way."),
+             read_by_family("model.gelu_epilogue"), readers("model.gelu_epilogue")),
       key("model", "init_from", &Config::model, &MC::init_from, VK::string, none,
           "A safetensors file, or a folder holding model.safetensors (kgpt export --format hf, or a Hugging Face "
           "model's folder), whose weights start the run instead of the random initialisation; every tensor's name "

@@ -74,9 +74,6 @@ struct Family {
   double (*flops_per_token)(const config::ModelConfig& model, int seq) = nullptr;
   // nullptr where transformers has no class for the family. Otherwise the form of the deck's model.
   HfForm (*hf_form)(const config::ResolvedDeck& deck) = nullptr;
-  // Its MLP is up (d_model -> mlp_mult * d_model) into GELU, then down: `kgpt check --device` times
-  // GELU in those products against GELU apart (model/gelu_probe.hpp).
-  bool gelu_mlp = false;
 
   bool reads_key(const std::string& dotted) const;
 };

@@ -13,7 +13,6 @@
 #include "core/random.hpp"
 #include "core/views.hpp"
 #include "model/gemm/gemm.hpp"
-#include "model/ops/activations.hpp"
 #include "model/ops/launch.hpp"
 #include "model/ops/linear.hpp"
 
@@ -77,22 +76,21 @@ GeluProbe probe(const config::ModelConfig& model, int batch, int seq) {
   const Matrix<A> pre_apart = matrix("pre_apart", n, f, 0, 0), act_apart = matrix("act_apart", n, f, 0, 0),
                   d_pre_apart = matrix("d_pre_apart", n, f, 0, 0);
 
-  // As trained (ops/linear.hpp), and the product and the activation's kernel apart, as before.
-  const auto as_trained = [&] {
-    ops::linear_gelu_forward(exec, up, h, pre, act);
-    ops::linear_backward_into_gelu(exec, down, act, pre, dy, d_pre, partials);
+  // Both ways of ops/linear.hpp, whatever model.gelu_epilogue says: GELU in the products where the
+  // backend can, and the products and the activation's kernels apart.
+  const auto in_products = [&] {
+    ops::linear_gelu_forward(exec, up, h, pre, act, true);
+    ops::linear_backward_into_gelu(exec, down, act, pre, dy, d_pre, true, partials);
   };
   const auto apart = [&] {
-    ops::linear_forward(exec, up, h, pre_apart);
-    ops::gelu_tanh_forward<float>(exec, pre_apart, act_apart);
-    ops::linear_backward(exec, down, act_apart, dy, d_pre_apart, false, partials);
-    ops::gelu_tanh_backward<float>(exec, pre_apart, d_pre_apart, d_pre_apart);
+    ops::linear_gelu_forward(exec, up, h, pre_apart, act_apart, false);
+    ops::linear_backward_into_gelu(exec, down, act_apart, pre_apart, dy, d_pre_apart, false, partials);
   };
   p.fused_forward = gemm_gelu(exec, GeluEpilogue::forward, Op::none, Op::transpose, h, w_up, ConstVector<A>(b_up), pre, act);
   p.fused_backward = gemm_gelu(exec, GeluEpilogue::backward, Op::none, Op::none, dy, w_down, ConstVector<A>(), pre, d_pre);
   p.apart_ms = fastest_of_three(exec, apart);
-  if (p.fused_forward || p.fused_backward) p.fused_ms = fastest_of_three(exec, as_trained);
-  else as_trained();
+  if (p.fused_forward || p.fused_backward) p.fused_ms = fastest_of_three(exec, in_products);
+  else in_products();
   exec.fence();
   p.max_difference = std::max(max_difference(act, act_apart), max_difference(d_pre, d_pre_apart));
   // bf16: the fused product rounds the pre-activation after GELU reads it, the separate kernels

@@ -242,6 +242,16 @@ TEST_CASE("a key set where it acts on nothing is noted, not refused", "[config]"
   CHECK(parse_deck("model:\n  rope_base: 500\n", "rope.yaml", {}).notes.empty());
   // head_lr acts once the embedding is untied.
   CHECK(parse_deck("model:\n  tie_embeddings: false\noptim:\n  head_lr: 0.01\n", "untied.yaml", {}).notes.empty());
+  // Only gpt2's MLP goes through GELU.
+  const auto relu = parse_deck("model:\n  gelu_epilogue: false\n", "relu.yaml", {});
+  REQUIRE(relu.notes.size() == 1);
+  CHECK(relu.notes[0] ==
+        "relu.yaml:2:18: model.gelu_epilogue: model.gelu_epilogue = false has no effect: it acts with the gpt2 family "
+        "only, and model.family is golf");
+  const auto gelu = parse_deck("model:\n  family: gpt2\n  n_kv_head: 8\n  gelu_epilogue: false\n", "gelu.yaml", {});
+  CHECK(gelu.notes.empty());
+  CHECK_FALSE(gelu.config.model.gelu_epilogue);
+  CHECK(parse_deck("model:\n  family: gpt2\n  n_kv_head: 8\n", "gpt2.yaml", {}).config.model.gelu_epilogue);
 }
 
 TEST_CASE("train.gemm_precision is read as train.precision", "[config]") {

@@ -6,8 +6,8 @@
 // The product reads W and b as the model's products do: the fp32 values, or their bf16 shadow in a
 // bf16 model; the gradients are the parameters' (fp32), accumulated over micro-steps. The bias and
 // the residual ride in the forward GEMM (cuBLASLt's epilogue and C); the bias gradient is a column
-// sum (ops/launch.hpp). A layer whose output goes through GELU (gpt2's MLP) has it in its products
-// where the backend can (linear_gelu_forward, linear_backward_into_gelu). Several layers whose
+// sum (ops/launch.hpp). A layer whose output goes through GELU (gpt2's MLP) can have it in its
+// products (linear_gelu_forward, linear_backward_into_gelu; model.gelu_epilogue). Several layers whose
 // weights lie back to back and read the same x (q, k and v; an MLP's gate and up) are one Linear
 // over the stacked weights: one product instead of several.
 
@@ -51,13 +51,14 @@ void linear_forward(const ExecSpace& exec, const Linear<T, A>& layer, const X& x
   gemm_ex(exec, Op::none, Op::transpose, T(1), x, layer.weight, T(1), residual, y, ConstVector<A>(layer.bias));
 }
 
-// act = GELU(x W^T + b), keeping pre = x W^T + b for the backward: in the product where the backend
-// can (cuBLASLt's GELU_AUX epilogue writes both and saves reading pre again), otherwise the product
-// and the activation's kernel.
+// act = GELU(x W^T + b), keeping pre = x W^T + b for the backward: with `epilogue`, in the product
+// where the backend can (cuBLASLt's GELU_AUX epilogue writes both and saves reading pre again),
+// otherwise the product and the activation's kernel.
 template <class T, class A, class X, class Pre, class Act>
-void linear_gelu_forward(const ExecSpace& exec, const Linear<T, A>& layer, const X& x, const Pre& pre, const Act& act) {
-  if (gemm_gelu(exec, GeluEpilogue::forward, Op::none, Op::transpose, x, layer.weight, ConstVector<A>(layer.bias), pre,
-                act)) {
+void linear_gelu_forward(const ExecSpace& exec, const Linear<T, A>& layer, const X& x, const Pre& pre, const Act& act,
+                         bool epilogue) {
+  if (epilogue && gemm_gelu(exec, GeluEpilogue::forward, Op::none, Op::transpose, x, layer.weight,
+                            ConstVector<A>(layer.bias), pre, act)) {
     return;
   }
   linear_forward(exec, layer, x, pre);
@@ -75,14 +76,15 @@ void linear_backward(const ExecSpace& exec, const Linear<T, A>& layer, const X& 
 }
 
 // The backward of a layer whose input is act = GELU(pre), through the GELU: dW += dy^T act,
-// db += sum_n dy, and d_pre = GELU'(pre) * (dy W), overwritten; in the product where the backend can
-// (cuBLASLt's DGELU epilogue, which saves writing dy W and reading it back), otherwise the product
-// and the activation's kernel.
+// db += sum_n dy, and d_pre = GELU'(pre) * (dy W), overwritten; with `epilogue`, in the product
+// where the backend can (cuBLASLt's DGELU epilogue, which saves writing dy W and reading it back),
+// otherwise the product and the activation's kernel.
 template <class T, class A, class Act, class Pre, class DY, class DPre>
 void linear_backward_into_gelu(const ExecSpace& exec, const Linear<T, A>& layer, const Act& act, const Pre& pre,
-                               const DY& dy, const DPre& d_pre, const Workspace<T>& partials = {}) {
+                               const DY& dy, const DPre& d_pre, bool epilogue, const Workspace<T>& partials = {}) {
   if (layer.bias_grad.extent(0) != 0) bias_backward<T>(exec, dy, layer.bias_grad, partials);
-  if (!gemm_gelu(exec, GeluEpilogue::backward, Op::none, Op::none, dy, layer.weight, ConstVector<A>(), pre, d_pre)) {
+  if (!epilogue ||
+      !gemm_gelu(exec, GeluEpilogue::backward, Op::none, Op::none, dy, layer.weight, ConstVector<A>(), pre, d_pre)) {
     gemm(exec, Op::none, Op::none, T(1), dy, layer.weight, T(0), d_pre);
     gelu_tanh_backward<T>(exec, pre, d_pre, d_pre);
   }

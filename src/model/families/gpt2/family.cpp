@@ -85,7 +85,9 @@ const Family& gpt2_family() {
     made.summary = "nanoGPT / GPT-2: learned positions, LayerNorm, GELU MLP, multi-head attention, biases, tied head, "
                    "AdamW";
     made.defaults = FamilyDefaults{4, 0.02, 30.0, true, config::MatrixOptimizer::adamw, 0};
-    made.reads = {};
+    // Its MLP is up into GELU, then down (ops/linear.hpp): model.gelu_epilogue, and kgpt check
+    // --device times GELU in those products against GELU apart (model/gelu_probe.hpp).
+    made.reads = {"model.gelu_epilogue"};
     made.rules = "`n_kv_head = n_head` (multi-head attention)";
     made.check = check;
     made.layout = layout;
@@ -94,7 +96,6 @@ const Family& gpt2_family() {
     made.activation_bytes = activation_bytes;
     made.flops_per_token = flops_per_token;
     made.hf_form = hf_form;
-    made.gelu_mlp = true;
     return made;
   }();
   return f;

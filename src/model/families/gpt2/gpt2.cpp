@@ -70,7 +70,7 @@ void Gpt2Model<T, A>::block_forward(const ExecSpace& exec, std::size_t l) {
   // x_attn = x_in + o W^T + b: the residual add and the bias ride in the product.
   ops::linear_forward(exec, attn_proj_[l], o, x_in, x_attn);
   ops::layernorm_forward<T>(exec, x_attn, W.ln_2_w, W.ln_2_b, h2, L.mean2.vec(n), L.rstd2.vec(n), T(kLayerNormEps));
-  ops::linear_gelu_forward(exec, fc_[l], h2, fc, act);
+  ops::linear_gelu_forward(exec, fc_[l], h2, fc, act, this->config_.gelu_epilogue);
   ops::linear_forward(exec, mlp_proj_[l], act, x_attn, block_input(static_cast<int>(l) + 1));
 }
 
@@ -95,7 +95,8 @@ void Gpt2Model<T, A>::backward_blocks(const ExecSpace& exec, const Matrix<A>& d_
     // same values, and the block above, the only reader, is done with it.
     if (this->config_.recompute == config::Recompute::block) block_forward(exec, i);
     // x_out = x_attn + mlp: dx flows to x_attn unchanged and into the MLP.
-    ops::linear_backward_into_gelu(exec, mlp_proj_[i], L.act.mat(n, f), L.fc.mat(n, f), dx, d_hidden, partials());
+    ops::linear_backward_into_gelu(exec, mlp_proj_[i], L.act.mat(n, f), L.fc.mat(n, f), dx, d_hidden,
+                                   this->config_.gelu_epilogue, partials());
     ops::linear_backward(exec, fc_[i], L.h2.mat(n, c), d_hidden, d_h, false, partials());
     ops::layernorm_backward<T>(exec, L.x_attn.mat(n, c), W.ln_2_w, L.mean2.vec(n), L.rstd2.vec(n), d_h, dx, G.ln_2_w,
                                G.ln_2_b, partials(), true);

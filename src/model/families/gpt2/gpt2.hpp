@@ -4,7 +4,7 @@
 // with multi-head causal attention and biases on every linear; final LN; logits through the tied
 // embedding or an untied head (softcapped when model.logit_softcap > 0); cross-entropy. Activations
 // are token-major in the activation type A; the residual adds and biases ride in the products, and
-// so do the GELU and its gradient where the backend can (ops/linear.hpp).
+// so do the GELU and its gradient where the backend can (ops/linear.hpp, model.gelu_epilogue).
 
 #include <cmath>
 #include <memory>
