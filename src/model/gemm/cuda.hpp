@@ -86,22 +86,12 @@ struct GemmBackend<backend::Cuda> {
                    const AView& a, const BView& b, GemmScalar<typename DView::value_type> beta, const CView& c,
                    const DView& d, const BiasView& bias, std::size_t k) {
     using TA = std::remove_const_t<typename AView::value_type>;
-    using TD = typename DView::value_type;
     if constexpr (std::is_same<TA, double>::value) {
       GemmBackend<backend::Host>::gemm(exec, op_a, op_b, alpha, a, b, beta, c, d, bias, k);
     } else {
-      cuda_gemm::Product p;
-      p.m = static_cast<std::int64_t>(d.extent(0));
-      p.n = static_cast<std::int64_t>(d.extent(1));
-      p.k = static_cast<std::int64_t>(k);
-      p.a = operand(a, op_a);
-      p.b = operand(b, op_b);
-      p.out = cuda_gemm::type_of<TD>();
+      cuda_gemm::Product p = product(op_a, op_b, a, b, d, bias, k);
       p.c = c.data();
       p.ldc = static_cast<std::int64_t>(c.stride(0));
-      p.d = d.data();
-      p.ldd = static_cast<std::int64_t>(d.stride(0));
-      p.bias = bias.extent(0) != 0 ? bias.data() : nullptr;
       p.alpha = alpha;
       p.beta = beta;
       cuda_gemm::run(exec.cuda_stream(), p);
@@ -118,16 +108,7 @@ struct GemmBackend<backend::Cuda> {
       // the ones held to 1e-5 against the host and PyTorch, so they keep the activation's kernel.
       return false;
     } else {
-      cuda_gemm::Product p;
-      p.m = static_cast<std::int64_t>(d.extent(0));
-      p.n = static_cast<std::int64_t>(d.extent(1));
-      p.k = static_cast<std::int64_t>(k);
-      p.a = operand(a, op_a);
-      p.b = operand(b, op_b);
-      p.out = cuda_gemm::Type::bf16;
-      p.c = p.d = d.data();
-      p.ldc = p.ldd = static_cast<std::int64_t>(d.stride(0));
-      p.bias = bias.extent(0) != 0 ? bias.data() : nullptr;
+      cuda_gemm::Product p = product(op_a, op_b, a, b, d, bias, k);
       p.epilogue = which == GeluEpilogue::forward ? cuda_gemm::Epilogue::gelu : cuda_gemm::Epilogue::gelu_backward;
       p.aux = pre.data();
       p.ldaux = static_cast<std::int64_t>(pre.stride(0));
@@ -161,6 +142,22 @@ struct GemmBackend<backend::Cuda> {
   }
 
  private:
+  // D = op(A) op(B) (+ bias), with D standing for C as well: what every product of D sets.
+  template <class AView, class BView, class DView, class BiasView>
+  static cuda_gemm::Product product(Op op_a, Op op_b, const AView& a, const BView& b, const DView& d,
+                                    const BiasView& bias, std::size_t k) {
+    cuda_gemm::Product p;
+    p.m = static_cast<std::int64_t>(d.extent(0));
+    p.n = static_cast<std::int64_t>(d.extent(1));
+    p.k = static_cast<std::int64_t>(k);
+    p.a = operand(a, op_a);
+    p.b = operand(b, op_b);
+    p.out = cuda_gemm::type_of<typename DView::value_type>();
+    p.c = p.d = d.data();
+    p.ldc = p.ldd = static_cast<std::int64_t>(d.stride(0));
+    p.bias = bias.extent(0) != 0 ? bias.data() : nullptr;
+    return p;
+  }
   template <class View>
   static cuda_gemm::Operand operand(const View& x, Op op) {
     return cuda_gemm::Operand{x.data(), cuda_gemm::type_of<typename View::value_type>(),

@@ -39,6 +39,26 @@ std::string gemm_label(const char* what, std::size_t m, std::size_t n, std::size
          (op_a == Op::none ? "N" : "T") + (op_b == Op::none ? "N" : "T") + " " + type_name<TA>() + "->" + type_name<TD>();
 }
 
+// M, K and N of D = op(A) op(B), D's shape checked against them (`who` names the caller).
+struct ProductShape {
+  std::size_t m, k, n;
+};
+
+template <class AView, class BView, class DView>
+ProductShape product_shape(const char* who, Op op_a, Op op_b, const AView& a, const BView& b, const DView& d) {
+  const std::size_t m = op_a == Op::none ? a.extent(0) : a.extent(1);
+  const std::size_t k = op_a == Op::none ? a.extent(1) : a.extent(0);
+  const std::size_t kb = op_b == Op::none ? b.extent(0) : b.extent(1);
+  const std::size_t n = op_b == Op::none ? b.extent(1) : b.extent(0);
+  if (k != kb || d.extent(0) != m || d.extent(1) != n) shape_mismatch(who, m, k, kb, n, d.extent(0), d.extent(1));
+  return {m, k, n};
+}
+
+template <class... Views>
+constexpr bool layout_right() {
+  return (std::is_same<typename Views::array_layout, Kokkos::LayoutRight>::value && ...);
+}
+
 template <class TA, class TD>
 constexpr bool supported_types() {
   return std::is_same<TA, TD>::value || (std::is_same<TA, bf16>::value && std::is_same<TD, float>::value);
@@ -58,23 +78,13 @@ void gemm_ex(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<typename DView:
   using TB = std::remove_const_t<typename BView::value_type>;
   using TC = std::remove_const_t<typename CView::value_type>;
   using TD = typename DView::value_type;
-  static_assert(std::is_same<typename AView::array_layout, Kokkos::LayoutRight>::value &&
-                    std::is_same<typename BView::array_layout, Kokkos::LayoutRight>::value &&
-                    std::is_same<typename CView::array_layout, Kokkos::LayoutRight>::value &&
-                    std::is_same<typename DView::array_layout, Kokkos::LayoutRight>::value,
-                "kgpt::model::gemm takes LayoutRight operands only");
+  static_assert(detail::layout_right<AView, BView, CView, DView>(), "kgpt::model::gemm takes LayoutRight operands only");
   static_assert(std::is_same<TA, TB>::value && std::is_same<TC, TD>::value && detail::supported_types<TA, TD>(),
                 "kgpt::model::gemm: A and B of one type; C and D of that type, or float with bf16 inputs");
   static_assert(std::is_same<std::remove_const_t<typename BiasView::value_type>, TD>::value,
                 "kgpt::model::gemm: the bias has D's type");
-  const std::size_t m = op_a == Op::none ? a.extent(0) : a.extent(1);
-  const std::size_t k = op_a == Op::none ? a.extent(1) : a.extent(0);
-  const std::size_t kb = op_b == Op::none ? b.extent(0) : b.extent(1);
-  const std::size_t n = op_b == Op::none ? b.extent(1) : b.extent(0);
-  if (k != kb || d.extent(0) != m || d.extent(1) != n) {
-    detail::shape_mismatch("kgpt::model::gemm", m, k, kb, n, d.extent(0), d.extent(1));
-  }
-  if (c.extent(0) != m || c.extent(1) != n) detail::shape_mismatch("kgpt::model::gemm (C)", m, k, kb, n, c.extent(0), c.extent(1));
+  const auto [m, k, n] = detail::product_shape("kgpt::model::gemm", op_a, op_b, a, b, d);
+  if (c.extent(0) != m || c.extent(1) != n) detail::shape_mismatch("kgpt::model::gemm (C)", m, k, k, n, c.extent(0), c.extent(1));
   if (bias.extent(0) != 0 && bias.extent(0) != n) {
     throw Error(ExitCode::failure, "kgpt::model::gemm: a bias of " + std::to_string(bias.extent(0)) +
                                        " values for " + std::to_string(n) + " columns");
@@ -95,25 +105,16 @@ bool gemm_gelu(const ExecSpace& exec, GeluEpilogue which, Op op_a, Op op_b, cons
                const BiasView& bias, const PreView& pre, const DView& d) {
   using TA = std::remove_const_t<typename AView::value_type>;
   using TD = typename DView::value_type;
-  static_assert(std::is_same<typename AView::array_layout, Kokkos::LayoutRight>::value &&
-                    std::is_same<typename BView::array_layout, Kokkos::LayoutRight>::value &&
-                    std::is_same<typename PreView::array_layout, Kokkos::LayoutRight>::value &&
-                    std::is_same<typename DView::array_layout, Kokkos::LayoutRight>::value,
+  static_assert(detail::layout_right<AView, BView, PreView, DView>(),
                 "kgpt::model::gemm_gelu takes LayoutRight operands only");
   static_assert(std::is_same<TA, std::remove_const_t<typename BView::value_type>>::value &&
                     std::is_same<TA, TD>::value &&
                     std::is_same<std::remove_const_t<typename PreView::value_type>, TD>::value &&
                     std::is_same<std::remove_const_t<typename BiasView::value_type>, TD>::value,
                 "kgpt::model::gemm_gelu: every operand of one type");
-  const std::size_t m = op_a == Op::none ? a.extent(0) : a.extent(1);
-  const std::size_t k = op_a == Op::none ? a.extent(1) : a.extent(0);
-  const std::size_t kb = op_b == Op::none ? b.extent(0) : b.extent(1);
-  const std::size_t n = op_b == Op::none ? b.extent(1) : b.extent(0);
-  if (k != kb || d.extent(0) != m || d.extent(1) != n) {
-    detail::shape_mismatch("kgpt::model::gemm_gelu", m, k, kb, n, d.extent(0), d.extent(1));
-  }
+  const auto [m, k, n] = detail::product_shape("kgpt::model::gemm_gelu", op_a, op_b, a, b, d);
   if (pre.extent(0) != m || pre.extent(1) != n) {
-    detail::shape_mismatch("kgpt::model::gemm_gelu (pre)", m, k, kb, n, pre.extent(0), pre.extent(1));
+    detail::shape_mismatch("kgpt::model::gemm_gelu (pre)", m, k, k, n, pre.extent(0), pre.extent(1));
   }
   if (bias.extent(0) != 0 && (bias.extent(0) != n || which == GeluEpilogue::backward)) {
     throw Error(ExitCode::failure, "kgpt::model::gemm_gelu: a bias of " + std::to_string(bias.extent(0)) + " values for " +
