@@ -10,45 +10,17 @@
 
 #include "core/bf16.hpp"
 #include "core/error.hpp"
+#include "core/host_copy.hpp"
 #include "core/random.hpp"
 #include "core/views.hpp"
 #include "model/gemm/gemm.hpp"
 #include "model/ops/launch.hpp"
 #include "model/ops/linear.hpp"
+#include "model/probe_timing.hpp"
 
 namespace kgpt::model {
 
 namespace {
-
-// The fastest of three runs, after one that makes cuBLASLt's plans.
-template <class Work>
-double fastest_of_three(const ExecSpace& exec, Work&& work) {
-  work();
-  exec.fence();
-  double best = std::numeric_limits<double>::infinity();
-  for (int run = 0; run < 3; ++run) {
-    Kokkos::Timer timer;
-    work();
-    exec.fence();
-    best = std::min(best, timer.seconds() * 1e3);
-  }
-  return best;
-}
-
-// max |a - b| / (1 + |b|) over two device matrices; infinite where anything is not finite.
-template <class A>
-double max_difference(const Matrix<A>& a, const Matrix<A>& b) {
-  const auto ha = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), a);
-  const auto hb = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), b);
-  double worst = 0;
-  for (std::size_t i = 0; i < a.span(); ++i) {
-    const double x = static_cast<double>(ha.data()[i]), y = static_cast<double>(hb.data()[i]);
-    const double difference = std::fabs(x - y) / (1 + std::fabs(y));
-    if (!std::isfinite(difference)) return std::numeric_limits<double>::infinity();
-    worst = std::max(worst, difference);
-  }
-  return worst;
-}
 
 template <class A>
 GeluProbe probe(const config::ModelConfig& model, int batch, int seq) {
@@ -92,7 +64,8 @@ GeluProbe probe(const config::ModelConfig& model, int batch, int seq) {
   if (p.fused_forward || p.fused_backward) p.fused_ms = fastest_of_three(exec, in_products);
   else in_products();
   exec.fence();
-  p.max_difference = std::max(max_difference(act, act_apart), max_difference(d_pre, d_pre_apart));
+  p.max_difference = std::max(max_relative_difference(host_values(act), host_values(act_apart)),
+                              max_relative_difference(host_values(d_pre), host_values(d_pre_apart)));
   // bf16: the fused product rounds the pre-activation after GELU reads it, the separate kernels
   // before, and each output is rounded once more (2^-8). fp32: sums of another order differ by
   // ~1e-6 here, while a GELU of another form (erf) would be up to 4.7e-4 off.

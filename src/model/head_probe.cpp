@@ -1,7 +1,5 @@
 #include "model/head_probe.hpp"
 
-#include <algorithm>
-#include <limits>
 #include <utility>
 
 #include <Kokkos_Core.hpp>
@@ -11,6 +9,7 @@
 #include "core/views.hpp"
 #include "model/gemm/gemm.hpp"
 #include "model/model_base.hpp"
+#include "model/probe_timing.hpp"
 
 namespace kgpt::model {
 
@@ -33,16 +32,7 @@ double time_head(std::size_t n, std::size_t c, std::size_t v, std::size_t stride
     gemm(exec, Op::none, Op::none, 1.0f, ConstA(logits), w, 0.0f, dx);
     gemm(exec, Op::transpose, Op::none, 1.0f, ConstA(logits), x, 1.0f, dw);
   };
-  products();
-  exec.fence();
-  double best = std::numeric_limits<double>::infinity();
-  for (int run = 0; run < 3; ++run) {
-    Kokkos::Timer timer;
-    products();
-    exec.fence();
-    best = std::min(best, timer.seconds() * 1e3);
-  }
-  return best;
+  return fastest_of_three(exec, products);
 }
 
 template <class A>

@@ -9,6 +9,7 @@
 
 #include "core/bf16.hpp"
 #include "core/error.hpp"
+#include "core/host_copy.hpp"
 #include "core/random.hpp"
 #include "core/text.hpp"
 #include "model/attention/attention.hpp"
@@ -55,14 +56,6 @@ struct Tensors {
             std::chrono::duration<double, std::milli>(end - middle).count()};
   }
 };
-
-template <class V>
-std::vector<double> host_values(const V& v) {
-  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
-  std::vector<double> out(v.span());
-  for (std::size_t i = 0; i < v.span(); ++i) out[i] = static_cast<double>(host.data()[i]);
-  return out;
-}
 
 // max |a - b| / (1 + max |b|); infinite when a value is not finite.
 double difference(const std::vector<double>& a, const std::vector<double>& b) {
