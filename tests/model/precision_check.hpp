@@ -4,10 +4,13 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
+#include "core/host_copy.hpp"
 #include "core/views.hpp"
 
 namespace kgpt::test {
@@ -25,21 +28,20 @@ To converted(const std::string& label, const From& from) {
   return to;
 }
 
-// max_i |a_i - factor * b_i| / (1 + |factor * b_i|); infinite if any element is NaN or infinite, so
-// that a NaN cannot hide inside the maximum. Zero means equal bit for bit (up to the sign of zero).
+using kgpt::host_values;  // core/host_copy.hpp
+
+// kgpt::max_relative_difference (core/host_copy.hpp) of two results that must be of one size.
+inline double max_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  REQUIRE(a.size() == b.size());
+  return kgpt::max_relative_difference(a, b);
+}
+
+// The same between two Views, b scaled by `factor`: max_i |a_i - factor * b_i| / (1 + |factor * b_i|).
 template <class A, class B>
 double max_difference(const A& a, const B& b, double factor = 1.0) {
-  REQUIRE(a.span() == b.span());
-  auto ha = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), a);
-  auto hb = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), b);
-  double worst = 0;
-  for (std::size_t i = 0; i < a.span(); ++i) {
-    const double expected = factor * static_cast<double>(hb.data()[i]);
-    const double difference = std::fabs(static_cast<double>(ha.data()[i]) - expected) / (1 + std::fabs(expected));
-    if (!std::isfinite(difference)) return std::numeric_limits<double>::infinity();
-    worst = std::max(worst, difference);
-  }
-  return worst;
+  std::vector<double> expected = host_values(b);
+  for (double& value : expected) value *= factor;
+  return max_difference(host_values(a), expected);
 }
 
 template <class V>

@@ -8,8 +8,12 @@
 
 #include "model/gradcheck.hpp"
 #include "model/ops/activations.hpp"
+#include "model/ops/gelu_definition.hpp"
+#include "model/precision_check.hpp"
 
 using namespace kgpt;
+using test::host_values;
+using test::max_difference;
 
 namespace {
 
@@ -20,15 +24,12 @@ const char* name_of(Activation a) { return a == Activation::relu_squared ? "relu
 // The definitions, on the host in long double. GELU is PyTorch's F.gelu(x, approximate='tanh').
 long double definition(Activation a, long double x) {
   if (a == Activation::relu_squared) return x > 0 ? x * x : 0;
-  const long double u = std::sqrt(2 / 3.14159265358979323846L) * (x + 0.044715L * x * x * x);
-  return 0.5L * x * (1 + std::tanh(u));
+  return test::gelu_tanh(x);
 }
 
 long double derivative(Activation a, long double x) {
   if (a == Activation::relu_squared) return x > 0 ? 2 * x : 0;
-  const long double k = std::sqrt(2 / 3.14159265358979323846L);
-  const long double t = std::tanh(k * (x + 0.044715L * x * x * x));
-  return 0.5L * (1 + t) + 0.5L * x * (1 - t * t) * k * (1 + 3 * 0.044715L * x * x);
+  return test::gelu_tanh_derivative(x);
 }
 
 template <class T>
@@ -49,50 +50,20 @@ void backward(Activation a, const ConstMatrix<T>& x, const ConstMatrix<T>& dy, c
   }
 }
 
-template <class V>
-std::vector<double> values(const V& v) {
-  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
-  return std::vector<double>(host.data(), host.data() + v.span());
-}
-
-// A copy of a double matrix in precision T.
-template <class T>
-Matrix<T> converted(const std::string& label, const Matrix<double>& from) {
-  Matrix<T> to(label, from.extent(0), from.extent(1));
-  auto host_from = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), from);
-  auto host_to = Kokkos::create_mirror_view(to);
-  for (std::size_t i = 0; i < from.span(); ++i) host_to.data()[i] = static_cast<T>(host_from.data()[i]);
-  Kokkos::deep_copy(to, host_to);
-  return to;
-}
-
-// max_i |a_i - b_i| / (1 + |b_i|); infinite when anything is not finite, so that a NaN cannot hide
-// inside the maximum. Zero means equal bit for bit (up to the sign of zero).
-double max_difference(const std::vector<double>& a, const std::vector<double>& b) {
-  REQUIRE(a.size() == b.size());
-  double worst = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double difference = std::fabs(a[i] - b[i]) / (1 + std::fabs(b[i]));
-    if (!std::isfinite(difference)) return std::numeric_limits<double>::infinity();
-    worst = std::max(worst, difference);
-  }
-  return worst;
-}
-
 // Forward, then backward twice into a dx that starts as NaN, in precision T: "y", "dx" after the
 // first backward and "dx_again" after the second.
 template <class T>
 std::map<std::string, std::vector<double>> run(Activation a, const Matrix<double>& x_in, const Matrix<double>& dy_in) {
-  const auto x = converted<T>("x", x_in);
-  const auto dy = converted<T>("dy", dy_in);
+  const auto x = test::converted<Matrix<T>>("x", x_in);
+  const auto dy = test::converted<Matrix<T>>("dy", dy_in);
   Matrix<T> y("y", x.extent(0), x.extent(1)), dx("dx", x.extent(0), x.extent(1));
   Kokkos::deep_copy(dx, std::numeric_limits<T>::quiet_NaN());
   forward<T>(a, x, y);
-  std::map<std::string, std::vector<double>> r{{"y", values(y)}};
+  std::map<std::string, std::vector<double>> r{{"y", host_values(y)}};
   backward<T>(a, x, dy, dx);
-  r["dx"] = values(dx);
+  r["dx"] = host_values(dx);
   backward<T>(a, x, dy, dx);
-  r["dx_again"] = values(dx);
+  r["dx_again"] = host_values(dx);
   return r;
 }
 
@@ -113,7 +84,7 @@ Matrix<double> test_inputs() {
 TEST_CASE("activations: forward and derivative match their definitions", "[model][activations]") {
   const auto x = test_inputs();
   const auto dy = test::random_like("dy", x, 91);
-  const auto hx = values(x), hdy = values(dy);
+  const auto hx = host_values(x), hdy = host_values(dy);
   for (const auto a : {Activation::relu_squared, Activation::gelu_tanh}) {
     INFO(name_of(a));
     const auto r = run<double>(a, x, dy);
@@ -174,15 +145,15 @@ TEST_CASE("activations on bf16 activations agree with double", "[model][activati
   const auto x = test_inputs();
   const auto dy = test::random_like("dy", x, 95);
   const auto ref_relu = run<double>(Activation::relu_squared, x, dy), ref_gelu = run<double>(Activation::gelu_tanh, x, dy);
-  const auto x16 = converted<bf16>("x", x), dy16 = converted<bf16>("dy", dy);
+  const auto x16 = test::converted<Matrix<bf16>>("x", x), dy16 = test::converted<Matrix<bf16>>("dy", dy);
   Matrix<bf16> y("y", x.extent(0), x.extent(1)), dx("dx", x.extent(0), x.extent(1));
   model::ops::relu_squared_forward<float>(ExecSpace(), x16, y);
   model::ops::relu_squared_backward<float>(ExecSpace(), x16, dy16, dx);
   // x and dy rounded at 2^-8 relative, the results again: relu^2 doubles x's relative error.
-  CHECK(max_difference(values(y), ref_relu.at("y")) < 2e-2);
-  CHECK(max_difference(values(dx), ref_relu.at("dx")) < 2e-2);
+  CHECK(max_difference(host_values(y), ref_relu.at("y")) < 2e-2);
+  CHECK(max_difference(host_values(dx), ref_relu.at("dx")) < 2e-2);
   model::ops::gelu_tanh_forward<float>(ExecSpace(), x16, y);
   model::ops::gelu_tanh_backward<float>(ExecSpace(), x16, dy16, dx);
-  CHECK(max_difference(values(y), ref_gelu.at("y")) < 2e-2);
-  CHECK(max_difference(values(dx), ref_gelu.at("dx")) < 2e-2);
+  CHECK(max_difference(host_values(y), ref_gelu.at("y")) < 2e-2);
+  CHECK(max_difference(host_values(dx), ref_gelu.at("dx")) < 2e-2);
 }

@@ -7,45 +7,16 @@
 
 #include "core/backend.hpp"
 #include "model/gradcheck.hpp"
+#include "model/ops/gelu_definition.hpp"
 #include "model/ops/linear.hpp"
+#include "model/precision_check.hpp"
 
 using namespace kgpt;
 using model::ops::Linear;
+using test::host_values;
+using test::max_difference;
 
 namespace {
-
-// GELU, tanh form (PyTorch's approximate='tanh'), and its derivative, in long double.
-long double gelu(long double x) {
-  const long double u = std::sqrt(2 / 3.14159265358979323846L) * (x + 0.044715L * x * x * x);
-  return 0.5L * x * (1 + std::tanh(u));
-}
-
-long double gelu_derivative(long double x) {
-  const long double k = std::sqrt(2 / 3.14159265358979323846L);
-  const long double t = std::tanh(k * (x + 0.044715L * x * x * x));
-  return 0.5L * (1 + t) + 0.5L * x * (1 - t * t) * k * (1 + 3 * 0.044715L * x * x);
-}
-
-template <class V>
-std::vector<double> values(const V& v) {
-  auto host = Kokkos::create_mirror(v);
-  Kokkos::deep_copy(host, v);
-  std::vector<double> out(v.span());
-  for (std::size_t i = 0; i < v.span(); ++i) out[i] = static_cast<double>(host.data()[i]);
-  return out;
-}
-
-// max_i |a_i - b_i| / (1 + |b_i|), infinite when anything is not finite.
-double max_difference(const std::vector<double>& a, const std::vector<double>& b) {
-  REQUIRE(a.size() == b.size());
-  double worst = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double difference = std::fabs(a[i] - b[i]) / (1 + std::fabs(b[i]));
-    if (!std::isfinite(difference)) return std::numeric_limits<double>::infinity();
-    worst = std::max(worst, difference);
-  }
-  return worst;
-}
 
 // gpt2's MLP at small sizes: up (F x C, bias) into GELU, then down (C x F, bias); N rows of x. F = 40
 // gives GELU's input a leading dimension that cuBLASLt's GELU epilogues take (a multiple of 8), F = 36
@@ -89,11 +60,11 @@ struct Mlp {
 template <class T, class A>
 void check_against_definition(bool bias, std::size_t f, double tol) {
   Mlp<T, A> m(12, 16, f, bias);
-  const auto g_down_before = values(m.g_down), gb_down_before = values(m.gb_down);
+  const auto g_down_before = host_values(m.g_down), gb_down_before = host_values(m.gb_down);
   m.forward();
   m.backward();
-  const auto x = values(m.x), w_up = values(m.w_up), w_down = values(m.w_down), b_up = values(m.b_up);
-  const auto pre = values(m.pre), act = values(m.act), dy = values(m.dy);
+  const auto x = host_values(m.x), w_up = host_values(m.w_up), w_down = host_values(m.w_down), b_up = host_values(m.b_up);
+  const auto pre = host_values(m.pre), act = host_values(m.act), dy = host_values(m.dy);
   std::vector<double> pre_ref(m.n * f), act_ref(m.n * f), d_pre_ref(m.n * f), g_down_ref(g_down_before),
       gb_down_ref(gb_down_before);
   for (std::size_t i = 0; i < m.n; ++i) {
@@ -102,10 +73,10 @@ void check_against_definition(bool bias, std::size_t f, double tol) {
       for (std::size_t p = 0; p < m.c; ++p) z += static_cast<long double>(x[i * m.c + p]) * w_up[j * m.c + p];
       pre_ref[i * f + j] = static_cast<double>(z);
       // GELU and its gradient of the pre-activation the op kept: the rounding of pre does not count.
-      act_ref[i * f + j] = static_cast<double>(gelu(pre[i * f + j]));
+      act_ref[i * f + j] = static_cast<double>(test::gelu_tanh(pre[i * f + j]));
       long double back = 0;
       for (std::size_t p = 0; p < m.c; ++p) back += static_cast<long double>(dy[i * m.c + p]) * w_down[p * f + j];
-      d_pre_ref[i * f + j] = static_cast<double>(back * gelu_derivative(pre[i * f + j]));
+      d_pre_ref[i * f + j] = static_cast<double>(back * test::gelu_tanh_derivative(pre[i * f + j]));
     }
   }
   for (std::size_t p = 0; p < m.c; ++p) {
@@ -122,9 +93,9 @@ void check_against_definition(bool bias, std::size_t f, double tol) {
   }
   CHECK(max_difference(pre, pre_ref) < tol);
   CHECK(max_difference(act, act_ref) < tol);
-  CHECK(max_difference(values(m.d_pre), d_pre_ref) < tol);
-  CHECK(max_difference(values(m.g_down), g_down_ref) < tol);
-  CHECK(max_difference(values(m.gb_down), gb_down_ref) < tol);
+  CHECK(max_difference(host_values(m.d_pre), d_pre_ref) < tol);
+  CHECK(max_difference(host_values(m.g_down), g_down_ref) < tol);
+  CHECK(max_difference(host_values(m.gb_down), gb_down_ref) < tol);
 }
 
 }  // namespace
@@ -157,11 +128,11 @@ TEST_CASE("linear layers into GELU equal the product and the activation's kernel
       model::ops::linear_backward(ExecSpace(), apart.down(), apart.act, apart.dy, apart.d_pre, false);
       model::ops::gelu_tanh_backward<float>(ExecSpace(), apart.pre, apart.d_pre, apart.d_pre);
       const double allowed = backend::on_gpu && epilogue ? 1e-2 : 0.0;
-      CHECK(max_difference(values(as_asked.pre), values(apart.pre)) <= allowed);
-      CHECK(max_difference(values(as_asked.act), values(apart.act)) <= allowed);
-      CHECK(max_difference(values(as_asked.d_pre), values(apart.d_pre)) <= allowed);
-      CHECK(max_difference(values(as_asked.g_down), values(apart.g_down)) <= allowed);
-      CHECK(max_difference(values(as_asked.gb_down), values(apart.gb_down)) <= allowed);
+      CHECK(max_difference(host_values(as_asked.pre), host_values(apart.pre)) <= allowed);
+      CHECK(max_difference(host_values(as_asked.act), host_values(apart.act)) <= allowed);
+      CHECK(max_difference(host_values(as_asked.d_pre), host_values(apart.d_pre)) <= allowed);
+      CHECK(max_difference(host_values(as_asked.g_down), host_values(apart.g_down)) <= allowed);
+      CHECK(max_difference(host_values(as_asked.gb_down), host_values(apart.gb_down)) <= allowed);
     }
   }
 }

@@ -11,6 +11,7 @@
 #include "model/precision_check.hpp"
 
 using namespace kgpt;
+using test::host_values;
 
 namespace {
 
@@ -59,14 +60,6 @@ void reference(const Case& c, const std::vector<double>& raw, const std::vector<
   }
 }
 
-template <class V>
-std::vector<double> values(const V& v) {
-  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
-  std::vector<double> out;
-  for (std::size_t i = 0; i < v.span(); ++i) out.push_back(double(host.data()[i]));
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("rope tables hold cos and sin of t base^(-2i/D)", "[model][rope]") {
@@ -87,15 +80,15 @@ TEST_CASE("q/k norm, rope and gain match their definitions and leave v alone", "
   random::fill_normal(raw, 1, 0, 2.0);
   random::fill_normal(gain, 1, 1, 1.0);
   const Tables<double> tables(c.t, c.d);
-  const auto before = values(raw);
+  const auto before = host_values(raw);
   model::ops::qk_norm_rope_forward<double>(ExecSpace(), raw, c.shape(), tables.cos, tables.sin, gain, q, k, q_rstd, k_rstd,
                                            kEps);
   std::vector<double> q_expected, k_expected;
-  reference(c, values(raw), values(gain), q_expected, k_expected);
-  const auto q_got = values(q), k_got = values(k);
+  reference(c, host_values(raw), host_values(gain), q_expected, k_expected);
+  const auto q_got = host_values(q), k_got = host_values(k);
   for (std::size_t i = 0; i < q_got.size(); ++i) REQUIRE(q_got[i] == Approx(q_expected[i]).epsilon(1e-12).margin(1e-14));
   for (std::size_t i = 0; i < k_got.size(); ++i) REQUIRE(k_got[i] == Approx(k_expected[i]).epsilon(1e-12).margin(1e-14));
-  CHECK(values(raw) == before);
+  CHECK(host_values(raw) == before);
 }
 
 TEST_CASE("q/k norm, rope and gain backward matches finite differences", "[model][rope][head_gain][gradcheck]") {
@@ -121,10 +114,10 @@ TEST_CASE("q/k norm, rope and gain backward matches finite differences", "[model
   test::check_gradient("qk d_raw", raw, d_raw, loss);
   test::check_gradient("qk dgain", gain, dgain, loss);
   // The gain gradient accumulates.
-  const auto first = values(dgain);
+  const auto first = host_values(dgain);
   model::ops::qk_norm_rope_backward<double>(ExecSpace(), raw, c.shape(), tables.cos, tables.sin, gain, q_rstd, k_rstd,
                                             wq, wk, d_raw, dgain, gain_rows);
-  const auto second = values(dgain);
+  const auto second = host_values(dgain);
   for (int j = 0; j < c.h; ++j) CHECK(second[j] == Approx(2 * first[j]));
 }
 
@@ -153,7 +146,7 @@ TEST_CASE("q/k norm, rope and gain in float and bf16 agree with double", "[model
                                         T(kEps));
     model::ops::qk_norm_rope_backward<T>(ExecSpace(), raw_a, c.shape(), tables.cos, tables.sin, gain_t, q_rstd, k_rstd, dq_a,
                                          dk_a, d_raw, dgain, gain_rows);
-    return std::make_tuple(values(q), values(k), values(d_raw), values(dgain));
+    return std::make_tuple(host_values(q), host_values(k), host_values(d_raw), host_values(dgain));
   };
   const auto r64 = run(0.0);
   const auto r32 = run(0.0f);
