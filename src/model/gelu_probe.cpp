@@ -1,8 +1,6 @@
 #include "model/gelu_probe.hpp"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 #include <string>
 #include <type_traits>
 

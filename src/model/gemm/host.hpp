@@ -135,7 +135,6 @@ struct GemmBackend<backend::Host> {
                         const PreView&, const DView&, std::size_t, const std::string&) {
     return false;
   }
-
 };
 
 }  // namespace kgpt::model
