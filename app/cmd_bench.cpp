@@ -1,4 +1,4 @@
-// kgpt bench: how fast a deck's training step runs here, against this machine's sgemm rate.
+// kgpt bench: how fast a deck's training step runs here, against this machine's GEMM rate.
 
 #include <algorithm>
 #include <cstdio>
@@ -21,12 +21,14 @@ const CommandSpec& bench_spec() {
       "bench",
       "DECK [--set section.key=value]... [--steps N] [--warmup N] [--gemm-size N] [--tokens uniform|zipf] "
       "[--profile [--profile-steps N]] [--memory]",
-      "measure a deck's training speed against this machine's sgemm",
+      "measure a deck's training speed against this machine's GEMM rate",
       "Builds the deck's model and runs the optimizer step `kgpt train` runs (every micro-step's\n"
       "forward and backward, gradient averaging, clipping, the schedule, the optimizer) on synthetic\n"
       "tokens, as `kgpt train` runs it (no fence inside a step), and prints tokens/s, ms/step, the\n"
       "model's FLOP/s (6N + 12 L H D T FLOPs per token), the FLOP/s of an fp32 GEMM\n"
-      "measured in the same run, their ratio, the process's peak resident memory, the high-water\n"
+      "measured in the same run and their ratio (for a bf16 deck also a bf16 GEMM's, bf16_ratio; on a\n"
+      "GPU also a device copy's bytes per second, copy_gbs: the ceilings the step is read against),\n"
+      "the process's peak resident memory, the high-water\n"
       "mark of kgpt's own arrays in the model's memory space (the GPU on a CUDA build) and, on a GPU,\n"
       "the device memory in use, and the memory plan's total (kgpt check) beside that high-water mark (both\n"
       "the largest rank's). The stall watchdog (parallel.stall_timeout_s) watches the steps as in\n"
@@ -37,14 +39,15 @@ const CommandSpec& bench_spec() {
       "\n"
       "--profile then runs more steps with every phase, kernel, GEMM, attention call and the gradient\n"
       "averaging fenced and timed, prints the step's forward, backward and optimizer parts, and per\n"
-      "phase each op's calls and milliseconds per step and its share of the step. Fencing serialises the GPU, so the\n"
+      "phase each op's calls and milliseconds per step, its share of the step and, for products and\n"
+      "attention, its TFLOP/s (attention counts the causal half). Fencing serialises the GPU, so the\n"
       "profiled step is slower than the timed one: the table says where time goes. It cannot run\n"
       "while a Kokkos Tools library (KOKKOS_TOOLS_LIBS) is loaded.",
       {
           {"set", "section.key=value", "override a deck key (repeatable)"},
           {"steps", "N", "timed optimizer steps (default 5)"},
           {"warmup", "N", "untimed steps first, at least 1: the first makes the GEMM plans and attention graphs (default 2)"},
-          {"gemm-size", "N", "side of the square sgemm that sets the reference rate (default 1024)"},
+          {"gemm-size", "N", "side of the square GEMMs that set the reference rates (default 1024; 8192 on a GPU)"},
           {"tokens", "uniform|zipf", "the synthetic tokens: uniform over the vocabulary (default), or Zipf's law, "
                                      "a few tokens in many rows as in real text"},
           {"profile", "", "after the timed steps, print where a step's time goes, op by op"},
@@ -58,7 +61,8 @@ const CommandSpec& bench_spec() {
 
 namespace {
 
-// Per phase in the order phases ran, ops by time: calls and ms per step and the share of the step.
+// Per phase in the order phases ran, ops by time: calls and ms per step, the share of the step and,
+// for the ops that count their arithmetic (products, attention), their rate.
 void print_profile(std::ostream& out, const train::BenchResult& r, int steps) {
   std::vector<std::string> phases;
   for (const auto& e : r.profile) {
@@ -70,7 +74,8 @@ void print_profile(std::ostream& out, const train::BenchResult& r, int steps) {
                 "(every phase and op fenced; unprofiled step_ms:%.2f)\n",
                 steps, r.profiled_step_ms, r.forward_ms, r.backward_ms, r.optimizer_ms, r.step_ms);
   out << line;
-  std::snprintf(line, sizeof(line), "%-12s %-64s %10s %10s %6s\n", "phase", "op", "calls/step", "ms/step", "%");
+  std::snprintf(line, sizeof(line), "%-12s %-64s %10s %10s %6s %9s\n", "phase", "op", "calls/step", "ms/step", "%",
+                "TFLOP/s");
   out << line;
   double attributed_ms = 0;
   for (const std::string& phase : phases) {
@@ -84,9 +89,14 @@ void print_profile(std::ostream& out, const train::BenchResult& r, int steps) {
     std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
     for (const auto& e : rows) {
       const double ms = e.seconds * 1e3 / steps;
-      std::snprintf(line, sizeof(line), "%-12s %-64s %10.1f %10.3f %6.2f\n", phase.c_str(), e.name.c_str(),
+      std::snprintf(line, sizeof(line), "%-12s %-64s %10.1f %10.3f %6.2f", phase.c_str(), e.name.c_str(),
                     static_cast<double>(e.calls) / steps, ms, 100.0 * ms / r.profiled_step_ms);
       out << line;
+      if (e.flops > 0 && e.seconds > 0) {
+        std::snprintf(line, sizeof(line), " %9.3f", e.flops / e.seconds / 1e12);
+        out << line;
+      }
+      out << "\n";
     }
     std::snprintf(line, sizeof(line), "%-12s %-64s %10s %10.3f %6.2f\n", phase.c_str(), "(phase total)", "", phase_ms,
                   100.0 * phase_ms / r.profiled_step_ms);
@@ -135,14 +145,25 @@ int run_bench(const ParsedArgs& args) {
   char line[512];
   std::snprintf(line, sizeof(line),
                 "bench deck:%s family:%s backend:%s precision:%s attention:%s tokens:%s tokens_per_step:%lld micro_batch:%lldx%d grad_accum_steps:%d\n"
-                "tok/s:%.0f step_ms:%.1f flops_per_token:%.4g model_gflops:%.1f sgemm_gflops:%.1f ratio:%.2f "
-                "peak_rss_mb:%.0f\n",
+                "tok/s:%.0f step_ms:%.1f flops_per_token:%.4g model_gflops:%.1f sgemm_gflops:%.1f ratio:%.2f",
                 deck.path.c_str(), deck.config.model.family.c_str(), compat::enabled_backends().c_str(),
                 config::name_of(deck.config.model.precision), r.attention,
                 options.tokens == train::TokenDistribution::zipf ? "zipf" : "uniform",
                 deck.config.train.global_batch_tokens, deck.plan.local_sequences, deck.plan.seq_len,
                 deck.plan.grad_accum_steps, r.tokens_per_s, r.step_ms, r.flops_per_token, r.model_flops / 1e9,
-                r.sgemm_flops / 1e9, r.model_flops / r.sgemm_flops, r.peak_rss_bytes / (1024.0 * 1024.0));
+                r.sgemm_flops / 1e9, r.model_flops / r.sgemm_flops);
+  std::cout << line;
+  // The ceilings a bf16 model and a GPU's memory-bound kernels are read against.
+  if (r.bf16_gemm_flops > 0) {
+    std::snprintf(line, sizeof(line), " bf16_gemm_gflops:%.1f bf16_ratio:%.2f", r.bf16_gemm_flops / 1e9,
+                  r.model_flops / r.bf16_gemm_flops);
+    std::cout << line;
+  }
+  if (r.copy_bytes_per_s > 0) {
+    std::snprintf(line, sizeof(line), " copy_gbs:%.1f", r.copy_bytes_per_s / 1e9);
+    std::cout << line;
+  }
+  std::snprintf(line, sizeof(line), " peak_rss_mb:%.0f\n", r.peak_rss_bytes / (1024.0 * 1024.0));
   std::cout << line;
   if (r.stall_watchdog == "off") {
     std::cout << "stall_watchdog:off\n";

@@ -22,7 +22,12 @@ struct State {
   int explicit_depth = 0;  // open Regions: kernels inside them count towards them
   std::vector<Entry> table;
   std::map<std::pair<std::string, std::string>, std::size_t> index;
-  std::vector<std::pair<std::string, Clock::time_point>> open_kernels;
+  struct Open {
+    std::string name;
+    Clock::time_point start;
+    double flops;
+  };
+  std::vector<Open> open_kernels;
   bool tracking_memory = false;
   double live_bytes = 0, peak_bytes = 0;
   double library_bytes = 0;  // workspaces kgpt allocates for libraries, live now
@@ -38,15 +43,19 @@ struct State {
     }
   }
 
-  void add(const std::string& name, double seconds) {
-    const auto key = std::make_pair(phase, name);
+  void close() {
+    const Open open = open_kernels.back();
+    open_kernels.pop_back();
+    const auto key = std::make_pair(phase, open.name);
     auto found = index.find(key);
     if (found == index.end()) {
       found = index.emplace(key, table.size()).first;
-      table.push_back(Entry{phase, name, 0, 0});
+      table.push_back(Entry{phase, open.name, 0, 0, 0});
     }
-    table[found->second].seconds += seconds;
-    table[found->second].calls += 1;
+    Entry& entry = table[found->second];
+    entry.seconds += std::chrono::duration<double>(Clock::now() - open.start).count();
+    entry.calls += 1;
+    entry.flops += open.flops;
   }
 };
 
@@ -60,16 +69,14 @@ void begin_kernel(const char* name, const std::uint32_t, std::uint64_t* id) {
   *id = s.open_kernels.size();
   if (s.explicit_depth > 0) return;
   Kokkos::fence();
-  s.open_kernels.emplace_back(name, Clock::now());
+  s.open_kernels.push_back(State::Open{name, Clock::now(), 0});
 }
 
 void end_kernel(const std::uint64_t) {
   State& s = state();
   if (s.explicit_depth > 0 || s.open_kernels.empty()) return;
   Kokkos::fence();
-  const auto [name, start] = s.open_kernels.back();
-  s.open_kernels.pop_back();
-  s.add(name, std::chrono::duration<double>(Clock::now() - start).count());
+  s.close();
 }
 
 bool in_memory_space(const Kokkos::Profiling::SpaceHandle handle) {
@@ -168,19 +175,19 @@ Phase::~Phase() {
   state().phase = previous_;
 }
 
-Region::Region(const ExecSpace& exec, const char* name) : exec_(exec) {
-  if (state().on) start(name);
+Region::Region(const ExecSpace& exec, const char* name, double flops) : exec_(exec) {
+  if (state().on) start(name, flops);
 }
 
-Region::Region(const ExecSpace& exec, const std::string& name) : exec_(exec) {
-  if (state().on) start(name);
+Region::Region(const ExecSpace& exec, const std::string& name, double flops) : exec_(exec) {
+  if (state().on) start(name, flops);
 }
 
-void Region::start(const std::string& name) {
+void Region::start(const std::string& name, double flops) {
   if (state().explicit_depth > 0) return;  // inside another Region: that one counts it
   exec_.fence();
   active_ = true;
-  state().open_kernels.emplace_back(name, Clock::now());
+  state().open_kernels.push_back(State::Open{name, Clock::now(), flops});
   ++state().explicit_depth;
 }
 
@@ -189,9 +196,7 @@ Region::~Region() {
   exec_.fence();
   State& s = state();
   --s.explicit_depth;
-  const auto [name, start] = s.open_kernels.back();
-  s.open_kernels.pop_back();
-  s.add(name, std::chrono::duration<double>(Clock::now() - start).count());
+  s.close();
 }
 
 }  // namespace kgpt::profile

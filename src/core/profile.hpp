@@ -3,8 +3,9 @@
 // kernel (by its label, "kgpt::rmsnorm::forward") and every explicit Region (GEMMs by shape and
 // types, cuDNN attention, gradient averaging) is fenced before and after and its time added to a
 // table under the phase it ran in (forward, backward, optimizer, ...). Kernels that run inside an
-// explicit Region count towards that Region. Off, a Region costs a test of one flag, and Kokkos
-// Tools (KOKKOS_TOOLS_LIBS) see Phases and Regions as regions.
+// explicit Region count towards that Region. A Region that knows its arithmetic (a product, an
+// attention) adds it too, so the table gives that op's FLOP/s. Off, a Region costs a test of one
+// flag, and Kokkos Tools (KOKKOS_TOOLS_LIBS) see Phases and Regions as regions.
 // Fencing serialises the device: the table says where time goes, not how fast an unprofiled step is.
 
 #include <string>
@@ -19,6 +20,7 @@ struct Entry {
   std::string phase, name;
   double seconds = 0;
   long long calls = 0;
+  double flops = 0;  // the floating-point operations of its calls, where the op says (else 0)
 };
 
 // Whether enable(true) can work: no Kokkos Tools library holds the callbacks.
@@ -56,17 +58,18 @@ class Phase {
   std::string previous_;
 };
 
-// Work that is not one Kokkos kernel: timed as one entry named `name` (made only when profiling).
+// Work that is not one Kokkos kernel: timed as one entry named `name` (made only when profiling),
+// with the floating-point operations it does (0: not counted).
 class Region {
  public:
-  Region(const ExecSpace& exec, const char* name);
-  Region(const ExecSpace& exec, const std::string& name);
+  Region(const ExecSpace& exec, const char* name, double flops = 0);
+  Region(const ExecSpace& exec, const std::string& name, double flops = 0);
   ~Region();
   Region(const Region&) = delete;
   Region& operator=(const Region&) = delete;
 
  private:
-  void start(const std::string& name);
+  void start(const std::string& name, double flops);
   const ExecSpace& exec_;
   bool active_ = false;
 };

@@ -24,21 +24,47 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-double measure_sgemm(int n) {
+// A ceiling's measurement runs for at least this long: on a GPU, hundreds of calls.
+constexpr double kCeilingSeconds = backend::on_gpu ? 0.3 : 1.0;
+
+// FLOP/s of an n^3 product of random T operands written in T (fp32; bf16 as a bf16 model's products
+// are), each call fenced. Random, not zero, inputs: a product of zeros can run faster.
+template <class T>
+double measure_gemm(int n) {
   const ExecSpace exec;
-  Matrix<float> a("kgpt::bench::a", n, n), b("kgpt::bench::b", n, n), c("kgpt::bench::c", n, n);
+  Matrix<T> a("kgpt::bench::a", n, n), b("kgpt::bench::b", n, n), c("kgpt::bench::c", n, n);
   random::fill_normal(a, 1, 0, 1.0);
   random::fill_normal(b, 1, 1, 1.0);
-  model::gemm(exec, model::Op::none, model::Op::none, 1.0f, a, b, 0.0f, c);  // warm-up
+  const auto product = [&] { model::gemm(exec, model::Op::none, model::Op::none, model::GemmScalar<T>(1), a, b, model::GemmScalar<T>(0), c); };
+  product();  // warm-up: handles, workspaces, the library's choice of kernel
   exec.fence();
   int reps = 0;
   const auto start = Clock::now();
   do {
-    model::gemm(exec, model::Op::none, model::Op::none, 1.0f, a, b, 0.0f, c);
+    product();
     exec.fence();
     ++reps;
-  } while (seconds_since(start) < 1.0 || reps < 3);
+  } while (seconds_since(start) < kCeilingSeconds || reps < 3);
   return 2.0 * n * n * static_cast<double>(n) * reps / seconds_since(start);
+}
+
+// Bytes read plus bytes written per second by a copy between two device arrays of 1 GiB of random
+// values: the bandwidth a memory-bound kernel can reach.
+double measure_device_copy() {
+  constexpr std::size_t kElements = (std::size_t(1) << 30) / sizeof(float);
+  const ExecSpace exec;
+  Kokkos::View<float*, MemSpace> from("kgpt::bench::copy_from", kElements), to("kgpt::bench::copy_to", kElements);
+  random::fill_uniform(from, 1, 2, -1.0, 1.0);
+  Kokkos::deep_copy(exec, to, from);  // warm-up
+  exec.fence();
+  int reps = 0;
+  const auto start = Clock::now();
+  do {
+    Kokkos::deep_copy(exec, to, from);
+    exec.fence();
+    ++reps;
+  } while (seconds_since(start) < kCeilingSeconds || reps < 3);
+  return 2.0 * sizeof(float) * static_cast<double>(kElements) * reps / seconds_since(start);
 }
 
 // The same two fixed batches of random tokens every micro-step: no data files are read. Uniform
@@ -89,7 +115,11 @@ double progress_seconds(std::int64_t all, std::int64_t detail) {
 
 
 BenchResult run_bench(const config::ResolvedDeck& deck, const BenchOptions& options) {
-  const double sgemm = measure_sgemm(options.gemm_size);
+  // The ceilings first, their arrays freed before the model is built.
+  const double sgemm = measure_gemm<float>(options.gemm_size);
+  const double bf16_gemm =
+      deck.config.model.precision == config::Precision::bf16 ? measure_gemm<bf16>(options.gemm_size) : 0.0;
+  const double copy = backend::on_gpu ? measure_device_copy() : 0.0;
   // The watchdog watches the benchmark's steps as it watches training's, so its cost is in step_ms.
   parallel::WatchdogSettings watch;
   watch.timeout_seconds = deck.config.parallel.stall_timeout_s;
@@ -147,6 +177,8 @@ BenchResult run_bench(const config::ResolvedDeck& deck, const BenchOptions& opti
   }
 
   result.sgemm_flops = sgemm;
+  result.bf16_gemm_flops = bf16_gemm;
+  result.copy_bytes_per_s = copy;
   result.attention = model->attention_name();
   result.stall_watchdog = watchdog.summary();
   result.step_ms = seconds * 1e3;

@@ -1,13 +1,15 @@
 #pragma once
 // `kgpt bench`: the speed of a deck's training step on this machine (the step `kgpt train` runs,
-// train/step.hpp, on synthetic tokens, on every rank of the job), next to the speed of a plain
-// sgemm measured in the same run, so the ratio says how much of the machine's GEMM rate the model
-// reaches. Figures, never pass/fail.
+// train/step.hpp, on synthetic tokens, on every rank of the job), next to the machine's ceilings
+// measured in the same run: a plain sgemm (and for a bf16 deck a bf16 product), so the ratio says
+// how much of the machine's GEMM rate the model reaches, and on a GPU a device-to-device copy, the
+// bandwidth memory-bound kernels can reach. Figures, never pass/fail.
 
 #include <string>
 #include <vector>
 
 #include "config/deck.hpp"
+#include "core/backend.hpp"
 #include "core/profile.hpp"
 
 namespace kgpt::train {
@@ -19,12 +21,14 @@ struct BenchOptions {
   TokenDistribution tokens = TokenDistribution::uniform;
   int warmup_steps = 2;
   int steps = 5;
-  int gemm_size = 1024;
+  int gemm_size = backend::on_gpu ? 8192 : 1024;  // the side of the ceilings' products: one that fills the machine
   int profile_steps = 0;  // > 0: after the timed steps, this many steps with every op fenced and timed
 };
 
 struct BenchResult {
   double sgemm_flops = 0;        // FLOP/s of an n^3 fp32 GEMM
+  double bf16_gemm_flops = 0;    // bf16 decks: FLOP/s of an n^3 bf16 GEMM, as their products run (else 0)
+  double copy_bytes_per_s = 0;   // GPU builds: bytes read plus written per second by a device copy (else 0)
   double step_ms = 0;            // mean optimizer step, all micro-steps included
   // With profile_steps > 0: the parts of a profiled step, each phase fenced (backward includes zeroing).
   double forward_ms = 0, backward_ms = 0, optimizer_ms = 0;

@@ -172,9 +172,27 @@ TEST_CASE("kgpt prepare, check and train on real shards", "[app]") {
   CHECK(profiled.exit_code == 0);
   for (const char* row : {"profile steps:2 profiled_step_ms:", "forward      kgpt::cross_entropy::forward",
                           "backward     attention (gemm) backward", "optimizer    (phase total)",
-                          "(outside ops: copies, host work, launches)"}) {
+                          "(outside ops: copies, host work, launches)", "ms/step      %   TFLOP/s"}) {
     CHECK(profiled.out.find(row) != std::string::npos);
   }
+  // Products and attention end their rows with a rate; kernels end theirs with the share.
+  const auto row_of = [&](const std::string& start) {
+    const std::size_t at = profiled.out.find(start);
+    return at == std::string::npos ? std::string() : profiled.out.substr(at, profiled.out.find('\n', at) - at);
+  };
+  const std::string attention_row = row_of("forward      attention (gemm) forward");
+  CHECK(attention_row.size() == 78 + 10 + 1 + 10 + 1 + 6 + 1 + 9);
+  CHECK(std::stod(attention_row.substr(attention_row.size() - 9)) > 0);
+  CHECK(row_of("forward      kgpt::cross_entropy::forward").size() == 78 + 10 + 1 + 10 + 1 + 6);
+  // A bf16 deck is read against a bf16 product too; only a GPU build measures a device copy.
+  const auto bf16 = run_kgpt({"bench", dir.file("small.yaml"), "--steps", "1", "--warmup", "1", "--gemm-size", "64",
+                              "--set", "train.precision=bf16"});
+  INFO(bf16.err);
+  CHECK(bf16.exit_code == 0);
+  CHECK(bf16.out.find(" bf16_gemm_gflops:") != std::string::npos);
+  CHECK(bf16.out.find(" bf16_ratio:") != std::string::npos);
+  CHECK(bench.out.find("bf16_gemm_gflops") == std::string::npos);
+  CHECK((bench.out.find(" copy_gbs:") != std::string::npos) == kgpt::backend::on_gpu);
   const auto lone = run_kgpt({"bench", dir.file("small.yaml"), "--profile-steps", "2"});
   CHECK(lone.exit_code == 2);
   CHECK(lone.err.find("--profile-steps: only meaningful with --profile") != std::string::npos);

@@ -130,6 +130,12 @@ TEST_CASE("the profile puts a step's time under its phases and ops", "[train][st
   const profile::Entry* qkv = find("forward", "gemm 64x64x32 NT fp32->fp32");
   REQUIRE(qkv != nullptr);
   CHECK(qkv->calls == 4);
+  // Products and attention count their arithmetic (the table's TFLOP/s); kernels do not. Attention
+  // of 4 sequences of 16 tokens, 4 heads of 8: the causal half, 2 B H T^2 D, and 2.5 times that back.
+  CHECK(qkv->flops == 4 * 2.0 * 64 * 64 * 32);
+  CHECK(attention->flops == 4 * 2.0 * 4 * 4 * 16 * 16 * 8);
+  CHECK(find("backward", "attention (gemm) backward")->flops == 4 * 2.5 * 2.0 * 4 * 4 * 16 * 16 * 8);
+  CHECK(find("forward", "kgpt::cross_entropy::forward")->flops == 0);
   bool optimizer_gemm = false;
   for (const auto& e : entries) optimizer_gemm |= e.phase == "optimizer" && e.name.rfind("gemm", 0) == 0;
   CHECK(optimizer_gemm);  // Newton-Schulz

@@ -123,7 +123,7 @@ std::size_t CudnnAttention::workspace_bytes() const { return static_cast<std::si
 
 void CudnnAttention::forward(const ExecSpace& exec, int layer, const Heads<const bf16>& q, const Heads<const bf16>& k,
                              const Heads<const bf16>& v, const Heads<bf16>& o) {
-  const profile::Region region(exec, "attention (cudnn) forward");
+  const profile::Region region(exec, "attention (cudnn) forward", attention_flops(q, false));
   const Heads<const bf16> out = o;
   Key key;
   for (const auto* x : {&q, &k, &v, &out}) append(key, *x);
@@ -160,7 +160,7 @@ void CudnnAttention::forward(const ExecSpace& exec, int layer, const Heads<const
 void CudnnAttention::backward(const ExecSpace& exec, int layer, const Heads<const bf16>& q, const Heads<const bf16>& k,
                               const Heads<const bf16>& v, const Heads<const bf16>& o, const Heads<const bf16>& d_o,
                               const Heads<bf16>& dq, const Heads<bf16>& dk, const Heads<bf16>& dv) {
-  const profile::Region region(exec, "attention (cudnn) backward");
+  const profile::Region region(exec, "attention (cudnn) backward", attention_flops(q, true));
   const Heads<const bf16> gq = dq, gk = dk, gv = dv;
   Key key;
   for (const auto* x : {&q, &k, &v, &o, &d_o, &gq, &gk, &gv}) append(key, *x);

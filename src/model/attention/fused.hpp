@@ -40,7 +40,7 @@ class FusedAttention final : public Attention<A> {
 
   void forward(const ExecSpace& exec, int layer, const Heads<const A>& q, const Heads<const A>& k,
                const Heads<const A>& v, const Heads<A>& o) override {
-    const profile::Region region(exec, "attention (fused) forward");
+    const profile::Region region(exec, "attention (fused) forward", attention_flops(q, false));
     ops::flash_attention_forward<A>(exec, q, k, v, lse_.at(static_cast<std::size_t>(layer)).t3(q.batch, q.heads, q.seq),
                                     o);
   }
@@ -48,7 +48,7 @@ class FusedAttention final : public Attention<A> {
   void backward(const ExecSpace& exec, int layer, const Heads<const A>& q, const Heads<const A>& k,
                 const Heads<const A>& v, const Heads<const A>& o, const Heads<const A>& d_o, const Heads<A>& dq,
                 const Heads<A>& dk, const Heads<A>& dv) override {
-    const profile::Region region(exec, "attention (fused) backward");
+    const profile::Region region(exec, "attention (fused) backward", attention_flops(q, true));
     ops::flash_attention_backward<A>(exec, q, k, v, o,
                                      lse_.at(static_cast<std::size_t>(layer)).t3(q.batch, q.heads, q.seq), d_o,
                                      delta_.t3(q.batch, q.heads, q.seq), dq, dk, dv);

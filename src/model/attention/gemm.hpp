@@ -37,7 +37,7 @@ class GemmAttention final : public Attention<A> {
 
   void forward(const ExecSpace& exec, int layer, const Heads<const A>& q, const Heads<const A>& k,
                const Heads<const A>& v, const Heads<A>& o) override {
-    const profile::Region region(exec, "attention (gemm) forward");
+    const profile::Region region(exec, "attention (gemm) forward", attention_flops(q, false));
     A* probs = probs_.at(static_cast<std::size_t>(layer)).vec(size(q)).data();
     T* scores = same ? reinterpret_cast<T*>(probs) : scores_.vec(size(q)).data();
     ops::attention_forward<A>(exec, q, k, v, scores, probs, o);
@@ -46,7 +46,7 @@ class GemmAttention final : public Attention<A> {
   void backward(const ExecSpace& exec, int layer, const Heads<const A>& q, const Heads<const A>& k,
                 const Heads<const A>& v, const Heads<const A>&, const Heads<const A>& d_o, const Heads<A>& dq,
                 const Heads<A>& dk, const Heads<A>& dv) override {
-    const profile::Region region(exec, "attention (gemm) backward");
+    const profile::Region region(exec, "attention (gemm) backward", attention_flops(q, true));
     const A* probs = probs_.at(static_cast<std::size_t>(layer)).vec(size(q)).data();
     T* dp = scores_.vec(size(q)).data();
     A* ds = same ? reinterpret_cast<A*>(dp) : ds_.vec(size(q)).data();

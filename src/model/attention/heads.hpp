@@ -43,4 +43,13 @@ Heads<typename View::value_type> heads_of(const View& m, int offset, int batch, 
   return heads_of(m.data(), static_cast<std::int64_t>(m.stride(0)), offset, batch, seq, heads, dim);
 }
 
+// The arithmetic of causal attention over query heads q, as the profile counts it: the causal half
+// of its two products (scores, then values), 2 B H T^2 D in the forward; the backward does 2.5
+// times that (it computes the scores again, then four products' halves).
+template <class A>
+double attention_flops(const Heads<A>& q, bool backward) {
+  const double forward = 2.0 * q.batch * q.heads * static_cast<double>(q.seq) * q.seq * q.dim;
+  return backward ? 2.5 * forward : forward;
+}
+
 }  // namespace kgpt::model

@@ -101,7 +101,7 @@ struct GemmBackend<backend::Cuda> {
   template <class AView, class BView, class BiasView, class PreView, class DView>
   static bool gemm_gelu(const ExecSpace& exec, GeluEpilogue which, Op op_a, Op op_b, const AView& a, const BView& b,
                         const BiasView& bias, const PreView& pre, const DView& d, std::size_t k,
-                        const std::string& label) {
+                        const std::string& label, double flops) {
     using TA = std::remove_const_t<typename AView::value_type>;
     if constexpr (!std::is_same<TA, bf16>::value) {
       // bf16 only: its rounding (2^-8) hides how the epilogue evaluates tanh, while fp32 runs are
@@ -113,7 +113,7 @@ struct GemmBackend<backend::Cuda> {
       p.aux = pre.data();
       p.ldaux = static_cast<std::int64_t>(pre.stride(0));
       if (!cuda_gemm::supported(p)) return false;
-      const profile::Region region(exec, label);
+      const profile::Region region(exec, label, flops);
       return cuda_gemm::run_with_epilogue(exec.cuda_stream(), p);
     }
   }

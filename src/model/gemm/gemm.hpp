@@ -39,6 +39,11 @@ std::string gemm_label(const char* what, std::size_t m, std::size_t n, std::size
          (op_a == Op::none ? "N" : "T") + (op_b == Op::none ? "N" : "T") + " " + type_name<TA>() + "->" + type_name<TD>();
 }
 
+// The multiplications and additions of an M x N x K product, as the profile counts them.
+inline double product_flops(std::size_t m, std::size_t n, std::size_t k) {
+  return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+}
+
 // M, K and N of D = op(A) op(B), D's shape checked against them (`who` names the caller).
 struct ProductShape {
   std::size_t m, k, n;
@@ -91,7 +96,8 @@ void gemm_ex(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<typename DView:
   }
   if (m == 0 || n == 0) return;
   const profile::Region region(exec, profile::enabled() ? detail::gemm_label<TA, TD>("gemm", m, n, k, op_a, op_b)
-                                                         : std::string());
+                                                         : std::string(),
+                               detail::product_flops(m, n, k));
   GemmBackend<backend::Current>::gemm(exec, op_a, op_b, alpha, a, b, beta, c, d, bias, k);
 }
 
@@ -126,7 +132,8 @@ bool gemm_gelu(const ExecSpace& exec, GeluEpilogue which, Op op_a, Op op_b, cons
       profile::enabled() ? detail::gemm_label<TA, TD>(which == GeluEpilogue::forward ? "gemm+gelu" : "gemm+gelu_backward",
                                                       m, n, k, op_a, op_b)
                          : std::string();
-  return GemmBackend<backend::Current>::gemm_gelu(exec, which, op_a, op_b, a, b, bias, pre, d, k, label);
+  return GemmBackend<backend::Current>::gemm_gelu(exec, which, op_a, op_b, a, b, bias, pre, d, k, label,
+                                                  detail::product_flops(m, n, k));
 }
 
 template <class AView, class BView, class CView>
@@ -148,7 +155,8 @@ void gemm_batched(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<TC> alpha,
   if (count == 0 || m == 0 || n == 0) return;
   const profile::Region region(
       exec, profile::enabled() ? detail::gemm_label<TA, TC>(("gemm_batched x" + std::to_string(count)).c_str(), m, n, k, op_a, op_b)
-                               : std::string());
+                               : std::string(),
+      detail::product_flops(m, n, k) * static_cast<double>(count));
   GemmBackend<backend::Current>::gemm_batched(exec, op_a, op_b, alpha, a, b, beta, c, count);
 }
 

@@ -132,7 +132,7 @@ struct GemmBackend<backend::Host> {
   // BLAS has no epilogues: the caller runs the product and the activation's kernel.
   template <class AView, class BView, class BiasView, class PreView, class DView>
   static bool gemm_gelu(const ExecSpace&, GeluEpilogue, Op, Op, const AView&, const BView&, const BiasView&,
-                        const PreView&, const DView&, std::size_t, const std::string&) {
+                        const PreView&, const DView&, std::size_t, const std::string&, double) {
     return false;
   }
 };
