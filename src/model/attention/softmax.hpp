@@ -47,7 +47,8 @@ Strided<T> scores(T* data, int h, int heads, int t) {
 }  // namespace attention_detail
 
 // Row softmax of the causal scores s (B, H, T, T) into p: p(i, j) for j <= i, 0 above the diagonal.
-// s and p may be the same array.
+// s and p may be the same array. The pass that sums the exponentials leaves them in s, in s's type,
+// so each is computed once (on the host the exponentials are most of the forward attention's time).
 template <class S, class P>
 void causal_softmax(const ExecSpace& exec, const Kokkos::View<S****, Layout, MemSpace>& s,
                     const Kokkos::View<P****, Layout, MemSpace>& p) {
@@ -66,12 +67,18 @@ void causal_softmax(const ExecSpace& exec, const Kokkos::View<S****, Layout, Mem
             Kokkos::Max<T>(row_max));
         T sum = 0;
         Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, r + 1), [&](const int c, T& acc) { acc += compat::exp(T(s(i, j, r, c)) - row_max); },
+            Kokkos::TeamThreadRange(team, r + 1),
+            [&](const int c, T& acc) {
+              const T e = compat::exp(T(s(i, j, r, c)) - row_max);
+              s(i, j, r, c) = static_cast<S>(e);
+              acc += e;
+            },
             sum);
+        team.team_barrier();  // the exponentials written above are read below by other threads of the team
         const T inverse = T(1) / sum;
         // Each element is read before it is written by the same thread, so s may be p.
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, t), [&](const int c) {
-          p(i, j, r, c) = store<P>(c <= r ? compat::exp(T(s(i, j, r, c)) - row_max) * inverse : T(0));
+          p(i, j, r, c) = store<P>(c <= r ? T(s(i, j, r, c)) * inverse : T(0));
         });
       });
 }
