@@ -24,28 +24,38 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-// A ceiling's measurement runs for at least this long: on a GPU, hundreds of calls.
-constexpr double kCeilingSeconds = backend::on_gpu ? 0.3 : 1.0;
+// Calls of `run` per second, each fenced, after one untimed call (handles, workspaces, the
+// library's choice of kernel): at least 3 calls and, for a ceiling, at least this long (on a GPU,
+// hundreds of calls).
+template <class Run>
+double calls_per_second(const ExecSpace& exec, const Run& run) {
+  constexpr double kSeconds = backend::on_gpu ? 0.3 : 1.0;
+  run();
+  exec.fence();
+  int calls = 0;
+  const auto start = Clock::now();
+  double seconds = 0;
+  do {
+    run();
+    exec.fence();
+    ++calls;
+    seconds = seconds_since(start);
+  } while (seconds < kSeconds || calls < 3);
+  return calls / seconds;
+}
 
 // FLOP/s of an n^3 product of random T operands written in T (fp32; bf16 as a bf16 model's products
-// are), each call fenced. Random, not zero, inputs: a product of zeros can run faster.
+// are). Random, not zero, inputs: a product of zeros can run faster.
 template <class T>
 double measure_gemm(int n) {
   const ExecSpace exec;
   Matrix<T> a("kgpt::bench::a", n, n), b("kgpt::bench::b", n, n), c("kgpt::bench::c", n, n);
   random::fill_normal(a, 1, 0, 1.0);
   random::fill_normal(b, 1, 1, 1.0);
-  const auto product = [&] { model::gemm(exec, model::Op::none, model::Op::none, model::GemmScalar<T>(1), a, b, model::GemmScalar<T>(0), c); };
-  product();  // warm-up: handles, workspaces, the library's choice of kernel
-  exec.fence();
-  int reps = 0;
-  const auto start = Clock::now();
-  do {
-    product();
-    exec.fence();
-    ++reps;
-  } while (seconds_since(start) < kCeilingSeconds || reps < 3);
-  return 2.0 * n * n * static_cast<double>(n) * reps / seconds_since(start);
+  const double per_second = calls_per_second(exec, [&] {
+    model::gemm(exec, model::Op::none, model::Op::none, model::GemmScalar<T>(1), a, b, model::GemmScalar<T>(0), c);
+  });
+  return 2.0 * n * n * static_cast<double>(n) * per_second;
 }
 
 // Bytes read plus bytes written per second by a copy between two device arrays of 1 GiB of random
@@ -55,16 +65,8 @@ double measure_device_copy() {
   const ExecSpace exec;
   Kokkos::View<float*, MemSpace> from("kgpt::bench::copy_from", kElements), to("kgpt::bench::copy_to", kElements);
   random::fill_uniform(from, 1, 2, -1.0, 1.0);
-  Kokkos::deep_copy(exec, to, from);  // warm-up
-  exec.fence();
-  int reps = 0;
-  const auto start = Clock::now();
-  do {
-    Kokkos::deep_copy(exec, to, from);
-    exec.fence();
-    ++reps;
-  } while (seconds_since(start) < kCeilingSeconds || reps < 3);
-  return 2.0 * sizeof(float) * static_cast<double>(kElements) * reps / seconds_since(start);
+  return 2.0 * sizeof(float) * static_cast<double>(kElements) *
+         calls_per_second(exec, [&] { Kokkos::deep_copy(exec, to, from); });
 }
 
 // The same two fixed batches of random tokens every micro-step: no data files are read. Uniform
