@@ -2,6 +2,7 @@
 (test_failures.py, test_watchdog.py)."""
 
 import os
+import signal
 import subprocess
 import time
 
@@ -38,6 +39,21 @@ def alive(pid):
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def ranks_left(ranks, seconds=5):
+    """The pids of `ranks` ({rank: pid}) still running `seconds` after their job ended, killed. mpiexec
+    can return while a rank it ended is still being torn down, so each gets a few seconds to go."""
+    deadline = time.monotonic() + seconds
+    while any(alive(pid) for pid in ranks.values()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [pid for pid in ranks.values() if alive(pid)]
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return left
 
 
 def start_train(mpiexec, kgpt, ranks, deck, workdir, args, marker):

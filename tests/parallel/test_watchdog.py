@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 
-from mpi_jobs import ENV, alive, finish, rank_pids, start_train
+from mpi_jobs import ENV, finish, rank_pids, ranks_left, start_train
 
 KGPT, MPIEXEC, DECK, WORKDIR = sys.argv[1:5]
 RUNS = os.path.join(WORKDIR, "watchdog_runs")
@@ -66,12 +66,7 @@ def outputs_still_load(name, run_dir):
 
 def no_rank_left(name, ranks):
     """mpiexec has ended: within a few seconds no rank may be left, stopped or blocked."""
-    deadline = time.monotonic() + 5
-    while any(alive(pid) for pid in ranks.values()) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    left = [pid for pid in ranks.values() if alive(pid)]
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)
+    left = ranks_left(ranks)
     check(not left, f"{name}: ranks {left} were still running 5 s after the job ended")
 
 
