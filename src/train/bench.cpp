@@ -55,7 +55,7 @@ double measure_gemm(int n) {
   const double per_second = calls_per_second(exec, [&] {
     model::gemm(exec, model::Op::none, model::Op::none, model::GemmScalar<T>(1), a, b, model::GemmScalar<T>(0), c);
   });
-  return 2.0 * n * n * static_cast<double>(n) * per_second;
+  return model::product_flops(n, n, n) * per_second;
 }
 
 // Bytes read plus bytes written per second by a copy between two device arrays of 1 GiB of random

@@ -18,6 +18,11 @@
 
 namespace kgpt::model {
 
+// The multiplications and additions of an M x N x K product, as the profile and the bench count them.
+inline double product_flops(std::size_t m, std::size_t n, std::size_t k) {
+  return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+}
+
 namespace detail {
 
 [[noreturn]] inline void shape_mismatch(const char* who, std::size_t m, std::size_t k, std::size_t kb, std::size_t n,
@@ -37,11 +42,6 @@ template <class TA, class TD>
 std::string gemm_label(const char* what, std::size_t m, std::size_t n, std::size_t k, Op op_a, Op op_b) {
   return std::string(what) + " " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " " +
          (op_a == Op::none ? "N" : "T") + (op_b == Op::none ? "N" : "T") + " " + type_name<TA>() + "->" + type_name<TD>();
-}
-
-// The multiplications and additions of an M x N x K product, as the profile counts them.
-inline double product_flops(std::size_t m, std::size_t n, std::size_t k) {
-  return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
 }
 
 // M, K and N of D = op(A) op(B), D's shape checked against them (`who` names the caller).
@@ -97,7 +97,7 @@ void gemm_ex(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<typename DView:
   if (m == 0 || n == 0) return;
   const profile::Region region(exec, profile::enabled() ? detail::gemm_label<TA, TD>("gemm", m, n, k, op_a, op_b)
                                                          : std::string(),
-                               detail::product_flops(m, n, k));
+                               product_flops(m, n, k));
   GemmBackend<backend::Current>::gemm(exec, op_a, op_b, alpha, a, b, beta, c, d, bias, k);
 }
 
@@ -133,7 +133,7 @@ bool gemm_gelu(const ExecSpace& exec, GeluEpilogue which, Op op_a, Op op_b, cons
                                                       m, n, k, op_a, op_b)
                          : std::string();
   return GemmBackend<backend::Current>::gemm_gelu(exec, which, op_a, op_b, a, b, bias, pre, d, k, label,
-                                                  detail::product_flops(m, n, k));
+                                                  product_flops(m, n, k));
 }
 
 template <class AView, class BView, class CView>
@@ -156,7 +156,7 @@ void gemm_batched(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<TC> alpha,
   const profile::Region region(
       exec, profile::enabled() ? detail::gemm_label<TA, TC>(("gemm_batched x" + std::to_string(count)).c_str(), m, n, k, op_a, op_b)
                                : std::string(),
-      detail::product_flops(m, n, k) * static_cast<double>(count));
+      product_flops(m, n, k) * static_cast<double>(count));
   GemmBackend<backend::Current>::gemm_batched(exec, op_a, op_b, alpha, a, b, beta, c, count);
 }
 
