@@ -19,7 +19,8 @@
 #   payload.env   where the test executables expect the source tree and kgpt (they were built there)
 # The working tree itself travels with the device call. The pack must stay under 60 MiB.
 #
-# Then a dry run: the pack unpacked into a root of its own with only glibc, libstdc++, the CUDA
+# Before packing, bench/device/check_lambda_linkage.sh: no host-device lambda wrapper defined by two
+# object files of the CUDA build (core/kernel.hpp). Then a dry run: the pack unpacked into a root of its own with only glibc, libstdc++, the CUDA
 # toolkit's libraries and the driver's stub (a GPU machine's part), where every executable's
 # libraries must resolve, `kgpt --version` must run, and `kgpt train` must get through MPI's start
 # and stop only where it asks for a GPU.
@@ -36,6 +37,8 @@ for exe in "$cpu_build/kgpt" "$cuda_build/kgpt" "$cuda_build/tests/kgpt_tests" "
   [ -x "$exe" ] || { echo "make_payload.sh: $exe is not built" >&2; exit 2; }
 done
 [ -d "$tree/data/tiny_cpu" ] || { echo "make_payload.sh: $tree/data/tiny_cpu is missing (scripts/setup.sh makes it)" >&2; exit 2; }
+# A lambda wrapper that two object files define crashes on the GPU machine only: refuse to pack it.
+bash "$tree/bench/device/check_lambda_linkage.sh" "$cuda_build"
 rm -rf "$stage"
 mkdir -p "$stage"/{bin,lib,openmpi,cpu_runs,data}
 

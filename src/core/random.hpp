@@ -35,6 +35,8 @@ KOKKOS_INLINE_FUNCTION double normal(std::uint64_t seed, std::uint64_t stream, s
   return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
+namespace {  // kernels: internal linkage, see core/kernel.hpp
+
 // Fills a View of any rank (contiguous) with N(0, std^2) values from (seed, stream).
 template <class View>
 void fill_normal(const View& view, std::uint64_t seed, std::uint64_t stream, double std_dev) {
@@ -54,5 +56,7 @@ void fill_uniform(const View& view, std::uint64_t seed, std::uint64_t stream, do
       "kgpt::random::fill_uniform", Kokkos::RangePolicy<typename View::execution_space>(0, view.span()),
       KOKKOS_LAMBDA(const std::size_t i) { flat(i) = static_cast<T>(low + (high - low) * uniform(seed, stream, i)); });
 }
+
+}  // namespace
 
 }  // namespace kgpt::random

@@ -155,6 +155,8 @@ ParameterLayout layout_of(const Declare& declare) {
 template <class T>
 void initialize(const Parameters<T>& params, std::uint64_t seed);
 
+namespace {  // kernels: internal linkage, see core/kernel.hpp
+
 // shadow = values rounded to A (the weights the products of a bf16 model read).
 template <class T, class A>
 void refresh_shadow(const ExecSpace& exec, const Vector<T>& values, const Vector<A>& shadow) {
@@ -162,6 +164,8 @@ void refresh_shadow(const ExecSpace& exec, const Vector<T>& values, const Vector
       "kgpt::parameters::shadow", Kokkos::RangePolicy<ExecSpace>(exec, 0, values.extent(0)),
       KOKKOS_LAMBDA(const std::size_t i) { shadow(i) = static_cast<A>(values(i)); });
 }
+
+}  // namespace
 
 // Sets every gradient to zero (before the first micro-step of an optimizer step).
 template <class T>

@@ -41,6 +41,8 @@ struct Orthogonalised {
   bool transposed;
 };
 
+namespace {  // kernels: internal linkage, see core/kernel.hpp
+
 template <class X, class T>
 Orthogonalised<X> newton_schulz_core(const ExecSpace& exec, const ConstMatrix<T>& g, int steps,
                                      NewtonSchulzWorkspace<X>& work) {
@@ -90,5 +92,7 @@ void newton_schulz(const ExecSpace& exec, const ConstMatrix<T>& g, const Matrix<
         out(i, j) = T(transposed ? x(j, i) : x(i, j));
       });
 }
+
+}  // namespace
 
 }  // namespace kgpt::optim

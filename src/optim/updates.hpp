@@ -45,6 +45,8 @@ struct GradFactor {
   }
 };
 
+namespace {  // kernels: internal linkage, see core/kernel.hpp
+
 // Runs body(i) for i < n, and with norm_part also sums g(i)^2 into it, in a fixed order. On a GPU,
 // one thread per element does both. On the host, each chunk of the buffer is one loop that updates
 // and sums the squares in float, vectorised (the simd reduction: sums in the lanes' order, fixed for
@@ -143,5 +145,7 @@ void muon_update(const ExecSpace& exec, const Matrix<T>& p, const ConstMatrix<T>
         p(i, j) = decays ? p(i, j) * decay - step * u : p(i, j) - step * u;
       });
 }
+
+}  // namespace
 
 }  // namespace kgpt::optim

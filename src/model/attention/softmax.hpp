@@ -46,6 +46,8 @@ Strided<T> scores(T* data, int h, int heads, int t) {
 
 }  // namespace attention_detail
 
+namespace {  // kernels: internal linkage, see core/kernel.hpp
+
 // Row softmax of the causal scores s (B, H, T, T) into p: p(i, j) for j <= i, 0 above the diagonal.
 // s and p may be the same array. The pass that sums the exponentials leaves them in s, in s's type,
 // so each is computed once (on the host the exponentials are most of the forward attention's time).
@@ -155,5 +157,7 @@ void attention_backward(const ExecSpace& exec, const Heads<const A>& q, const He
                        accumulate, head(dk, i / group), b);
   }
 }
+
+}  // namespace
 
 }  // namespace kgpt::model::ops

@@ -29,6 +29,8 @@ inline HostMatrix<float> scratch(int slot, std::size_t rows, std::size_t cols) {
   return HostMatrix<float>(memory.data(), rows, cols);
 }
 
+namespace {  // kernels: internal linkage, see core/kernel.hpp
+
 // dst = float(src), elementwise, same shape.
 template <class Dst, class Src>
 void widen(const ExecSpace& exec, const Dst& dst, const Src& src) {
@@ -52,7 +54,7 @@ void add_bias(const ExecSpace& exec, const D& d, const Bias& bias) {
   const std::size_t rows = d.extent(0), cols = d.extent(1);
   kgpt::parallel_for(
       "kgpt::gemm::bias", Kokkos::RangePolicy<ExecSpace>(exec, 0, rows), KOKKOS_LAMBDA(const std::size_t i) {
-        for (std::size_t j = 0; j < cols; ++j) d(i, j) += bias(j);
+        for (std::size_t j = 0; j < cols; ++j) d(i, j) += static_cast<typename D::value_type>(bias(j));
       });
 }
 
@@ -75,11 +77,14 @@ void scale(const ExecSpace& exec, const D& d, GemmScalar<typename D::value_type>
       });
 }
 
+}  // namespace
+
 }  // namespace host_gemm
 
 template <>
 struct GemmBackend<backend::Host> {
   static void prepare() {}
+  static std::vector<std::string> choices() { return {}; }  // BLAS chooses for itself
 
   template <class AView, class BView, class CView, class DView, class BiasView>
   static void gemm(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<typename DView::value_type> alpha,
@@ -108,13 +113,7 @@ struct GemmBackend<backend::Host> {
       } else {
         compat::blas_gemm(exec, ta, tb, alpha, a32, b32, beta, d32);
       }
-      if (bias.extent(0) != 0) {
-        const std::size_t rows = d.extent(0), cols = d.extent(1);
-        kgpt::parallel_for(
-            "kgpt::gemm::bias", Kokkos::RangePolicy<ExecSpace>(exec, 0, rows), KOKKOS_LAMBDA(const std::size_t i) {
-              for (std::size_t j = 0; j < cols; ++j) d32(i, j) += static_cast<float>(bias(j));
-            });
-      }
+      host_gemm::add_bias(exec, d32, bias);
       host_gemm::widen(exec, d, d32);  // rounds to bf16 where D is bf16
     }
   }

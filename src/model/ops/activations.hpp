@@ -15,6 +15,8 @@
 
 namespace kgpt::model::ops {
 
+namespace {  // kernels: internal linkage, see core/kernel.hpp
+
 template <class T, class X, class Y>
 void relu_squared_forward(const ExecSpace& exec, const X& x, const Y& y) {
   map_elements<T>(
@@ -55,5 +57,7 @@ void gelu_tanh_backward(const ExecSpace& exec, const X& x, const DY& dy, const D
       },
       dx, x, dy);
 }
+
+}  // namespace
 
 }  // namespace kgpt::model::ops

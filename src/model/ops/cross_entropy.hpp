@@ -30,6 +30,8 @@
 
 namespace kgpt::model::ops {
 
+namespace {  // kernels: internal linkage, see core/kernel.hpp
+
 // z' of a logit z.
 template <class T>
 KOKKOS_INLINE_FUNCTION T capped(T z, T softcap) {
@@ -268,5 +270,7 @@ Matrix<T> capped_logits(const ExecSpace& exec, const Z& logits, T softcap) {
                    });
   return out;
 }
+
+}  // namespace
 
 }  // namespace kgpt::model::ops

@@ -18,6 +18,8 @@
 
 namespace kgpt::model::ops {
 
+namespace {  // kernels: internal linkage, see core/kernel.hpp
+
 template <class T, class Base, class S, class Y, class Out>
 void scaled_add_forward(const ExecSpace& exec, const Base& base, const S& s, const Y& y, const Out& out) {
   map_elements<T>(
@@ -88,5 +90,7 @@ void bias_backward(const ExecSpace& exec, const DY& dy, const DB& dbias, const W
       KOKKOS_LAMBDA(const std::size_t i, const std::size_t j, T* acc) { acc[0] += T(dy(i, j)); },
       KOKKOS_LAMBDA(const int, const std::size_t j, const T sum) { dbias(j) += sum; });
 }
+
+}  // namespace
 
 }  // namespace kgpt::model::ops

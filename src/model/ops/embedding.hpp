@@ -18,6 +18,8 @@
 
 namespace kgpt::model::ops {
 
+namespace {  // kernels: internal linkage, see core/kernel.hpp
+
 template <class T, class Table, class Out>
 void embedding_forward(const ExecSpace& exec, const ConstTokenMatrix& tokens, const Table& table, const Out& out) {
   using A = typename Out::value_type;
@@ -51,6 +53,8 @@ void position_embedding_backward(const ExecSpace& exec, int seq, const DX& dx, c
                    });
 }
 
+}  // namespace
+
 // The workspace of the GPU's table gradient (empty on the host), sized once for max_rows rows of
 // `width` channels: the counting sort's arrays and the partial sums of the segments.
 template <class T>
@@ -66,6 +70,12 @@ struct EmbeddingSortSpace {
         start("kgpt::embedding::start", vocab + 1),
         key("kgpt::embedding::segment_key", vocab),
         partials("kgpt::embedding::segment_partials", static_cast<std::size_t>(slots(max_rows)) * width) {}
+  // Whether it was made for at least N rows of `width` channels over `vocab` tokens.
+  bool holds(std::size_t rows, std::size_t vocab, std::size_t width) const {
+    return order.extent(0) >= rows && start.extent(0) >= vocab + 1 && key.extent(0) >= vocab &&
+           offsets.extent(0) >= (rows + rows_per_block - 1) / rows_per_block * vocab &&
+           partials.extent(0) >= static_cast<std::size_t>(slots(rows)) * width;
+  }
   // What the constructor allocates.
   static std::size_t bytes(std::size_t max_rows, std::size_t vocab, std::size_t width) {
     const std::size_t ints = max_rows + (max_rows + rows_per_block - 1) / rows_per_block * vocab + (vocab + 1) + vocab;
@@ -91,7 +101,7 @@ namespace kgpt::model::ops {
 
 template <class T, class DOut, class DTable>
 void embedding_backward(const ExecSpace& exec, const ConstTokenMatrix& tokens, const DOut& dout, const DTable& dtable,
-                        const EmbeddingSortSpace<T>& space = {}) {
+                        const EmbeddingSortSpace<T>& space) {
   EmbeddingBackward<backend::Current>::template run<T>(exec, tokens, dout, dtable, space);
 }
 

@@ -17,11 +17,16 @@
 // Everything lives in a workspace made with the model: nothing is allocated and nothing waits for
 // the host. Plain Kokkos code: it compiles and is tested on the host too.
 
+#include <string>
+
 #include "core/backend.hpp"
+#include "core/error.hpp"
 #include "core/kernel.hpp"
 #include "core/views.hpp"
 
 namespace kgpt::model::ops {
+
+namespace {  // kernels: internal linkage, see core/kernel.hpp
 
 template <class T, class DOut, class DTable>
 void embedding_backward_by_token(const ExecSpace& exec, const ConstTokenMatrix& tokens, const DOut& dout,
@@ -31,6 +36,11 @@ void embedding_backward_by_token(const ExecSpace& exec, const ConstTokenMatrix& 
   const int vocab = static_cast<int>(dtable.extent(0));
   if (n == 0) return;
   using Space = EmbeddingSortSpace<T>;
+  if (!space.holds(static_cast<std::size_t>(n), static_cast<std::size_t>(vocab), static_cast<std::size_t>(c))) {
+    throw Error(ExitCode::failure, "kgpt::embedding::backward: the sort workspace is smaller than " + std::to_string(n) +
+                                       " rows of " + std::to_string(c) + " channels over a vocabulary of " +
+                                       std::to_string(vocab) + " need");
+  }
   constexpr int rows_per_block = Space::rows_per_block;
   constexpr int segment = Space::rows_per_segment;
   const int blocks = (n + rows_per_block - 1) / rows_per_block;
@@ -112,6 +122,8 @@ void embedding_backward_by_token(const ExecSpace& exec, const ConstTokenMatrix& 
         });
       });
 }
+
+}  // namespace
 
 template <class Backend>
 struct EmbeddingBackward;

@@ -11,6 +11,8 @@ namespace kgpt::model::ops {
 template <class T>
 struct EmbeddingSortSpace;
 
+namespace {  // kernels: internal linkage, see core/kernel.hpp
+
 // One thread per channel, every row in order: the host's way.
 template <class T, class DOut, class DTable>
 void embedding_backward_by_channel(const ExecSpace& exec, const ConstTokenMatrix& tokens, const DOut& dout,
@@ -22,6 +24,8 @@ void embedding_backward_by_channel(const ExecSpace& exec, const ConstTokenMatrix
         for (int row = 0; row < n; ++row) dtable(tokens(row / seq, row % seq), j) += T(dout(row, j));
       });
 }
+
+}  // namespace
 
 template <class Backend>
 struct EmbeddingBackward;

@@ -25,6 +25,8 @@
 
 namespace kgpt::model::ops {
 
+namespace {  // kernels: internal linkage, see core/kernel.hpp
+
 using Team = Kokkos::TeamPolicy<ExecSpace>::member_type;
 
 template <class F>
@@ -252,5 +254,7 @@ struct ColumnSums {
     });
   }
 };
+
+}  // namespace
 
 }  // namespace kgpt::model::ops

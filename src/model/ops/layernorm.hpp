@@ -14,6 +14,8 @@
 
 namespace kgpt::model::ops {
 
+namespace {  // kernels: internal linkage, see core/kernel.hpp
+
 template <class T, class X, class W, class B, class Y>
 void layernorm_forward(const ExecSpace& exec, const X& x, const W& w, const B& b, const Y& y, const Vector<T>& mean,
                        const Vector<T>& rstd, T eps) {
@@ -79,5 +81,7 @@ void layernorm_backward(const ExecSpace& exec, const X& x, const W& w, const Con
         else db(j) += sum;
       });
 }
+
+}  // namespace
 
 }  // namespace kgpt::model::ops

@@ -68,6 +68,8 @@ struct QkShape {
   }
 };
 
+namespace {  // kernels: internal linkage, see core/kernel.hpp
+
 template <class T, class Raw, class Out, class Gain>
 void qk_norm_rope_forward(const ExecSpace& exec, const Raw& raw, const QkShape& s, const ConstMatrix<T>& cos_table,
                           const ConstMatrix<T>& sin_table, const Gain& gain, const Out& q_out, const Out& k_out,
@@ -184,5 +186,7 @@ void qk_norm_rope_backward(const ExecSpace& exec, const Raw& raw, const QkShape&
       KOKKOS_LAMBDA(const std::size_t i, const std::size_t j, T* acc) { acc[0] += gain_rows(i, j); },
       KOKKOS_LAMBDA(const int, const std::size_t j, const T sum) { dgain(j) += sum; });
 }
+
+}  // namespace
 
 }  // namespace kgpt::model::ops

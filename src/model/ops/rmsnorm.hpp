@@ -49,6 +49,8 @@ KOKKOS_INLINE_FUNCTION T rms_row_gradient(const Team& team, int c, T r, const G&
   return r * r * r * dot / T(c);
 }
 
+namespace {  // kernels: internal linkage, see core/kernel.hpp
+
 template <class T, class X, class Y>
 void rmsnorm_forward(const ExecSpace& exec, const X& x, const Y& y, const Vector<T>& rstd, T eps) {
   using A = typename Y::value_type;
@@ -204,5 +206,7 @@ void residual_rmsnorm_backward(const ExecSpace& exec, const X& x_sum, const Cons
   rmsnorm_backward<T>(exec, x_sum, rstd, dh, dx, true);
   scaled_add_backward<T>(exec, y, s, dx, dy, ds, partials);
 }
+
+}  // namespace
 
 }  // namespace kgpt::model::ops

@@ -37,12 +37,13 @@ TEST_CASE("token embedding gathers rows and scatters gradients, repeated tokens 
     model::ops::embedding_forward<double>(ExecSpace(), tokens, table, out);
     return test::dot(w, out);
   };
-  model::ops::embedding_backward<double>(ExecSpace(), tokens, w, dtable);
+  const model::ops::EmbeddingSortSpace<double> space(6, 5, 4);  // what a GPU sorts rows by token in
+  model::ops::embedding_backward<double>(ExecSpace(), tokens, w, dtable, space);
   test::check_gradient("embedding dtable", table, dtable, loss);
   auto first = Kokkos::create_mirror(dtable);
   Kokkos::deep_copy(first, dtable);
   CHECK(first(4, 0) == 0.0);  // token 4 never appears
-  model::ops::embedding_backward<double>(ExecSpace(), tokens, w, dtable);
+  model::ops::embedding_backward<double>(ExecSpace(), tokens, w, dtable, space);
   auto second = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), dtable);
   for (std::size_t i = 0; i < dtable.span(); ++i) CHECK(second.data()[i] == 2 * first.data()[i]);
 }
@@ -122,7 +123,8 @@ TEST_CASE("token and position embedding: one pass adds the rows, gradients sum o
   auto hpe = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), wpe);
   CHECK(hx(2 * seq + 1, 3) == hte(5, 3) + hpe(1, 3));
   model::ops::position_embedding_backward<double>(ExecSpace(), seq, w, dwpe);
-  model::ops::embedding_backward<double>(ExecSpace(), tokens, w, dwte);
+  model::ops::embedding_backward<double>(ExecSpace(), tokens, w, dwte,
+                                          model::ops::EmbeddingSortSpace<double>(batch * seq, vocab, c));
   test::check_gradient("position dwpe", wpe, dwpe, loss);
   test::check_gradient("token dwte", wte, dwte, loss);
 }
@@ -140,8 +142,9 @@ TEST_CASE("embedding gradients from bf16 activations agree with float", "[model]
   auto h16 = Kokkos::create_mirror_view(dout16);
   for (std::size_t i = 0; i < dout.span(); ++i) h16.data()[i] = bf16(h32.data()[i]);
   Kokkos::deep_copy(dout16, h16);
-  model::ops::embedding_backward<float>(ExecSpace(), tokens, dout, d32);
-  model::ops::embedding_backward<float>(ExecSpace(), tokens, dout16, d16);
+  const model::ops::EmbeddingSortSpace<float> space(batch * seq, vocab, c);
+  model::ops::embedding_backward<float>(ExecSpace(), tokens, dout, d32, space);
+  model::ops::embedding_backward<float>(ExecSpace(), tokens, dout16, d16, space);
   auto a = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d32);
   auto b = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d16);
   // Each of the ~4 rows a token sums differs by its rounding to bf16 (2^-8 relative).

@@ -95,8 +95,9 @@ TEST_CASE("the fused norms: embedding, mix and residual forms equal their parts"
   Kokkos::deep_copy(sum, hsum);
   model::ops::rmsnorm_forward<double>(ExecSpace(), sum, y, rstd, 1e-6);
   model::ops::residual_rmsnorm_forward<double>(ExecSpace(), base, s, gathered, sum_fused, y_fused, rstd_fused, 1e-6);
-  CHECK(test::max_difference(sum_fused, sum) == 0.0);
-  CHECK(test::max_difference(y_fused, y) == 0.0);
+  // The reference sum is the host's; a GPU's kernel fuses base + s * x into one multiply-add.
+  CHECK(test::max_difference(sum_fused, sum) < 1e-14);
+  CHECK(test::max_difference(y_fused, y) < 1e-14);
 }
 
 TEST_CASE("rmsnorm backward adds when asked, and the embedding form matches finite differences",
@@ -128,7 +129,7 @@ TEST_CASE("rmsnorm backward adds when asked, and the embedding form matches fini
   };
   loss();
   model::ops::embedding_rmsnorm_backward<double>(ExecSpace(), tokens, table, rstd, w, rows);
-  model::ops::embedding_backward<double>(ExecSpace(), tokens, rows, dtable);
+  model::ops::embedding_backward<double>(ExecSpace(), tokens, rows, dtable, model::ops::EmbeddingSortSpace<double>(n, v, c));
   test::check_gradient("embedding_rmsnorm dtable", table, dtable, loss);
 }
 

@@ -24,6 +24,8 @@ namespace kgpt::model::llama {
 
 using ops::Team;
 
+namespace {  // kernels: internal linkage, see core/kernel.hpp
+
 template <class T, class X, class W, class Y>
 void rmsnorm_forward(const ExecSpace& exec, const X& x, const W& w, const Y& y, const Vector<T>& rstd, T eps) {
   using A = typename Y::value_type;
@@ -145,5 +147,7 @@ void swiglu_backward(const ExecSpace& exec, const GU& gu, const DAct& d_act, con
                           d_gu(i, f + j) = store<A>(d * g * s);
                         });
 }
+
+}  // namespace
 
 }  // namespace kgpt::model::llama
