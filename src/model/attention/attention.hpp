@@ -72,8 +72,8 @@ AttentionMemory attention_memory(config::Attention kind, const AttentionShape& s
 // The bytes of cuDNN's workspace for this shape, as its backward graph needs them: the fp32
 // softmax sums (B H T x 4 bytes), and with the deterministic backward the whole dP of every
 // (batch, head) in bf16 (B H T'^2 x 2 bytes, T' = T rounded up to 64), without it the fp32 dQ
-// accumulator (B H T D x 4 bytes). The engine's own scratch is not in it; a GPU run's view_peak_mb
-// counts the real workspace.
+// accumulator (B H T D x 4 bytes); with grouped K/V heads, fp32 dK and dV (2 B H_kv T D x 4 bytes).
+// The engine's own scratch is not in it; a GPU run's view_peak_mb counts the real workspace.
 std::size_t cudnn_workspace_estimate(const AttentionShape& shape);
 
 template <class A>

@@ -133,17 +133,23 @@ TEST_CASE("attention in float and bf16 agrees with double", "[model][attention][
 }
 
 TEST_CASE("the memory plan's estimate of cuDNN's workspace, for either backward", "[model][attention][memory]") {
-  // Golf's micro-batch: 64 sequences of 1,024 tokens, 8 query heads of 64.
+  // Golf's micro-batch: 64 sequences of 1,024 tokens, 8 query heads of 64 sharing 4 K/V heads.
   model::AttentionShape golf{9, 64, 8, 4, 1024, 64};
+  // The grouped K/V heads' fp32 dK and dV: 2 x 64 x 4 x 1,024 x 64 values (128 MiB), either way.
+  const std::size_t grouped = 134217728u;
   // Deterministic: dP of 64 x 8 (1,024 x 1,024) bf16 values (1 GiB) and 64 x 8 x 1,024 fp32 sums.
-  CHECK(model::cudnn_workspace_estimate(golf) == 1073741824u + 2097152u);
+  CHECK(model::cudnn_workspace_estimate(golf) == 1073741824u + 2097152u + grouped);
   golf.deterministic = false;
   // Otherwise: dQ of 64 x 8 x 1,024 x 64 fp32 values (128 MiB) and the same sums.
-  CHECK(model::cudnn_workspace_estimate(golf) == 134217728u + 2097152u);
+  CHECK(model::cudnn_workspace_estimate(golf) == 134217728u + 2097152u + grouped);
+  // As many K/V heads as query heads: no dK and dV accumulators.
+  model::AttentionShape full = golf;
+  full.kv_heads = 8;
+  CHECK(model::cudnn_workspace_estimate(full) == 134217728u + 2097152u);
 
-  // Sequences of 1,000 tokens: dP is padded to 1,024 on both sides, the sums are not.
+  // Sequences of 1,000 tokens: dP is padded to 1,024 on both sides, the sums and dK, dV are not.
   model::AttentionShape shorter{9, 64, 8, 4, 1000, 64};
-  CHECK(model::cudnn_workspace_estimate(shorter) == 1073741824u + 64u * 8 * 1000 * 4);
+  CHECK(model::cudnn_workspace_estimate(shorter) == 1073741824u + 64u * 8 * 1000 * 4 + 2u * 64 * 4 * 1000 * 64 * 4);
 
   // The plan counts it as the cudnn attention's library workspace, with the statistics as activations.
   const model::AttentionMemory memory = model::attention_memory(config::Attention::cudnn, shorter, config::Precision::bf16);
