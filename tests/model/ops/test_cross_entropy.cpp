@@ -159,7 +159,7 @@ TEST_CASE("logits stored in T hold z' after the forward, bf16 logits keep z", "[
       CHECK(std::abs(stored32(row, j)) <= cap);                                  // z' in place
       CHECK(stored32(row, j) == Approx(expected).margin(cap * 1e-2));            // of z, not of bf16(z)
       CHECK(capped32(row, j) == stored32(row, j));                               // read as it is
-      CHECK(capped16(row, j) == expected);                                       // capped from z
+      CHECK(capped16(row, j) == Approx(expected).epsilon(1e-6));                 // capped from z (a GPU's tanh: 2 ulp)
       capped_visibly += std::abs(z16) > cap ? 1 : 0;
     }
   }

@@ -26,7 +26,7 @@ TEST_CASE("scaled residual add: out of place forward, backward against finite di
   auto hy = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y);
   auto hs = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), s);
   auto ho = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), out);
-  CHECK(ho(3, 2) == hb(3, 2) + hs(2) * hy(3, 2));
+  CHECK(ho(3, 2) == Approx(hb(3, 2) + hs(2) * hy(3, 2)).epsilon(1e-15));  // a GPU fuses the multiply-add
   model::ops::scaled_add_backward<double>(ExecSpace(), y, s, w, dy, ds);
   test::check_gradient("scaled_add dy", y, dy, loss);
   test::check_gradient("scaled_add ds", s, ds, loss);
@@ -181,31 +181,42 @@ TEST_CASE("the residual ops in float and bf16 agree with double", "[model][eleme
 
 namespace {
 
-// out = a + 3 b + j (j the column) by map_elements, against a host loop, for storage type A.
+// x + 4 y + j: 4 y is exact, so a fused multiply-add (as a GPU compiles it) rounds as the host does.
+struct PlusFourTimesAndColumn {
+  KOKKOS_INLINE_FUNCTION float operator()(const std::size_t j, const float x, const float y) const {
+    return x + 4.0f * y + static_cast<float>(j);
+  }
+};
+
+// A host copy of an (n, c) View of any layout (a column slice too): through a contiguous copy in
+// the View's own space, since Kokkos copies between spaces only contiguous arrays.
+template <class V>
+auto host_matrix(const V& v) {
+  Kokkos::View<typename V::non_const_value_type**, Kokkos::LayoutRight, MemSpace> packed("packed", v.extent(0),
+                                                                                         v.extent(1));
+  Kokkos::deep_copy(packed, v);
+  return Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), packed);
+}
+
+// out = a + 4 b + j (j the column) by map_elements, against a host loop, for storage type A.
 template <class A, bool Packs, class Out, class In>
 void check_map(const Out& out, const In& a, const In& b) {
   // Copies of the inputs as they are before the op (out may be one of them).
-  auto ha = Kokkos::create_mirror(a);
-  auto hb = Kokkos::create_mirror(b);
-  Kokkos::deep_copy(ha, a);
-  Kokkos::deep_copy(hb, b);
-  model::ops::map_elements<float, Packs>(
-      ExecSpace(), "test::map", KOKKOS_LAMBDA(const std::size_t j, const float x, const float y) {
-        return x + 3.0f * y + static_cast<float>(j);
-      },
-      out, a, b);
-  auto ho = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), out);
+  const auto ha = host_matrix(a);
+  const auto hb = host_matrix(b);
+  model::ops::map_elements<float, Packs>(ExecSpace(), "test::map", PlusFourTimesAndColumn{}, out, a, b);
+  const auto ho = host_matrix(out);
   int wrong = 0;
   for (std::size_t i = 0; i < out.extent(0); ++i) {
     for (std::size_t j = 0; j < out.extent(1); ++j) {
-      const A expected = store<A>(float(ha(i, j)) + 3.0f * float(hb(i, j)) + static_cast<float>(j));
+      const A expected = store<A>(float(ha(i, j)) + 4.0f * float(hb(i, j)) + static_cast<float>(j));
       wrong += float(ho(i, j)) != float(expected);
     }
   }
   CHECK(wrong == 0);
 }
 
-// out = a + 3 b + j (j the column) by map_elements with 16-byte packs where the arrays allow them
+// out = a + 4 b + j (j the column) by map_elements with 16-byte packs where the arrays allow them
 // (as on a GPU) and without (as on the host), against a host loop, for storage type A.
 template <class A, class Out, class In>
 void check_map(const Out& out, const In& a, const In& b) {
