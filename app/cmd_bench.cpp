@@ -41,8 +41,10 @@ const CommandSpec& bench_spec() {
       "averaging fenced and timed, prints the step's forward, backward and optimizer parts, and per\n"
       "phase each op's calls and milliseconds per step, its share of the step and, for products and\n"
       "attention, its TFLOP/s (attention counts the causal half). Fencing serialises the GPU, so the\n"
-      "profiled step is slower than the timed one: the table says where time goes. It cannot run\n"
-      "while a Kokkos Tools library (KOKKOS_TOOLS_LIBS) is loaded.",
+      "profiled step is slower than the timed one: the table says where time goes. On a GPU, each\n"
+      "product whose algorithm was chosen by timing cuBLASLt's candidates (a side not a multiple of\n"
+      "8) gets a `gemm choice:` line after the table. It cannot run while a Kokkos Tools library\n"
+      "(KOKKOS_TOOLS_LIBS) is loaded.",
       {
           {"set", "section.key=value", "override a deck key (repeatable)"},
           {"steps", "N", "timed optimizer steps (default 5)"},
@@ -107,6 +109,8 @@ void print_profile(std::ostream& out, const train::BenchResult& r, int steps) {
   std::snprintf(line, sizeof(line), "%-12s %-64s %10s %10.3f %6.2f\n", "-", "(outside ops: copies, host work, launches)",
                 "", other_ms, 100.0 * other_ms / r.profiled_step_ms);
   out << line;
+  // Where cuBLASLt's candidates were timed (products with a side not a multiple of 8): what was kept.
+  for (const std::string& choice : r.gemm_choices) out << "gemm choice: " << choice << "\n";
 }
 
 }  // namespace

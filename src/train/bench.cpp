@@ -171,6 +171,7 @@ BenchResult run_bench(const config::ResolvedDeck& deck, const BenchOptions& opti
       optimizer_s += m.optimizer_seconds;
     }
     result.profile = profile::entries();
+    result.gemm_choices = model::gemm_choices();
     result.profiled_step_ms = profiled_s * 1e3 / options.profile_steps;
     result.forward_ms = forward_s * 1e3 / options.profile_steps;
     result.backward_ms = backward_s * 1e3 / options.profile_steps;

@@ -41,6 +41,7 @@ struct BenchResult {
   std::vector<std::pair<std::string, double>> view_peak_by_label;  // what made up that mark, by View label
   // With profile_steps > 0: per phase and op, totals over the profiled steps, and their mean time.
   std::vector<profile::Entry> profile;
+  std::vector<std::string> gemm_choices;  // products whose algorithm was chosen by timing (cuBLASLt)
   double profiled_step_ms = 0;
   const char* attention = "";     // the attention implementation that ran
   std::string stall_watchdog;     // how the stall watchdog watched the steps ("off" when not)

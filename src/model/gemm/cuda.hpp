@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "core/profile.hpp"
 #include "model/gemm/host.hpp"
@@ -71,6 +72,10 @@ bool supported(const Product& product);
 // caller to run the product and the activation apart.
 bool run_with_epilogue(cudaStream_t stream, const Product& product);
 
+// For each product whose algorithm was chosen by timing its candidates (a side not a multiple of
+// 8), what the timing found: one line each.
+std::vector<std::string> choices();
+
 // Creates the cuBLASLt handle and its workspace now (models call it when they are built), so that
 // the first training step allocates nothing.
 void prepare();
@@ -80,6 +85,7 @@ void prepare();
 template <>
 struct GemmBackend<backend::Cuda> {
   static void prepare() { cuda_gemm::prepare(); }
+  static std::vector<std::string> choices() { return cuda_gemm::choices(); }
 
   template <class AView, class BView, class CView, class DView, class BiasView>
   static void gemm(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<typename DView::value_type> alpha,

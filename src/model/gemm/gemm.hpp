@@ -7,6 +7,7 @@
 
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/profile.hpp"
@@ -74,6 +75,9 @@ constexpr bool supported_types() {
 // Makes what the backend's products need (the cuBLASLt handle and workspace) now rather than in the
 // first training step.
 inline void prepare_gemm() { GemmBackend<backend::Current>::prepare(); }
+
+// What the backend found where it chose a product's algorithm by timing (cuBLASLt), one line each.
+inline std::vector<std::string> gemm_choices() { return GemmBackend<backend::Current>::choices(); }
 
 template <class AView, class BView, class CView, class DView, class BiasView>
 void gemm_ex(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<typename DView::value_type> alpha, const AView& a,
