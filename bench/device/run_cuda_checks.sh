@@ -18,16 +18,17 @@
 #           Stops everything if no attention runs.
 #   tests   every ctest group of kgpt_tests, and the PyTorch reference comparison (reference_dump)
 #   train   10 steps of inputs/tiny_cpu.yaml (golf and gpt2, fp32 and bf16) against the CPU runs
-#   bench   kgpt bench --profile of golf 64x1024 (accum 8) and gpt2-124M 16x1024 in bf16; the
-#           same with the non-deterministic cuDNN backward, with Zipf tokens, in fp32, and for gpt2
-#           with GELU apart from its products; kgpt train of the golf deck for 12 steps (tokens/s
-#           against the bench's)
+#   bench   kgpt bench --profile of golf 64x1024 (accum 8) and gpt2-124M 16x1024 in bf16: tokens/s,
+#           the ceilings measured in the same run, the five costliest ops
+#   variants  the same benches with the non-deterministic cuDNN backward, with Zipf tokens, in fp32,
+#           and for gpt2 with GELU apart from its products
+#   train_bench  kgpt train of the golf deck for 12 steps (tokens/s against the bench's)
 #   torch   bench/torch_reference.py for both, on the same GPU
 #   scale   the 1.3B deck: its memory plan against this GPU's memory (kgpt check), then kgpt bench
 #           of it on one GPU (8 micro-steps of 4 x 2048) with train.recompute none and block: the
 #           plan beside the measured view_peak_mb (cuDNN's real workspace), tokens/s, MFU
-# A device call runs "device tests train" in one command, "device bench torch" in the next, and
-# "scale" in a third.
+# With a whole device lease: "device train bench torch variants train_bench" in one command,
+# "tests" in the next, "scale" in a third. With less, the first alone gives the table.
 #
 # Output in $OUT (default /tmp/kgpt-cuda), three files, each rewritten after every step so that a
 # command stopped at its limit still brings back what it did: summary.txt (the lines printed on
@@ -176,7 +177,8 @@ for step in "${steps[@]}"; do
       mkdir -p "$work/catch"
       passed=0 failed=0
       while read -r name tags; do
-        run "$name" 240 "${kgpt_env[@]}" "$stage/bin/kgpt_tests" "-#" "$tags" -r junit -o "$work/catch/$name.xml"
+        run "$name" 240 "${kgpt_env[@]}" "KGPT_TEST_PYTHON=$(command -v "$python")" "$stage/bin/kgpt_tests" "-#" "$tags" \
+          -r junit -o "$work/catch/$name.xml"
         # The junit report's totals (Catch2 counts assertions as its "tests").
         result=$(grep -o '<testsuite [^>]*>' "$work/catch/$name.xml" 2>/dev/null | grep -oE '(failures|tests)="[0-9]+"' |
                  sed 's/tests=/assertions=/' | paste -sd' ')
@@ -218,21 +220,27 @@ for step in "${steps[@]}"; do
       mkdir -p "$work/bench"
       for deck in golf gpt2; do
         bench_deck "$deck"
-        variants=("nondeterministic:--set model.attention_deterministic=false" "zipf:--tokens zipf"
-                  "fp32:--set train.precision=fp32")
-        if [ "$deck" = gpt2 ]; then
-          deck_args+=("${gelu[@]}")
-          [ ${#gelu[@]} -eq 0 ] && variants+=("gelu_apart:--set model.gelu_epilogue=false")
-        fi
+        [ "$deck" = gpt2 ] && deck_args+=("${gelu[@]}")
         run "bench $deck bf16 profile" 200 "${kgpt_env[@]}" "$kgpt" bench "${deck_args[@]}" --set train.precision=bf16 \
           "${attention[@]}" --steps 5 --warmup 2 --profile
         output > "$work/bench/${deck}_bf16_profile.txt"
         say "bench $deck bf16 --profile: exit $status"
-        grep -E '^(tok/s|view_peak|device_mem|profile steps)' "$work/bench/${deck}_bf16_profile.txt" | tee -a "$summary"
+        grep -E '^(tok/s|view_peak|device_mem|profile steps|gemm choice)' "$work/bench/${deck}_bf16_profile.txt" | tee -a "$summary"
         # The five costliest ops (the table's ms/step column starts at character 90).
         grep -E '^(forward|backward|optimizer) ' "$work/bench/${deck}_bf16_profile.txt" | grep -v '(phase total)' |
           awk '{print substr($0, 90, 10) "|" $0}' | sort -g -r | head -n 5 | cut -d'|' -f2- | tee -a "$summary"
         pack
+      done
+      ;;
+    variants)
+      for deck in golf gpt2; do
+        bench_deck "$deck"
+        variants=("nondeterministic:--set model.attention_deterministic=false" "zipf:--tokens zipf"
+                  "fp32:--set train.precision=fp32")
+        if [ "$deck" = gpt2 ]; then
+          deck_args+=("${gelu[@]}")
+          [ ${#gelu[@]} -eq 0 ] && variants=("gelu_apart:--set model.gelu_epilogue=false" "${variants[@]}")
+        fi
         for variant in "${variants[@]}"; do
           label=${variant%%:*} variant_options=${variant#*:}
           precision=(--set train.precision=bf16)
@@ -244,6 +252,8 @@ for step in "${steps[@]}"; do
           pack
         done
       done
+      ;;
+    train_bench)
       # kgpt train on the same deck and GPU: tokens/s of steps 3..12 against the bench's.
       run "train golf" 180 "${kgpt_env[@]}" "$kgpt" train inputs/golf_8xh100.yaml --set data.tokenizer=byte \
         --set data.train_files=data/tiny_cpu/fortunes_train_000000.bin --set data.val_files=data/tiny_cpu/fortunes_val_000000.bin \
@@ -273,7 +283,7 @@ for step in "${steps[@]}"; do
         pack
       done
       ;;
-    *) say "unknown step '$step' (device, tests, train, bench, torch, scale)" ;;
+    *) say "unknown step '$step' (device, tests, train, bench, variants, train_bench, torch, scale)" ;;
   esac
 done
 say "== done in $(($(date +%s) - start_s))s"
