@@ -104,6 +104,18 @@ TEST_CASE("token embedding gradient: grouped by token sums each token's rows in 
   }
   CHECK(largest > 2 * segment);  // some token spans several segments
   CHECK(differing == 0);
+
+  // A workspace made for fewer rows, or a smaller vocabulary, is refused before anything is written.
+  auto before = Kokkos::create_mirror(by_token);  // a copy, also in host memory
+  Kokkos::deep_copy(before, by_token);
+  const model::ops::EmbeddingSortSpace<float> short_rows(n - 1, vocab, c), short_vocab(n, vocab - 1, c);
+  for (const auto* small : {&short_rows, &short_vocab}) {
+    CHECK_THROWS_WITH(model::ops::embedding_backward_by_token<float>(ExecSpace(), tokens, dout, by_token, *small),
+                      Catch::Contains("kgpt::embedding::backward: the sort workspace is smaller than 400 rows of 7 "
+                                      "channels over a vocabulary of 40 need"));
+  }
+  auto after = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), by_token);
+  for (std::size_t i = 0; i < after.span(); ++i) CHECK(after.data()[i] == before.data()[i]);
 }
 
 TEST_CASE("token and position embedding: one pass adds the rows, gradients sum over the batch", "[model][embedding]") {
