@@ -27,8 +27,8 @@
 #   scale   the 1.3B deck: its memory plan against this GPU's memory (kgpt check), then kgpt bench
 #           of it on one GPU (8 micro-steps of 4 x 2048) with train.recompute none and block: the
 #           plan beside the measured view_peak_mb (cuDNN's real workspace), tokens/s, MFU
-# With a whole device lease: "device train bench torch variants train_bench" in one command,
-# "tests" in the next, "scale" in a third. With less, the first alone gives the table.
+# A device call runs "device tests train bench torch train_bench variants --budget 340" in one
+# command (247 s on an H100) and "scale" in a second (docs/cuda.md).
 #
 # Output in $OUT (default /tmp/kgpt-cuda), three files, each rewritten after every step so that a
 # command stopped at its limit still brings back what it did: summary.txt (the lines printed on
