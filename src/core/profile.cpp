@@ -32,6 +32,7 @@ struct State {
   double live_bytes = 0, peak_bytes = 0;
   double library_bytes = 0;  // workspaces kgpt allocates for libraries, live now
   long long allocations = 0;
+  std::vector<std::pair<std::string, long long>> allocation_labels;
   std::map<std::string, double> live_by_label, peak_by_label;
 
   void grow(const std::string& label, double bytes) {
@@ -86,6 +87,14 @@ bool in_memory_space(const Kokkos::Profiling::SpaceHandle handle) {
 void allocated(const Kokkos::Profiling::SpaceHandle handle, const char* label, const void*, const std::uint64_t bytes) {
   State& s = state();
   ++s.allocations;
+  const std::string where = std::string(handle.name) + ": " + label;
+  auto seen = std::find_if(s.allocation_labels.begin(), s.allocation_labels.end(),
+                           [&](const auto& entry) { return entry.first == where; });
+  if (seen == s.allocation_labels.end()) {
+    s.allocation_labels.emplace_back(where, 1);
+  } else {
+    ++seen->second;
+  }
   if (!in_memory_space(handle)) return;
   s.grow(label, static_cast<double>(bytes));
 }
@@ -114,6 +123,7 @@ bool track_memory(bool on) {
   s.peak_by_label.clear();
   if (on && s.library_bytes != 0) s.grow(kLibraryLabel, s.library_bytes);
   s.allocations = 0;
+  s.allocation_labels.clear();
   namespace tools = Kokkos::Tools::Experimental;
   tools::set_allocate_data_callback(on ? allocated : nullptr);
   tools::set_deallocate_data_callback(on ? deallocated : nullptr);
@@ -138,6 +148,8 @@ void library_memory(double bytes) {
 }
 
 long long allocation_count() { return state().allocations; }
+
+std::vector<std::pair<std::string, long long>> allocations_by_label() { return state().allocation_labels; }
 
 bool available() { return state().on || !foreign_tool_loaded(); }
 

@@ -45,6 +45,8 @@ std::vector<std::pair<std::string, double>> peak_memory_by_label();
 void library_memory(double bytes);
 // Views allocated in any memory space since tracking started (a step should allocate none).
 long long allocation_count();
+// Those allocations by "space: label", with how many of each, in the order first seen.
+std::vector<std::pair<std::string, long long>> allocations_by_label();
 
 // The phase the work until the next Phase belongs to ("forward", "backward", "optimizer").
 class Phase {
