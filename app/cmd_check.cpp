@@ -100,12 +100,16 @@ void check_device(const config::ResolvedDeck& deck) {
       return text::fixed(tflops, tflops < 10 ? 3 : 1) + " TFLOP/s";
     };
     std::cerr << "kgpt check: head products (logits, dx, dW) at " << h.rows << " x " << h.vocab << " x " << h.width
-              << " (" << config::name_of(m.precision) << "): rows " << h.row_stride << " apart, as trained: "
-              << text::fixed(h.kept_ms, 2) << " ms (" << rate(h.kept_ms) << ")";
-    if (h.unpadded_ms >= 0) {
-      std::cerr << "; rows " << h.vocab << " apart: " << text::fixed(h.unpadded_ms, 2) << " ms (" << rate(h.unpadded_ms)
-                << ", " << text::fixed(h.unpadded_ms / h.kept_ms, 2) << "x)";
+              << " (" << config::name_of(m.precision) << "): rows " << h.row_stride << " apart, products "
+              << h.product_cols << " wide, as trained: " << text::fixed(h.kept_ms, 2) << " ms (" << rate(h.kept_ms) << ")";
+    const auto other = [&](const std::string& what, double ms) {
+      std::cerr << "; " << what << ": " << text::fixed(ms, 2) << " ms (" << rate(ms) << ", "
+                << text::fixed(ms / h.kept_ms, 2) << "x)";
+    };
+    if (h.other_cols_ms >= 0) {
+      other("products " + std::to_string(h.product_cols == h.vocab ? h.row_stride : h.vocab) + " wide", h.other_cols_ms);
     }
+    if (h.unpadded_ms >= 0) other("rows " + std::to_string(h.vocab) + " apart", h.unpadded_ms);
     std::cerr << "\n";
   } catch (const Error& e) {
     throw Error(ExitCode::failure, deck.where("model.vocab_size") + ": this machine cannot run the output head's products: " +

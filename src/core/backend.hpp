@@ -45,6 +45,11 @@ struct BackendTraits<Host> {
   // Optimizer updates: a device scalar (the clipping factor) read by every thread (else read once on
   // the host), and the gradient norm summed by a device reduction (else per chunk, vectorised).
   static constexpr bool device_scalars = false;
+  // The output head's logits and dx products: as wide as the logits' rows (the vocabulary rounded
+  // up to 64, the weights copied into a zero-padded matrix), else as wide as the vocabulary.
+  static constexpr bool padded_head_products = false;
+  // Adam's tensors updated in one launch (else one launch per tensor, each a vectorised loop).
+  static constexpr bool fused_adam = false;
 };
 
 // CUDA: a warp must read consecutive addresses and the GPU must hold tens of thousands of threads.
@@ -56,6 +61,8 @@ struct BackendTraits<Cuda> {
   static constexpr bool packed_logits = true;
   static constexpr bool sorted_embedding_gradient = true;
   static constexpr bool device_scalars = true;
+  static constexpr bool padded_head_products = true;
+  static constexpr bool fused_adam = true;
 };
 
 #if KGPT_BACKEND_CUDA

@@ -4,6 +4,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include "core/backend.hpp"
 #include "core/bf16.hpp"
 #include "core/random.hpp"
 #include "core/views.hpp"
@@ -15,21 +16,24 @@ namespace kgpt::model {
 
 namespace {
 
-// The fastest of three runs of the head's products with logits rows `stride` apart, after one
-// that makes cuBLASLt's plans.
+// The fastest of three runs of the head's products with logits rows `stride` apart and the logits
+// and dx products `cols` wide (the weights padded with zero rows past v), after one that makes
+// cuBLASLt's plans.
 template <class A>
-double time_head(std::size_t n, std::size_t c, std::size_t v, std::size_t stride) {
+double time_head(std::size_t n, std::size_t c, std::size_t v, std::size_t stride, std::size_t cols) {
   const ExecSpace exec;
-  Matrix<A> x("kgpt::head_probe::x", n, c), w("kgpt::head_probe::w", v, c), dx("kgpt::head_probe::dx", n, c);
+  Matrix<A> x("kgpt::head_probe::x", n, c), w("kgpt::head_probe::w", cols, c), dx("kgpt::head_probe::dx", n, c);
   Matrix<float> dw("kgpt::head_probe::dw", v, c);
   Matrix<A> storage("kgpt::head_probe::logits", n, stride);
-  const Matrix<A> logits = Kokkos::subview(storage, Kokkos::ALL(), std::make_pair(std::size_t(0), v));
+  const auto first = [](std::size_t k) { return std::make_pair(std::size_t(0), k); };
+  const Matrix<A> product = Kokkos::subview(storage, Kokkos::ALL(), first(cols));
+  const Matrix<A> logits = Kokkos::subview(storage, Kokkos::ALL(), first(v));
   random::fill_normal(x, 71, 0, 1.0);
-  random::fill_normal(w, 71, 1, 0.02);
+  random::fill_normal(Matrix<A>(Kokkos::subview(w, first(v), Kokkos::ALL())), 71, 1, 0.02);
   using ConstA = Kokkos::View<const A**, Layout, MemSpace>;
   const auto products = [&] {
-    gemm(exec, Op::none, Op::transpose, 1.0f, x, w, 0.0f, logits);
-    gemm(exec, Op::none, Op::none, 1.0f, ConstA(logits), w, 0.0f, dx);
+    gemm(exec, Op::none, Op::transpose, 1.0f, x, w, 0.0f, product);
+    gemm(exec, Op::none, Op::none, 1.0f, ConstA(product), w, 0.0f, dx);
     gemm(exec, Op::transpose, Op::none, 1.0f, ConstA(logits), x, 1.0f, dw);
   };
   return fastest_of_three(exec, products);
@@ -37,14 +41,20 @@ double time_head(std::size_t n, std::size_t c, std::size_t v, std::size_t stride
 
 template <class A>
 HeadProbe probe(const config::ModelConfig& model, int batch, int seq) {
+  using Head = OutputHead<float, A>;
   HeadProbe p;
   p.rows = static_cast<std::size_t>(batch) * static_cast<std::size_t>(seq);
   p.width = static_cast<std::size_t>(model.d_model);
   p.vocab = static_cast<std::size_t>(model.vocab_size);
-  p.row_stride = OutputHead<float, A>::row_stride(p.vocab);
+  p.row_stride = Head::row_stride(p.vocab);
+  const bool padded = Head::padded_products(p.vocab, backend::Traits::padded_head_products);
+  p.product_cols = padded ? p.row_stride : p.vocab;
   p.flops = 3.0 * 2.0 * static_cast<double>(p.rows) * static_cast<double>(p.width) * static_cast<double>(p.vocab);
-  p.kept_ms = time_head<A>(p.rows, p.width, p.vocab, p.row_stride);
-  if (p.row_stride != p.vocab) p.unpadded_ms = time_head<A>(p.rows, p.width, p.vocab, p.vocab);
+  p.kept_ms = time_head<A>(p.rows, p.width, p.vocab, p.row_stride, p.product_cols);
+  if (p.row_stride != p.vocab) {
+    p.other_cols_ms = time_head<A>(p.rows, p.width, p.vocab, p.row_stride, padded ? p.vocab : p.row_stride);
+    p.unpadded_ms = time_head<A>(p.rows, p.width, p.vocab, p.vocab, p.vocab);
+  }
   return p;
 }
 

@@ -22,7 +22,7 @@ std::size_t base_bytes(const config::ModelConfig& m, int max_batch, int max_seq,
   const auto vocab = static_cast<std::size_t>(m.vocab_size), width = static_cast<std::size_t>(m.d_model);
   std::size_t bytes = sizeof(double);  // LanguageModel's loss scalar
   bytes += TokenStage::bytes(max_batch, max_seq);
-  bytes += OutputHead<float, A>::bytes(rows, vocab);
+  bytes += OutputHead<float, A>::bytes(rows, vocab, width, target.gpu);
   bytes += rows * width * sizeof(A);  // d_final
   if (target.gpu) bytes += ops::EmbeddingSortSpace<float>::bytes(rows, vocab, width);
   return bytes;

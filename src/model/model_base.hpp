@@ -35,22 +35,34 @@ template <class T, class A>
 class OutputHead {
  public:
   OutputHead() = default;
-  OutputHead(const std::string& prefix, std::size_t max_rows, std::size_t vocab)
+  // padded: the logits and dx products run with the vocabulary padded to row_stride (padded_products).
+  OutputHead(const std::string& prefix, std::size_t max_rows, std::size_t vocab, std::size_t width,
+             bool padded = backend::Traits::padded_head_products)
       : logits_(prefix + "logits", max_rows * row_stride(vocab)),
         lse_(prefix + "lse", max_rows),
         losses_(prefix + "losses", max_rows),
         scratch_(prefix + "loss_scratch"),
-        vocab_(vocab) {}
+        vocab_(vocab) {
+    if (padded_products(vocab, padded)) padded_weights_ = Matrix<A>(prefix + "head_weights_padded", row_stride(vocab), width);
+  }
   // What the constructor allocates.
-  static std::size_t bytes(std::size_t max_rows, std::size_t vocab) {
-    return max_rows * row_stride(vocab) * sizeof(A) + 2 * max_rows * sizeof(T) + sizeof(double);
+  static std::size_t bytes(std::size_t max_rows, std::size_t vocab, std::size_t width,
+                           bool padded = backend::Traits::padded_head_products) {
+    return max_rows * row_stride(vocab) * sizeof(A) + 2 * max_rows * sizeof(T) + sizeof(double) +
+           (padded_products(vocab, padded) ? row_stride(vocab) * width * sizeof(A) : 0);
   }
   // Elements from one row of logits to the next: the vocabulary rounded up to 64. The three
   // products of the head read or write the logits, and cuBLASLt's Hopper kernels need every row of
   // an operand to start on 16 bytes: with GPT-2's 50,257 columns a third of gpt2-124M's FLOPs
   // would go to its kernels for 2-byte-aligned rows. The model and its vocabulary stay as they
-  // are; nothing reads or writes the padding.
+  // are; the softmax and the loss read the first `vocab` columns only.
   static constexpr std::size_t row_stride(std::size_t vocab) { return (vocab + 63) / 64 * 64; }
+  // Whether the logits and dx products run row_stride wide: cuBLASLt picks no fast kernel for a
+  // side of 50,257 even with aligned rows (95 and 131 TFLOP/s against 711 and 838 at 50,304 on an
+  // H100). The weights are copied, before each forward, into a matrix of row_stride rows whose
+  // rows past the vocabulary stay zero: the padded logits come out exactly zero, so dx's sum over
+  // them adds nothing. dW's product keeps the vocabulary's rows (it runs at full speed).
+  static constexpr bool padded_products(std::size_t vocab, bool padded) { return padded && row_stride(vocab) != vocab; }
 
   // Adds the mean loss of x (N, C) through the head's weights w (V, C) to loss_sum.
   template <class W>
@@ -58,15 +70,30 @@ class OutputHead {
                const Kokkos::View<double, MemSpace>& loss_sum) {
     const std::size_t n = x.extent(0);
     rows_ = n;
-    ops::cross_entropy_forward<T>(exec, x, w, targets, softcap, logits(n), lse_.vec(n), losses_.vec(n), loss_sum,
-                                  scratch_);
+    if (padded_weights_.extent(0) == 0) {
+      ops::cross_entropy_forward<T>(exec, x, w, targets, softcap, logits(n), lse_.vec(n), losses_.vec(n), loss_sum,
+                                    scratch_);
+      return;
+    }
+    Kokkos::deep_copy(exec, Kokkos::subview(padded_weights_, std::make_pair(std::size_t(0), vocab_), Kokkos::ALL()), w);
+    gemm(exec, Op::none, Op::transpose, T(1), x, padded_weights_, T(0), padded_logits(n));
+    ops::cross_entropy_loss<T>(exec, targets, softcap, logits(n), lse_.vec(n), losses_.vec(n), loss_sum, scratch_);
   }
   // The gradient of grad_scale * mean loss: dW += into dw, and dx, the gradient reaching x.
   template <class W, class DW>
   void backward(const ExecSpace& exec, const Matrix<A>& x, const W& w, const DW& dw, const ConstTokenMatrix& targets,
                 T softcap, T grad_scale, const Matrix<A>& dx) {
     const std::size_t n = x.extent(0);
-    ops::cross_entropy_backward<T>(exec, x, w, targets, softcap, logits(n), ConstVector<T>(lse_.vec(n)), grad_scale, dx, dw);
+    if (padded_weights_.extent(0) == 0) {
+      ops::cross_entropy_backward<T>(exec, x, w, targets, softcap, logits(n), ConstVector<T>(lse_.vec(n)), grad_scale, dx,
+                                     dw);
+      return;
+    }
+    ops::cross_entropy_logit_gradients<T>(exec, targets, softcap, logits(n), ConstVector<T>(lse_.vec(n)), grad_scale,
+                                          logits(n));
+    using ConstZ = Kokkos::View<const A**, Layout, MemSpace>;
+    gemm(exec, Op::none, Op::none, T(1), ConstZ(padded_logits(n)), ConstMatrix<A>(padded_weights_), T(0), dx);
+    gemm(exec, Op::transpose, Op::none, T(1), ConstZ(logits(n)), x, T(1), dw);
   }
   // The capped logits of the last forward, in T (the stored ones are overwritten by the backward).
   Matrix<T> capped_logits(const ExecSpace& exec, T softcap) const {
@@ -74,12 +101,14 @@ class OutputHead {
   }
 
  private:
+  Matrix<A> padded_logits(std::size_t n) const { return logits_.mat(n, row_stride(vocab_)); }
   Matrix<A> logits(std::size_t n) const {
-    return Kokkos::subview(logits_.mat(n, row_stride(vocab_)), Kokkos::ALL(), std::make_pair(std::size_t(0), vocab_));
+    return Kokkos::subview(padded_logits(n), Kokkos::ALL(), std::make_pair(std::size_t(0), vocab_));
   }
   Buffer<A> logits_;
   Buffer<T> lse_, losses_;
   Kokkos::View<double, MemSpace> scratch_;
+  Matrix<A> padded_weights_;  // (row_stride, C) when the products run padded, else empty
   std::size_t vocab_ = 0, rows_ = 0;
 };
 
@@ -127,7 +156,7 @@ class ModelBase : public LanguageModel<T> {
         max_rows_(static_cast<std::size_t>(max_batch) * max_seq),
         params_(std::move(layout)),
         stage_(max_batch, max_seq),
-        head_(prefix_, max_rows_, static_cast<std::size_t>(config.vocab_size)),
+        head_(prefix_, max_rows_, static_cast<std::size_t>(config.vocab_size), static_cast<std::size_t>(config.d_model)),
         d_final_(prefix_ + "d_final", max_rows_ * static_cast<std::size_t>(config.d_model)) {
     declare(w_, ViewBinder<T>(params_.layout(), params_.values()));
     declare(g_, ViewBinder<T>(params_.layout(), params_.grads()));

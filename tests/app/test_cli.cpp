@@ -426,16 +426,21 @@ TEST_CASE("kgpt check --device runs the deck's attention here and compares it wi
     CHECK(r.err.find(std::string(cudnn ? "attention cudnn (" : "attention gemm (") + precision +
                      ") at 8x64, 2 heads, 1 kv heads, head dim 16") != std::string::npos);
     CHECK(r.err.find(cudnn ? "against gemm on one sequence: " : "against fused on one sequence: ") != std::string::npos);
-    // The head's products timed with rows 320 apart (257 rounded up to 64) and 257 apart.
+    // The head's products timed with rows 320 apart (257 rounded up to 64), the logits and dx
+    // products 320 wide on a GPU and 257 on the host, then the other width, then rows 257 apart.
+    const std::string as_trained = kgpt::backend::Traits::padded_head_products ? "320" : "257",
+                      other = kgpt::backend::Traits::padded_head_products ? "257" : "320";
     CHECK(r.err.find("kgpt check: head products (logits, dx, dW) at 512 x 257 x 32 (" + std::string(precision) +
-                     "): rows 320 apart, as trained: ") != std::string::npos);
+                     "): rows 320 apart, products " + as_trained + " wide, as trained: ") != std::string::npos);
+    CHECK(r.err.find("; products " + other + " wide: ") != std::string::npos);
     CHECK(r.err.find("; rows 257 apart: ") != std::string::npos);
   }
   // A vocabulary of a multiple of 64 is kept as it is: one figure.
   const auto aligned = run_kgpt({"check", deck, "--no-data", "--device", "--set", "model.vocab_size=320"});
   INFO(aligned.err);
   CHECK(aligned.exit_code == 0);
-  CHECK(aligned.err.find("at 512 x 320 x 32 (fp32): rows 320 apart, as trained: ") != std::string::npos);
+  CHECK(aligned.err.find("at 512 x 320 x 32 (fp32): rows 320 apart, products 320 wide, as trained: ") != std::string::npos);
+  CHECK(aligned.err.find(" wide: ") == std::string::npos);
   CHECK(aligned.err.find("; rows 320 apart: ") == std::string::npos);
   // golf's MLP has no GELU, gpt2's has: the products it rides in are timed (d_model 32, mlp_mult 4).
   CHECK(aligned.err.find("gelu products") == std::string::npos);

@@ -159,12 +159,11 @@ void softmax_rows_one_pass(const ExecSpace& exec, const Z& logits, const ConstTo
 
 }  // namespace detail
 
-// Adds the micro-batch's mean loss to loss_sum (a device scalar) without waiting for it.
-template <class T, bool Packs = backend::Traits::packed_logits, class X, class W, class Z>
-void cross_entropy_forward(const ExecSpace& exec, const X& x, const W& w, const ConstTokenMatrix& targets, T softcap,
-                           const Z& logits, const Vector<T>& lse, const Vector<T>& losses,
-                           const Kokkos::View<double, MemSpace>& loss_sum, const Kokkos::View<double, MemSpace>& scratch) {
-  gemm(exec, Op::none, Op::transpose, T(1), x, w, T(0), logits);
+// From logits z already made: lse, the losses, and the micro-batch's mean loss added to loss_sum.
+template <class T, bool Packs = backend::Traits::packed_logits, class Z>
+void cross_entropy_loss(const ExecSpace& exec, const ConstTokenMatrix& targets, T softcap, const Z& logits,
+                        const Vector<T>& lse, const Vector<T>& losses, const Kokkos::View<double, MemSpace>& loss_sum,
+                        const Kokkos::View<double, MemSpace>& scratch) {
   const int n = static_cast<int>(logits.extent(0));
   constexpr int pack = 16 / static_cast<int>(sizeof(typename Z::non_const_value_type));
   if (Packs && detail::packs_aligned<pack>(logits)) {
@@ -178,6 +177,15 @@ void cross_entropy_forward(const ExecSpace& exec, const X& x, const W& w, const 
   kgpt::parallel_for(
       "kgpt::cross_entropy::mean", Kokkos::RangePolicy<ExecSpace>(exec, 0, 1),
       KOKKOS_LAMBDA(const int) { loss_sum() += scratch() / n; });
+}
+
+// Adds the micro-batch's mean loss to loss_sum (a device scalar) without waiting for it.
+template <class T, bool Packs = backend::Traits::packed_logits, class X, class W, class Z>
+void cross_entropy_forward(const ExecSpace& exec, const X& x, const W& w, const ConstTokenMatrix& targets, T softcap,
+                           const Z& logits, const Vector<T>& lse, const Vector<T>& losses,
+                           const Kokkos::View<double, MemSpace>& loss_sum, const Kokkos::View<double, MemSpace>& scratch) {
+  gemm(exec, Op::none, Op::transpose, T(1), x, w, T(0), logits);
+  cross_entropy_loss<T, Packs>(exec, targets, softcap, logits, lse, losses, loss_sum, scratch);
 }
 
 // The same, returning the micro-batch's mean loss (this waits for the device).
@@ -203,10 +211,10 @@ KOKKOS_INLINE_FUNCTION T logit_gradient(T z, T log_sum, bool target, T scale, T 
   return grad;
 }
 
-template <class T, bool Packs = backend::Traits::packed_logits, class X, class W, class Z, class DZ, class DX, class DW>
-void cross_entropy_backward(const ExecSpace& exec, const X& x, const W& w, const ConstTokenMatrix& targets, T softcap,
-                            const Z& logits, const ConstVector<T>& lse, T grad_scale, const DZ& d_logits,
-                            const DX& dx, const DW& dw) {
+// dz of every logit into d_logits (which may be `logits` itself), from the forward's logits and lse.
+template <class T, bool Packs = backend::Traits::packed_logits, class Z, class DZ>
+void cross_entropy_logit_gradients(const ExecSpace& exec, const ConstTokenMatrix& targets, T softcap, const Z& logits,
+                                   const ConstVector<T>& lse, T grad_scale, const DZ& d_logits) {
   using A = typename DZ::value_type;
   using L = typename Z::non_const_value_type;
   const int n = static_cast<int>(logits.extent(0));
@@ -247,6 +255,14 @@ void cross_entropy_backward(const ExecSpace& exec, const X& x, const W& w, const
                        d_logits(row, j) = store<A>(logit_gradient(z, lse(row), target, scale, softcap));
                      });
   }
+}
+
+template <class T, bool Packs = backend::Traits::packed_logits, class X, class W, class Z, class DZ, class DX, class DW>
+void cross_entropy_backward(const ExecSpace& exec, const X& x, const W& w, const ConstTokenMatrix& targets, T softcap,
+                            const Z& logits, const ConstVector<T>& lse, T grad_scale, const DZ& d_logits,
+                            const DX& dx, const DW& dw) {
+  using A = typename DZ::value_type;
+  cross_entropy_logit_gradients<T, Packs>(exec, targets, softcap, logits, lse, grad_scale, d_logits);
   using ConstZ = Kokkos::View<const A**, Layout, MemSpace>;
   gemm(exec, Op::none, Op::none, T(1), ConstZ(d_logits), w, T(0), dx);
   gemm(exec, Op::transpose, Op::none, T(1), ConstZ(d_logits), x, T(1), dw);

@@ -4,6 +4,7 @@
 
 #include "model/gradcheck.hpp"
 #include "model/precision_check.hpp"
+#include "model/model_base.hpp"
 #include "model/ops/cross_entropy.hpp"
 
 #include <cstring>
@@ -325,4 +326,60 @@ TEST_CASE("the packed cross-entropy backward matches finite differences", "[mode
     test::check_gradient("packed cross_entropy dx", head.x, head.dx, loss);
     test::check_gradient("packed cross_entropy dW", head.w, head.dw, loss);
   }
+}
+
+namespace {
+// Loss, dx and dW of the model's output head (model_base.hpp) with its logits and dx products run
+// as wide as the vocabulary or padded to the logits' rows.
+template <class A>
+auto output_head(const Matrix<double>& x, const Matrix<double>& w, const TokenMatrix& targets, float cap, bool padded) {
+  const std::size_t n = x.extent(0), c = x.extent(1), v = w.extent(0);
+  const ExecSpace exec;
+  const auto xa = test::converted<Matrix<A>>("x", x), wa = test::converted<Matrix<A>>("w", w);
+  model::OutputHead<float, A> head("kgpt::test::", n, v, c, padded);
+  Matrix<A> dx("dx", n, c);
+  Matrix<float> dw("dw", v, c);
+  random::fill_normal(dw, 66, 2, 1.0);  // the head's gradient accumulates
+  const Kokkos::View<double, MemSpace> loss("loss");
+  head.forward(exec, xa, wa, targets, cap, loss);
+  head.backward(exec, xa, wa, dw, targets, cap, 0.5f, dx);
+  double host_loss = 0;
+  Kokkos::deep_copy(host_loss, loss);
+  return std::make_tuple(host_loss, Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), dx),
+                         Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), dw));
+}
+
+template <class A>
+void check_padded_products(const Matrix<double>& x, const Matrix<double>& w, const TokenMatrix& targets, float cap) {
+  const auto narrow = output_head<A>(x, w, targets, cap, false);
+  const auto padded = output_head<A>(x, w, targets, cap, true);
+  // The same logits (each a product of a row of x and a row of W); dx adds exact zeros for the
+  // padded columns, in another order where the product blocks its sum otherwise.
+  const double tolerance = std::is_same<A, bf16>::value ? 1e-2 : 1e-5;
+  CHECK(std::isfinite(std::get<0>(narrow)));
+  CHECK(std::get<0>(padded) == Approx(std::get<0>(narrow)).epsilon(1e-6));
+  CHECK(relative_difference(std::get<1>(padded), std::get<1>(narrow)) < tolerance);
+  CHECK(relative_difference(std::get<2>(padded), std::get<2>(narrow)) < tolerance);
+}
+}  // namespace
+
+TEST_CASE("the output head's products padded to its logits' rows give the loss and gradients of unpadded ones",
+          "[model][cross_entropy][padded]") {
+  const int b = 2, t = 8, n = b * t, c = 16;
+  for (int v : {37, 64}) {
+    Matrix<double> x("x", n, c), w("w", v, c);
+    random::fill_normal(x, 66, 0, 1.0);
+    random::fill_normal(w, 66, 1, 1.0);
+    const TokenMatrix targets = cycling_targets(b, t, v, 5, 1);
+    for (float cap : {0.0f, 1.5f}) {
+      INFO("V " << v << ", softcap " << cap);
+      check_padded_products<float>(x, w, targets, cap);
+      check_padded_products<bf16>(x, w, targets, cap);
+    }
+  }
+  // The padded weights (64 rows of C) are the only memory it adds, and only where V is not a
+  // multiple of 64.
+  using Head = model::OutputHead<float, bf16>;
+  CHECK(Head::bytes(n, 37, c, true) - Head::bytes(n, 37, c, false) == 64 * c * sizeof(bf16));
+  CHECK(Head::bytes(n, 64, c, true) == Head::bytes(n, 64, c, false));
 }
