@@ -74,8 +74,19 @@ typename Optimizer<T>::Sizes Optimizer<T>::sizes(const model::ParameterLayout& l
   };
   for (std::size_t i = shard.first_tensor; i < shard.end_tensor; ++i) {
     const model::TensorEntry& e = layout.entries()[i];
-    std::size_t& used = updated_by_muon(s.muon, e) ? s.momentum : s.moments;
+    const bool muon = updated_by_muon(s.muon, e);
+    std::size_t& used = muon ? s.momentum : s.moments;
     s.state_at.push_back(used);
+    if (!muon && e.size > 0) {
+      AdamSegment segment;
+      segment.param = e.offset;
+      segment.state = used;
+      segment.size = e.size;
+      segment.first_chunk = s.adam_chunks;
+      segment.group = static_cast<int>(e.spec.group);
+      s.adam_segments.push_back(segment);
+      s.adam_chunks += (e.size + kAdamChunk - 1) / kAdamChunk;
+    }
     used = aligned(used + e.size);
   }
   s.update = s.muon ? largest_matrix(layout, shard, false) : 0;
@@ -102,7 +113,8 @@ std::size_t Optimizer<T>::state_bytes(const model::ParameterLayout& layout, cons
   const Sizes s = sizes(layout, config, shard);
   return (2 * s.moments + s.momentum + s.update) * sizeof(T) +
          NewtonSchulzWorkspace<T>::bytes(s.work_elements, s.work_side) +
-         NewtonSchulzWorkspace<bf16>::bytes(s.work16_elements, s.work16_side) + s.tensors * sizeof(double);
+         NewtonSchulzWorkspace<bf16>::bytes(s.work16_elements, s.work16_side) + (s.tensors + 1) * sizeof(double) +
+         s.adam_segments.size() * sizeof(AdamSegment);
 }
 
 template <class T>
@@ -128,7 +140,13 @@ Optimizer<T>::Optimizer(const model::Parameters<T>& params, const config::Config
       update_("kgpt::optim::muon_update", s.update),
       work_(s.work_elements, s.work_side),
       work16_(s.work16_elements, s.work16_side),
-      norm_parts_("kgpt::optim::norm_parts", s.tensors) {}
+      norm_parts_("kgpt::optim::norm_parts", s.tensors + 1),
+      adam_segments_("kgpt::optim::adam_segments", s.adam_segments.size()),
+      adam_chunks_(s.adam_chunks) {
+  const Kokkos::View<const AdamSegment*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> table(
+      s.adam_segments.data(), s.adam_segments.size());
+  Kokkos::deep_copy(adam_segments_, table);
+}
 
 std::vector<std::string> state_names(const config::Config& config) {
   return names_of_state(config.optim.matrix_optimizer == config::MatrixOptimizer::muon);
@@ -202,6 +220,22 @@ void Optimizer<T>::step(const ExecSpace& exec, int step, double lr_multiplier, c
   const double mu = muon_momentum_at(step, optim_.muon_momentum_warmup_start, optim_.muon_momentum,
                                      optim_.muon_momentum_warmup_steps);
   const auto& entries = params_.layout().entries();
+  if (fused_adam_) {
+    // Every learning rate by group, as group_lr and the per-tensor settings below give them.
+    AdamSettings groups[4];
+    for (const model::ParamGroup group :
+         {model::ParamGroup::matrix, model::ParamGroup::scalar, model::ParamGroup::embedding, model::ParamGroup::head}) {
+      AdamSettings& settings = groups[static_cast<int>(group)];
+      settings.lr = group_lr(group) * lr_multiplier;
+      settings.beta1 = optim_.beta1;
+      settings.beta2 = optim_.beta2;
+      settings.eps = optim_.adam_eps;
+      settings.weight_decay = group != model::ParamGroup::scalar ? optim_.weight_decay : 0.0;
+    }
+    double* fused_norm = norm_sq != nullptr ? norm_parts_.data() + entries.size() : nullptr;
+    adam_update_all<T>(exec, params_.values().data(), params_.grads().data(), m_.data(), v_.data(),
+                       adam_segments_, adam_chunks_, AdamStep<T>(groups, step + 1), grad_factor, fused_norm);
+  }
   for (std::size_t index = shard_.first_tensor; index < shard_.end_tensor; ++index) {
     const model::TensorEntry& e = entries[index];
     const std::size_t state_at = state_at_[index - shard_.first_tensor];
@@ -222,6 +256,7 @@ void Optimizer<T>::step(const ExecSpace& exec, int step, double lr_multiplier, c
       }
       continue;
     }
+    if (fused_adam_) continue;
     AdamSettings settings;
     settings.lr = lr;
     settings.beta1 = optim_.beta1;
@@ -234,7 +269,7 @@ void Optimizer<T>::step(const ExecSpace& exec, int step, double lr_multiplier, c
   }
   if (norm_sq == nullptr) return;
   const auto parts = norm_parts_;
-  const std::size_t count = entries.size();
+  const std::size_t count = entries.size() + (fused_adam_ ? 1 : 0);
   kgpt::parallel_for(
       "kgpt::optim::norm_sum", Kokkos::RangePolicy<ExecSpace>(exec, 0, 1), KOKKOS_LAMBDA(const int) {
         double sum = 0;

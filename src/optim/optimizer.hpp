@@ -17,7 +17,9 @@
 #include "config/config.hpp"
 #include "core/views.hpp"
 #include "model/parameters.hpp"
+#include "core/backend.hpp"
 #include "optim/newton_schulz.hpp"
+#include "optim/updates.hpp"
 
 namespace kgpt::optim {
 
@@ -50,6 +52,12 @@ class Optimizer {
   void step(const ExecSpace& exec, int step, double lr_multiplier, const double* grad_factor = nullptr,
             double* norm_sq = nullptr);
   double group_lr(model::ParamGroup group) const;
+  // Whether the tensors Adam updates go in one launch (adam_update_all), as on a GPU, or one launch
+  // each, as on the host (where each is one vectorised loop); tests run both.
+  void fuse_adam(bool fused) {
+    fused_adam_ = fused;
+    Kokkos::deep_copy(norm_parts_, 0.0);  // the norm's parts of one arrangement only
+  }
   // Bytes of device memory the constructor allocates for parameters of this layout (the state and
   // the Newton-Schulz workspaces), allocating nothing: for the memory plan.
   static std::size_t state_bytes(const model::ParameterLayout& layout, const config::Config& config);
@@ -72,6 +80,8 @@ class Optimizer {
     std::size_t work_elements = 1, work_side = 1, work16_elements = 1, work16_side = 1;
     std::size_t tensors = 0;
     std::vector<std::size_t> state_at;
+    std::vector<AdamSegment> adam_segments;  // the tensors Adam updates, for adam_update_all
+    std::size_t adam_chunks = 0;
   };
   static Sizes sizes(const model::ParameterLayout& layout, const config::Config& config, const Shard& shard);
   Optimizer(const model::Parameters<T>& params, const config::Config& config, const Shard& shard, const Sizes& sizes);
@@ -97,7 +107,10 @@ class Optimizer {
   Vector<T> m_, v_, momentum_, update_;
   NewtonSchulzWorkspace<T> work_;
   NewtonSchulzWorkspace<bf16> work16_;
-  Kokkos::View<double*, MemSpace> norm_parts_;  // one per tensor, added in tensor order
+  Kokkos::View<double*, MemSpace> norm_parts_;  // one per tensor, added in tensor order; then adam_update_all's
+  Kokkos::View<AdamSegment*, MemSpace> adam_segments_;
+  std::size_t adam_chunks_ = 0;
+  bool fused_adam_ = backend::Traits::fused_adam;
 };
 
 // The squared L2 norm of grads[begin, end) into norm_sq (a device scalar; nothing waits for it).

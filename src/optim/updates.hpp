@@ -45,6 +45,15 @@ struct GradFactor {
   }
 };
 
+// Every tensor Adam updates, in one launch: a tensor's elements at `param` in the parameter and
+// gradient buffers and at `state` in the moments, in chunks of kAdamChunk elements from its
+// `first_chunk`; `group` picks its learning rate (and decay) among the four ParamGroups.
+struct AdamSegment {
+  std::size_t param = 0, state = 0, size = 0, first_chunk = 0;
+  int group = 0;
+};
+constexpr std::size_t kAdamChunk = 4096;
+
 namespace {  // kernels: internal linkage, see core/kernel.hpp
 
 // Runs body(i) for i < n, and with norm_part also sums g(i)^2 into it, in a fixed order. On a GPU,
@@ -89,25 +98,128 @@ void update_pass(const ExecSpace& exec, const char* label, std::size_t n, const 
   }
 }
 
+// One element's AdamW update, torch.optim.Adam's arrangement: p -= (lr / c1) m / (sqrt(v) / sqrt(c2)
+// + eps), one sqrt and one division per element; `decay` is 1 - lr * weight_decay.
+template <class T>
+KOKKOS_INLINE_FUNCTION void adam_element(T& p, T& m, T& v, T grad, T b1, T b2, T eps, T decay, T step_size,
+                                         T inverse_sqrt_c2) {
+  const T m_new = b1 * m + (T(1) - b1) * grad;
+  const T v_new = b2 * v + (T(1) - b2) * grad * grad;
+  m = m_new;
+  v = v_new;
+  p = p * decay - step_size * m_new / (compat::sqrt(v_new) * inverse_sqrt_c2 + eps);
+}
+
 template <class T>
 void adam_update(const ExecSpace& exec, const Vector<T>& p, const ConstVector<T>& g, const Vector<T>& m,
                  const Vector<T>& v, const AdamSettings& s, int t, const double* grad_factor = nullptr,
                  double* norm_part = nullptr) {
-  // torch.optim.Adam's arrangement: p -= (lr / c1) m / (sqrt(v) / sqrt(c2) + eps), one sqrt and one
-  // division per element.
   const T b1 = T(s.beta1), b2 = T(s.beta2), eps = T(s.eps);
   const T decay = T(1.0 - s.lr * s.weight_decay);
   const T step_size = T(s.lr / (1.0 - std::pow(s.beta1, t)));
   const T inverse_sqrt_c2 = T(1.0 / std::sqrt(1.0 - std::pow(s.beta2, t)));
   const GradFactor<T> factor(grad_factor);
   update_pass<T>(exec, "kgpt::adam::update", p.extent(0), g, norm_part, KOKKOS_LAMBDA(const std::size_t i) {
-    const T grad = g(i) * factor.get();
-    const T m_new = b1 * m(i) + (T(1) - b1) * grad;
-    const T v_new = b2 * v(i) + (T(1) - b2) * grad * grad;
-    m(i) = m_new;
-    v(i) = v_new;
-    p(i) = p(i) * decay - step_size * m_new / (compat::sqrt(v_new) * inverse_sqrt_c2 + eps);
+    adam_element(p(i), m(i), v(i), T(g(i) * factor.get()), b1, b2, eps, decay, step_size, inverse_sqrt_c2);
   });
+}
+
+
+// The step's scalars of every group (by ParamGroup's value), as adam_update computes them.
+template <class T>
+struct AdamStep {
+  T b1 = 0, b2 = 0, eps = 0, inverse_sqrt_c2 = 0;
+  T decay[4] = {}, step_size[4] = {};
+  AdamStep(const AdamSettings (&groups)[4], int t) {
+    b1 = T(groups[0].beta1);
+    b2 = T(groups[0].beta2);
+    eps = T(groups[0].eps);
+    inverse_sqrt_c2 = T(1.0 / std::sqrt(1.0 - std::pow(groups[0].beta2, t)));
+    for (int k = 0; k < 4; ++k) {
+      decay[k] = T(1.0 - groups[k].lr * groups[k].weight_decay);
+      step_size[k] = T(groups[k].lr / (1.0 - std::pow(groups[k].beta1, t)));
+    }
+  }
+};
+
+// A team per chunk of a segment, its threads on consecutive elements: the updates of adam_update.
+template <class T>
+struct AdamChunks {
+  using Team = Kokkos::TeamPolicy<ExecSpace>::member_type;
+  T* p;
+  const T* g;
+  T* m;
+  T* v;
+  Kokkos::View<const AdamSegment*, MemSpace> segments;
+  AdamStep<T> s;
+  GradFactor<T> factor;
+
+  // The last segment starting at or before the chunk, and the chunk's elements in it.
+  KOKKOS_INLINE_FUNCTION AdamSegment find(std::size_t chunk, std::size_t& begin, std::size_t& end) const {
+    int lo = 0, hi = static_cast<int>(segments.extent(0)) - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (segments(mid).first_chunk <= chunk) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    const AdamSegment seg = segments(lo);
+    begin = (chunk - seg.first_chunk) * kAdamChunk;
+    end = begin + kAdamChunk < seg.size ? begin + kAdamChunk : seg.size;
+    return seg;
+  }
+  KOKKOS_INLINE_FUNCTION void update(const AdamSegment& seg, std::size_t i) const {
+    adam_element(p[seg.param + i], m[seg.state + i], v[seg.state + i], T(g[seg.param + i] * factor.get()), s.b1, s.b2,
+                 s.eps, s.decay[seg.group], s.step_size[seg.group], s.inverse_sqrt_c2);
+  }
+};
+
+template <class T>
+struct AdamChunksUpdate : AdamChunks<T> {
+  KOKKOS_INLINE_FUNCTION void operator()(const typename AdamChunks<T>::Team& team) const {
+    std::size_t begin = 0, end = 0;
+    const AdamSegment seg = this->find(static_cast<std::size_t>(team.league_rank()), begin, end);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, begin, end), [&](const std::size_t i) { this->update(seg, i); });
+  }
+};
+
+// The same, and the sum of the squared raw gradients of each chunk.
+template <class T>
+struct AdamChunksUpdateNorm : AdamChunks<T> {
+  KOKKOS_INLINE_FUNCTION void operator()(const typename AdamChunks<T>::Team& team, double& sum) const {
+    std::size_t begin = 0, end = 0;
+    const AdamSegment seg = this->find(static_cast<std::size_t>(team.league_rank()), begin, end);
+    double part = 0;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, begin, end),
+        [&](const std::size_t i, double& acc) {
+          this->update(seg, i);
+          const double raw = static_cast<double>(this->g[seg.param + i]);
+          acc += raw * raw;
+        },
+        part);
+    Kokkos::single(Kokkos::PerTeam(team), [&]() { sum += part; });
+  }
+};
+
+// adam_update of every segment in one launch (gpt2-124M's 148 tensors took 4.5 ms on an H100 one
+// launch each, for 3.5 GB moved: 1.2 ms at the copy rate), with norm the squared norm of all their
+// raw gradients: per chunk, then over the chunks.
+template <class T>
+void adam_update_all(const ExecSpace& exec, T* p, const T* g, T* m, T* v,
+                     const Kokkos::View<const AdamSegment*, MemSpace>& segments, std::size_t chunks,
+                     const AdamStep<T>& s, const double* grad_factor = nullptr, double* norm = nullptr) {
+  if (segments.extent(0) == 0 || chunks == 0) return;
+  const AdamChunks<T> all{p, g, m, v, segments, s, GradFactor<T>(grad_factor)};
+  const Kokkos::TeamPolicy<ExecSpace> policy(exec, static_cast<int>(chunks), Kokkos::AUTO);
+  if (norm == nullptr) {
+    kgpt::parallel_for("kgpt::adam::update_all", policy, AdamChunksUpdate<T>{all});
+  } else {
+    Kokkos::parallel_reduce("kgpt::adam::update_all", policy, AdamChunksUpdateNorm<T>{all},
+                            Kokkos::View<double, MemSpace>(norm));
+  }
 }
 
 inline double muon_momentum_at(int step, double start, double end, int warmup_steps) {

@@ -101,10 +101,13 @@ TEST_CASE("each tensor keeps only its optimizer's state and steps as it would al
   const auto matrix_optimizer = GENERATE(config::MatrixOptimizer::muon, config::MatrixOptimizer::adamw);
   const config::Config c = golf_config(matrix_optimizer);
   const bool muon = matrix_optimizer == config::MatrixOptimizer::muon;
-  INFO((muon ? "muon" : "adamw"));
+  // Adam's tensors one launch each (the host's way) or all in one (a GPU's).
+  const bool fused = GENERATE(false, true);
+  INFO((muon ? "muon" : "adamw") << (fused ? ", Adam's tensors in one launch" : ", Adam's tensors one by one"));
   model::GolfModel<double> model(c.model, 2, 8);
   model::initialize(model.parameters(), 5);
   optim::Optimizer<double> optimizer(model.parameters(), c);
+  optimizer.fuse_adam(fused);
   const auto& layout = model.parameters().layout();
   const std::vector<double> start = to_host(model.parameters().values());
   std::vector<AloneTensor> alone;
@@ -114,8 +117,16 @@ TEST_CASE("each tensor keeps only its optimizer's state and steps as it would al
   for (int step = 0; step < 3; ++step) {
     random::fill_normal(model.parameters().grads(), 11, static_cast<std::uint64_t>(step), 0.1);
     const std::vector<double> grads = to_host(model.parameters().grads());
-    optimizer.step(ExecSpace(), step, 1.0);
+    // The squared norm of the raw gradients comes from the same passes.
+    const Kokkos::View<double, MemSpace> norm_sq("norm_sq");
+    optimizer.step(ExecSpace(), step, 1.0, nullptr, norm_sq.data());
     for (AloneTensor& t : alone) t.step(step, grads);
+    double expected = 0, measured = 0;
+    for (const auto& e : layout.entries()) {
+      for (const double g : span_of(grads, e)) expected += g * g;
+    }
+    Kokkos::deep_copy(measured, norm_sq);
+    CHECK(measured == Approx(expected).epsilon(1e-12));
   }
   const std::vector<double> values = to_host(model.parameters().values());
   for (const AloneTensor& t : alone) {
@@ -134,10 +145,12 @@ TEST_CASE("each tensor keeps only its optimizer's state and steps as it would al
 
   // The bytes the memory plan counts: two Adam moments for the tensors Adam updates, one momentum for
   // Muon's matrices (each tensor aligned as in the parameter buffer), Muon's update scratch and
-  // Newton-Schulz workspace for the largest matrix, a norm part per tensor.
+  // Newton-Schulz workspace for the largest matrix, a norm part per tensor and one for Adam's tensors
+  // together, where each of those starts (AdamSegment).
   const auto aligned = [](std::size_t n) { return (n + 15) / 16 * 16; };
-  std::size_t adam = 0, momentum = 0, largest = 1, side = 1;
+  std::size_t adam = 0, momentum = 0, largest = 1, side = 1, adam_tensors = 0;
   for (const AloneTensor& t : alone) {
+    adam_tensors += t.muon ? 0 : 1;
     std::size_t& used = t.muon ? momentum : adam;
     used = aligned(used + t.entry.size);
     if (t.muon) largest = std::max(largest, t.entry.size), side = std::max(side, std::min(t.entry.spec.shape[0], t.entry.spec.shape[1]));
@@ -147,7 +160,8 @@ TEST_CASE("each tensor keeps only its optimizer's state and steps as it would al
   CHECK(optim::Optimizer<double>::state_bytes(layout, c) ==
         (2 * adam + momentum + (muon ? largest : 0)) * sizeof(double) +
             optim::NewtonSchulzWorkspace<double>::bytes(largest, side) +
-            optim::NewtonSchulzWorkspace<bf16>::bytes(1, 1) + layout.entries().size() * sizeof(double));
+            optim::NewtonSchulzWorkspace<bf16>::bytes(1, 1) + (layout.entries().size() + 1) * sizeof(double) +
+            adam_tensors * sizeof(optim::AdamSegment));
   CHECK_THROWS_WITH(optimizer.state_to_host("adam_w"), Catch::Contains("no state 'adam_w'"));
   if (!muon) CHECK_THROWS_WITH(optimizer.state_to_host("muon_momentum"), Catch::Contains("no state 'muon_momentum'"));
 }
