@@ -150,6 +150,39 @@ void map_elements(const ExecSpace& exec, const char* label, const Op& op, const 
   });
 }
 
+// Rows read in 16-byte packs of P elements (the norms over d_model on a GPU): a row per thread of a
+// team, its vector lanes over the row's packs (a warp of 32 lanes for d_model 512 in bf16, two
+// packs a lane), 256 / lanes rows per team; on the host a team is one row and the lanes run in
+// order. Where `fits` says every array of a call starts its packs on 16 bytes.
+template <int P>
+struct PackedRows {
+  static int lanes(std::size_t c) {
+    const std::size_t packs = c / P;
+    int l = 1;
+    while (l < 32 && static_cast<std::size_t>(l) < packs) l *= 2;
+    return l;
+  }
+  static int rows_per_team(std::size_t c) { return backend::on_gpu ? 256 / lanes(c) : 1; }
+  static Kokkos::TeamPolicy<ExecSpace> policy(const ExecSpace& exec, std::size_t n, std::size_t c) {
+    const int per_team = rows_per_team(c);
+    const auto teams = static_cast<int>((n + per_team - 1) / per_team);
+    return Kokkos::TeamPolicy<ExecSpace>(exec, teams, per_team, backend::on_gpu ? lanes(c) : 1);
+  }
+  static KOKKOS_INLINE_FUNCTION int row(const Team& team, int per_team) {
+    return team.league_rank() * per_team + team.team_rank();
+  }
+  // Whether rows of c elements split into packs and every (N, C) array's packs start on 16 bytes.
+  template <class... Views>
+  static bool fits(std::size_t c, const Views&... views) {
+    return c % P == 0 && (detail::packs_aligned<P>(views) && ...);
+  }
+  // Whether a parameter vector's (C) packs start on 16 bytes.
+  template <class V>
+  static bool aligned(const V* data) {
+    return reinterpret_cast<std::uintptr_t>(data) % 16 == 0;
+  }
+};
+
 // Short rows: team t and thread r of it take row t * rows_per_team + r; vector lanes split the row.
 struct ShortRows {
   static constexpr int rows_per_team = backend::Traits::short_rows_per_team;

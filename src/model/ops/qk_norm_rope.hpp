@@ -14,7 +14,9 @@
 // A head row per thread and its vector lanes over the D/2 rotation pairs: a warp per row on GPUs.
 
 #include <cmath>
+#include <type_traits>
 
+#include "core/backend.hpp"
 #include "core/bf16.hpp"
 #include "core/kokkos_compat.hpp"
 #include "core/views.hpp"
@@ -70,10 +72,12 @@ struct QkShape {
 
 namespace {  // kernels: internal linkage, see core/kernel.hpp
 
+namespace detail {
+
 template <class T, class Raw, class Out, class Gain>
-void qk_norm_rope_forward(const ExecSpace& exec, const Raw& raw, const QkShape& s, const ConstMatrix<T>& cos_table,
-                          const ConstMatrix<T>& sin_table, const Gain& gain, const Out& q_out, const Out& k_out,
-                          const Vector<T>& q_rstd, const Vector<T>& k_rstd, T eps) {
+void qk_norm_rope_forward_lanes(const ExecSpace& exec, const Raw& raw, const QkShape& s, const ConstMatrix<T>& cos_table,
+                                const ConstMatrix<T>& sin_table, const Gain& gain, const Out& q_out, const Out& k_out,
+                                const Vector<T>& q_rstd, const Vector<T>& k_rstd, T eps) {
   using A = typename Out::value_type;
   const std::size_t n = raw.extent(0), q_rows = n * s.heads, rows = q_rows + n * s.kv_heads;
   const int half = s.dim / 2;
@@ -118,12 +122,11 @@ void qk_norm_rope_forward(const ExecSpace& exec, const Raw& raw, const QkShape& 
       });
 }
 
-// gain_rows: (N, H) scratch of T for the gain's per-row terms; partials: the column sums' workspace.
-template <class T, class Raw, class DOut, class DRaw, class Gain, class DGain>
-void qk_norm_rope_backward(const ExecSpace& exec, const Raw& raw, const QkShape& s, const ConstMatrix<T>& cos_table,
-                           const ConstMatrix<T>& sin_table, const Gain& gain, const ConstVector<T>& q_rstd,
-                           const ConstVector<T>& k_rstd, const DOut& dq, const DOut& dk, const DRaw& d_raw,
-                           const DGain& dgain, const Matrix<T>& gain_rows, const Workspace<T>& partials = {}) {
+template <class T, class Raw, class DOut, class DRaw, class Gain>
+void qk_norm_rope_backward_lanes(const ExecSpace& exec, const Raw& raw, const QkShape& s, const ConstMatrix<T>& cos_table,
+                                 const ConstMatrix<T>& sin_table, const Gain& gain, const ConstVector<T>& q_rstd,
+                                 const ConstVector<T>& k_rstd, const DOut& dq, const DOut& dk, const DRaw& d_raw,
+                                 const Matrix<T>& gain_rows) {
   using A = typename DRaw::value_type;
   const std::size_t n = raw.extent(0), q_rows = n * s.heads, rows = q_rows + n * s.kv_heads;
   const int half = s.dim / 2;
@@ -181,6 +184,216 @@ void qk_norm_rope_backward(const ExecSpace& exec, const Raw& raw, const QkShape&
           if (is_q) gains(token, h) = gain_term;
         });
       });
+}
+
+// Packed: the lanes of a head row take P consecutive features of each half (16 bytes of the
+// narrowest array) with 16-byte loads and stores, D / 2P lanes a row: 4 for bf16's D = 64, so a
+// warp holds 8 rows. Each pass reads a lane's packs again (from L1), as one element per lane did,
+// with an eighth of the loads. On the host a team is one row and its lanes run in order.
+template <int P>
+struct QkPacks {
+  static constexpr int team_threads = 256;
+  static int lanes(int dim) { return dim / 2 / P; }
+  static int rows_per_team(int dim) { return backend::on_gpu ? team_threads / lanes(dim) : 1; }
+  static Kokkos::TeamPolicy<ExecSpace> policy(const ExecSpace& exec, std::size_t rows, int dim) {
+    const int per_team = rows_per_team(dim);
+    const auto teams = static_cast<int>((rows + per_team - 1) / per_team);
+    return Kokkos::TeamPolicy<ExecSpace>(exec, teams, per_team, backend::on_gpu ? lanes(dim) : 1);
+  }
+};
+
+// Elements in 16 bytes of the narrowest of the arrays' types.
+template <class X, class Y, class Z = X>
+constexpr int narrowest_pack() {
+  constexpr std::size_t xy = sizeof(X) < sizeof(Y) ? sizeof(X) : sizeof(Y);
+  return 16 / static_cast<int>(xy < sizeof(Z) ? xy : sizeof(Z));
+}
+
+// Whether the packed kernels can read every array of this call 16 bytes at a time.
+template <int P, class Raw, class Out, class T>
+bool qk_packs_fit(const QkShape& s, const Raw& raw, const Out& a, const Out& b, const ConstMatrix<T>& cos_table,
+                  const ConstMatrix<T>& sin_table) {
+  using R = std::remove_const_t<typename Raw::value_type>;
+  using O = std::remove_const_t<typename Out::value_type>;
+  const auto cols_fit = [](int col, std::size_t bytes) { return static_cast<std::size_t>(col) * bytes % 16 == 0; };
+  const int lanes = s.dim / 2 / P;
+  return s.dim % (2 * P) == 0 && lanes >= 1 && lanes <= 32 && (lanes & (lanes - 1)) == 0 && packs_aligned<P>(raw) &&
+         packs_aligned<P>(a) && packs_aligned<P>(b) && packs_aligned<P>(cos_table) && packs_aligned<P>(sin_table) &&
+         cols_fit(s.q_offset, sizeof(R)) && cols_fit(s.k_offset, sizeof(R)) && cols_fit(s.dim / 2, sizeof(R)) &&
+         cols_fit(s.dim / 2, sizeof(O)) && cols_fit(s.dim / 2, sizeof(T));
+}
+
+template <int P, class T, class Raw, class Out, class Gain>
+void qk_norm_rope_forward_packed(const ExecSpace& exec, const Raw& raw, const QkShape& s, const ConstMatrix<T>& cos_table,
+                                 const ConstMatrix<T>& sin_table, const Gain& gain, const Out& q_out, const Out& k_out,
+                                 const Vector<T>& q_rstd, const Vector<T>& k_rstd, T eps) {
+  using Packs = QkPacks<P>;
+  const std::size_t n = raw.extent(0), q_rows = n * s.heads, rows = q_rows + n * s.kv_heads;
+  const int half = s.dim / 2, lanes = Packs::lanes(s.dim), per_team = Packs::rows_per_team(s.dim);
+  const auto in = row_view(raw);
+  const auto cos_t = row_view(cos_table);
+  const auto sin_t = row_view(sin_table);
+  const auto q = row_view(q_out);
+  const auto k = row_view(k_out);
+  const auto* g_in = gain.data();
+  T* const q_r = q_rstd.data();
+  T* const k_r = k_rstd.data();
+  kgpt::parallel_for(
+      "kgpt::qk_norm_rope::forward", Packs::policy(exec, rows, s.dim), KOKKOS_LAMBDA(const Team& team) {
+        const std::size_t row = static_cast<std::size_t>(team.league_rank()) * per_team + team.team_rank();
+        if (row >= rows) return;
+        const QkRow q_or_k = s.row(row, q_rows);
+        const std::size_t token = q_or_k.token;
+        const int in_col = q_or_k.in_col, out_col = q_or_k.out_col, t = q_or_k.t;
+        T sum_sq = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::ThreadVectorRange(team, lanes),
+            [&](const int lane, T& acc) {
+              T x1[P], x2[P];
+              load_pack<P>(&in(token, in_col + lane * P), x1);
+              load_pack<P>(&in(token, in_col + lane * P + half), x2);
+              for (int e = 0; e < P; ++e) acc += x1[e] * x1[e] + x2[e] * x2[e];
+            },
+            sum_sq);
+        const T r = T(1) / compat::sqrt(sum_sq / T(s.dim) + eps);
+        const T g = q_or_k.is_q ? T(g_in[q_or_k.head]) : T(1);
+        const auto& out = q_or_k.is_q ? q : k;
+        Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, lanes), [&](const int lane) {
+          const int i = lane * P;
+          T x1[P], x2[P], c[P], sn[P], y1[P], y2[P];
+          load_pack<P>(&in(token, in_col + i), x1);
+          load_pack<P>(&in(token, in_col + i + half), x2);
+          load_pack<P>(&cos_t(t, i), c);
+          load_pack<P>(&sin_t(t, i), sn);
+          for (int e = 0; e < P; ++e) {
+            const T a = x1[e] * r, b = x2[e] * r;
+            y1[e] = g * (a * c[e] + b * sn[e]);
+            y2[e] = g * (b * c[e] - a * sn[e]);
+          }
+          store_pack<P>(&out(token, out_col + i), y1);
+          store_pack<P>(&out(token, out_col + i + half), y2);
+        });
+        Kokkos::single(Kokkos::PerThread(team), [&]() {
+          if (q_or_k.is_q) q_r[q_or_k.index] = r;
+          else k_r[q_or_k.index] = r;
+        });
+      });
+}
+
+template <int P, class T, class Raw, class DOut, class DRaw, class Gain>
+void qk_norm_rope_backward_packed(const ExecSpace& exec, const Raw& raw, const QkShape& s,
+                                  const ConstMatrix<T>& cos_table, const ConstMatrix<T>& sin_table, const Gain& gain,
+                                  const ConstVector<T>& q_rstd, const ConstVector<T>& k_rstd, const DOut& dq,
+                                  const DOut& dk, const DRaw& d_raw, const Matrix<T>& gain_rows) {
+  using Packs = QkPacks<P>;
+  const std::size_t n = raw.extent(0), q_rows = n * s.heads, rows = q_rows + n * s.kv_heads;
+  const int half = s.dim / 2, lanes = Packs::lanes(s.dim), per_team = Packs::rows_per_team(s.dim);
+  const auto in = row_view(raw);
+  const auto cos_t = row_view(cos_table);
+  const auto sin_t = row_view(sin_table);
+  const auto d_q = row_view(dq);
+  const auto d_k = row_view(dk);
+  const auto d_in = row_view(d_raw);
+  const auto gains = row_view(gain_rows);
+  const auto* g_in = gain.data();
+  const T* const q_r = q_rstd.data();
+  const T* const k_r = k_rstd.data();
+  kgpt::parallel_for(
+      "kgpt::qk_norm_rope::backward", Packs::policy(exec, rows, s.dim), KOKKOS_LAMBDA(const Team& team) {
+        const std::size_t row = static_cast<std::size_t>(team.league_rank()) * per_team + team.team_rank();
+        if (row >= rows) return;
+        const QkRow q_or_k = s.row(row, q_rows);
+        const bool is_q = q_or_k.is_q;
+        const std::size_t token = q_or_k.token;
+        const int in_col = q_or_k.in_col, out_col = q_or_k.out_col, t = q_or_k.t;
+        const T r = is_q ? q_r[q_or_k.index] : k_r[q_or_k.index];
+        const T g = is_q ? T(g_in[q_or_k.head]) : T(1);
+        const auto& dy = is_q ? d_q : d_k;
+        // A lane's x, dy and rotation, read again by each pass.
+        const auto load = [&](const int i, T* x1, T* x2, T* dy1, T* dy2, T* c, T* sn) {
+          load_pack<P>(&in(token, in_col + i), x1);
+          load_pack<P>(&in(token, in_col + i + half), x2);
+          load_pack<P>(&dy(token, out_col + i), dy1);
+          load_pack<P>(&dy(token, out_col + i + half), dy2);
+          load_pack<P>(&cos_t(t, i), c);
+          load_pack<P>(&sin_t(t, i), sn);
+        };
+        // sum z dy (the gain's term, q only) and sum dxn x (the norm's), over the row.
+        T gain_term = 0, dot = 0;
+        if (is_q) {
+          Kokkos::parallel_reduce(
+              Kokkos::ThreadVectorRange(team, lanes),
+              [&](const int lane, T& acc) {
+                T x1[P], x2[P], dy1[P], dy2[P], c[P], sn[P];
+                load(lane * P, x1, x2, dy1, dy2, c, sn);
+                for (int e = 0; e < P; ++e) {
+                  acc += (x1[e] * c[e] + x2[e] * sn[e]) * r * dy1[e] + (x2[e] * c[e] - x1[e] * sn[e]) * r * dy2[e];
+                }
+              },
+              gain_term);
+        }
+        Kokkos::parallel_reduce(
+            Kokkos::ThreadVectorRange(team, lanes),
+            [&](const int lane, T& acc) {
+              T x1[P], x2[P], dy1[P], dy2[P], c[P], sn[P];
+              load(lane * P, x1, x2, dy1, dy2, c, sn);
+              for (int e = 0; e < P; ++e) {
+                const T dz1 = g * dy1[e], dz2 = g * dy2[e];
+                acc += (c[e] * dz1 - sn[e] * dz2) * x1[e] + (sn[e] * dz1 + c[e] * dz2) * x2[e];
+              }
+            },
+            dot);
+        const T coefficient = r * r * r * dot / T(s.dim);
+        Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, lanes), [&](const int lane) {
+          const int i = lane * P;
+          T x1[P], x2[P], dy1[P], dy2[P], c[P], sn[P], dx1[P], dx2[P];
+          load(i, x1, x2, dy1, dy2, c, sn);
+          for (int e = 0; e < P; ++e) {
+            const T dz1 = g * dy1[e], dz2 = g * dy2[e];
+            dx1[e] = r * (c[e] * dz1 - sn[e] * dz2) - coefficient * x1[e];
+            dx2[e] = r * (sn[e] * dz1 + c[e] * dz2) - coefficient * x2[e];
+          }
+          store_pack<P>(&d_in(token, in_col + i), dx1);
+          store_pack<P>(&d_in(token, in_col + i + half), dx2);
+        });
+        Kokkos::single(Kokkos::PerThread(team), [&]() {
+          if (is_q) gains(token, q_or_k.head) = gain_term;
+        });
+      });
+}
+
+}  // namespace detail
+
+// Packs: 16-byte packs per lane (a GPU) where every array allows it, else a lane per feature pair.
+template <class T, bool Packs = backend::Traits::packed_elementwise, class Raw, class Out, class Gain>
+void qk_norm_rope_forward(const ExecSpace& exec, const Raw& raw, const QkShape& s, const ConstMatrix<T>& cos_table,
+                          const ConstMatrix<T>& sin_table, const Gain& gain, const Out& q_out, const Out& k_out,
+                          const Vector<T>& q_rstd, const Vector<T>& k_rstd, T eps) {
+  constexpr int P = detail::narrowest_pack<typename Raw::value_type, typename Out::value_type>();
+  if (Packs && detail::qk_packs_fit<P>(s, raw, q_out, k_out, cos_table, sin_table)) {
+    detail::qk_norm_rope_forward_packed<P>(exec, raw, s, cos_table, sin_table, gain, q_out, k_out, q_rstd, k_rstd, eps);
+  } else {
+    detail::qk_norm_rope_forward_lanes(exec, raw, s, cos_table, sin_table, gain, q_out, k_out, q_rstd, k_rstd, eps);
+  }
+}
+
+// gain_rows: (N, H) scratch of T for the gain's per-row terms; partials: the column sums' workspace.
+template <class T, bool Packs = backend::Traits::packed_elementwise, class Raw, class DOut, class DRaw, class Gain,
+          class DGain>
+void qk_norm_rope_backward(const ExecSpace& exec, const Raw& raw, const QkShape& s, const ConstMatrix<T>& cos_table,
+                           const ConstMatrix<T>& sin_table, const Gain& gain, const ConstVector<T>& q_rstd,
+                           const ConstVector<T>& k_rstd, const DOut& dq, const DOut& dk, const DRaw& d_raw,
+                           const DGain& dgain, const Matrix<T>& gain_rows, const Workspace<T>& partials = {}) {
+  constexpr int P =
+      detail::narrowest_pack<typename Raw::value_type, typename DOut::value_type, typename DRaw::value_type>();
+  if (Packs && detail::qk_packs_fit<P>(s, raw, dq, dk, cos_table, sin_table) && detail::packs_aligned<P>(d_raw)) {
+    detail::qk_norm_rope_backward_packed<P>(exec, raw, s, cos_table, sin_table, gain, q_rstd, k_rstd, dq, dk, d_raw,
+                                            gain_rows);
+  } else {
+    detail::qk_norm_rope_backward_lanes(exec, raw, s, cos_table, sin_table, gain, q_rstd, k_rstd, dq, dk, d_raw,
+                                        gain_rows);
+  }
+  const std::size_t n = raw.extent(0);
   ColumnSums<T, 1>::run(
       exec, "kgpt::qk_norm_rope::backward_gain", n, static_cast<std::size_t>(s.heads), partials,
       KOKKOS_LAMBDA(const std::size_t i, const std::size_t j, T* acc) { acc[0] += gain_rows(i, j); },

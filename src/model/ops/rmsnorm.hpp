@@ -16,6 +16,7 @@
 // overwritten (or added to, where a flag says so); parameter gradients are accumulated (+=), so
 // micro-steps add up.
 
+#include "core/backend.hpp"
 #include "core/bf16.hpp"
 #include "core/kernel.hpp"
 #include "core/kokkos_compat.hpp"
@@ -51,8 +52,194 @@ KOKKOS_INLINE_FUNCTION T rms_row_gradient(const Team& team, int c, T r, const G&
 
 namespace {  // kernels: internal linkage, see core/kernel.hpp
 
+namespace detail {
+
+// Elements in 16 bytes of the narrowest of the Views' value types.
+template <class... Views>
+constexpr int pack_of() {
+  std::size_t narrowest = 16;
+  for (const std::size_t size : {sizeof(typename Views::value_type)...}) narrowest = size < narrowest ? size : narrowest;
+  return 16 / static_cast<int>(narrowest);
+}
+
+// r of a row read pack by pack: value(j, v) puts the P values from column j into v (and may store
+// what it computed on the way).
+template <int P, class T, class PackValue>
+KOKKOS_INLINE_FUNCTION T rms_row_packed(const Team& team, int c, T eps, const PackValue& value) {
+  T sum_sq = 0;
+  Kokkos::parallel_reduce(
+      Kokkos::ThreadVectorRange(team, c / P),
+      [&](const int p, T& acc) {
+        T v[P];
+        value(p * P, v);
+        for (int e = 0; e < P; ++e) acc += v[e] * v[e];
+      },
+      sum_sq);
+  return T(1) / compat::sqrt(sum_sq / T(c) + eps);
+}
+
 template <class T, class X, class Y>
+void rmsnorm_forward_packed(const ExecSpace& exec, const X& x, const Y& y, const Vector<T>& rstd, T eps) {
+  constexpr int P = pack_of<X, Y>();
+  using Rows = PackedRows<P>;
+  const int n = static_cast<int>(x.extent(0)), c = static_cast<int>(x.extent(1));
+  const int per_team = Rows::rows_per_team(c);
+  const auto in = row_view(x);
+  const auto out = row_view(y);
+  T* const r_out = rstd.data();
+  kgpt::parallel_for(
+      "kgpt::rmsnorm::forward", Rows::policy(exec, n, c), KOKKOS_LAMBDA(const Team& team) {
+        const int row = Rows::row(team, per_team);
+        if (row >= n) return;
+        const T r = rms_row_packed<P>(team, c, eps, [&](const int j, T* v) { load_pack<P>(&in(row, j), v); });
+        Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, c / P), [&](const int p) {
+          T v[P];
+          load_pack<P>(&in(row, p * P), v);
+          for (int e = 0; e < P; ++e) v[e] *= r;
+          store_pack<P>(&out(row, p * P), v);
+        });
+        Kokkos::single(Kokkos::PerThread(team), [&]() { r_out[row] = r; });
+      });
+}
+
+template <class T, class X, class DY, class DX>
+void rmsnorm_backward_packed(const ExecSpace& exec, const X& x, const ConstVector<T>& rstd, const DY& dy, const DX& dx,
+                             bool accumulate) {
+  constexpr int P = pack_of<X, DY, DX>();
+  using Rows = PackedRows<P>;
+  const int n = static_cast<int>(x.extent(0)), c = static_cast<int>(x.extent(1));
+  const int per_team = Rows::rows_per_team(c);
+  const auto in = row_view(x);
+  const auto grad = row_view(dy);
+  const auto out = row_view(dx);
+  const T* const r_in = rstd.data();
+  kgpt::parallel_for(
+      "kgpt::rmsnorm::backward", Rows::policy(exec, n, c), KOKKOS_LAMBDA(const Team& team) {
+        const int row = Rows::row(team, per_team);
+        if (row >= n) return;
+        const T r = r_in[row];
+        T dot = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::ThreadVectorRange(team, c / P),
+            [&](const int p, T& acc) {
+              T g[P], v[P];
+              load_pack<P>(&grad(row, p * P), g);
+              load_pack<P>(&in(row, p * P), v);
+              for (int e = 0; e < P; ++e) acc += g[e] * v[e];
+            },
+            dot);
+        const T k = r * r * r * dot / T(c);
+        Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, c / P), [&](const int p) {
+          T g[P], v[P], result[P];
+          load_pack<P>(&grad(row, p * P), g);
+          load_pack<P>(&in(row, p * P), v);
+          if (accumulate) {
+            load_pack<P>(&out(row, p * P), result);
+          }
+          for (int e = 0; e < P; ++e) {
+            const T d = r * g[e] - k * v[e];
+            result[e] = accumulate ? result[e] + d : d;
+          }
+          store_pack<P>(&out(row, p * P), result);
+        });
+      });
+}
+
+template <int P, class T, class X, class W, class Mix, class Y>
+void mix_rmsnorm_forward_packed(const ExecSpace& exec, const X& x_prev, const X& skip, const W& w, const X& x0,
+                                const Mix& mix, const Y& x_in, const Y& x_mix, const Y& h, const Vector<T>& rstd,
+                                T eps) {
+  using A = typename Y::value_type;
+  using Rows = PackedRows<P>;
+  const int n = static_cast<int>(x_mix.extent(0)), c = static_cast<int>(x_mix.extent(1));
+  const int per_team = Rows::rows_per_team(c);
+  const bool with_skip = skip.extent(0) != 0;
+  const auto prev = row_view(x_prev);
+  const auto skipped = row_view(skip);
+  const auto first = row_view(x0);
+  const auto mixes = row_view(mix);
+  const auto in_out = row_view(x_in);
+  const auto mix_out = row_view(x_mix);
+  const auto h_out = row_view(h);
+  const auto* skip_weight = w.data();
+  T* const r_out = rstd.data();
+  kgpt::parallel_for(
+      "kgpt::mix_rmsnorm::forward", Rows::policy(exec, n, c), KOKKOS_LAMBDA(const Team& team) {
+        const int row = Rows::row(team, per_team);
+        if (row >= n) return;
+        // x_in and x_mix as stored (rounded to A): what the norm and the backward read.
+        const T r = rms_row_packed<P>(team, c, eps, [&](const int j, T* m) {
+          T in[P], m0[P], m1[P], x0v[P];
+          load_pack<P>(&prev(row, j), in);
+          if (with_skip) {
+            T sk[P], wv[P];
+            load_pack<P>(&skipped(row, j), sk);
+            load_pack<P>(skip_weight + j, wv);
+            for (int e = 0; e < P; ++e) in[e] = T(store<A>(in[e] + wv[e] * sk[e]));
+            store_pack<P>(&in_out(row, j), in);
+          }
+          load_pack<P>(&mixes(0, j), m0);
+          load_pack<P>(&mixes(1, j), m1);
+          load_pack<P>(&first(row, j), x0v);
+          for (int e = 0; e < P; ++e) m[e] = T(store<A>(m0[e] * in[e] + m1[e] * x0v[e]));
+          store_pack<P>(&mix_out(row, j), m);
+        });
+        Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, c / P), [&](const int p) {
+          T v[P];
+          load_pack<P>(&mix_out(row, p * P), v);
+          for (int e = 0; e < P; ++e) v[e] *= r;
+          store_pack<P>(&h_out(row, p * P), v);
+        });
+        Kokkos::single(Kokkos::PerThread(team), [&]() { r_out[row] = r; });
+      });
+}
+
+template <int P, class T, class X, class S, class Y>
+void residual_rmsnorm_forward_packed(const ExecSpace& exec, const X& base, const S& s, const X& y, const Y& x_sum,
+                                     const Y& h, const Vector<T>& rstd, T eps) {
+  using A = typename Y::value_type;
+  using Rows = PackedRows<P>;
+  const int n = static_cast<int>(x_sum.extent(0)), c = static_cast<int>(x_sum.extent(1));
+  const int per_team = Rows::rows_per_team(c);
+  const auto b = row_view(base);
+  const auto added = row_view(y);
+  const auto sum_out = row_view(x_sum);
+  const auto h_out = row_view(h);
+  const auto* scale = s.data();
+  T* const r_out = rstd.data();
+  kgpt::parallel_for(
+      "kgpt::residual_rmsnorm::forward", Rows::policy(exec, n, c), KOKKOS_LAMBDA(const Team& team) {
+        const int row = Rows::row(team, per_team);
+        if (row >= n) return;
+        // x_sum as stored (rounded to A): what the norm and the backward read.
+        const T r = rms_row_packed<P>(team, c, eps, [&](const int j, T* v) {
+          T bv[P], sv[P], yv[P];
+          load_pack<P>(&b(row, j), bv);
+          load_pack<P>(scale + j, sv);
+          load_pack<P>(&added(row, j), yv);
+          for (int e = 0; e < P; ++e) v[e] = T(store<A>(bv[e] + sv[e] * yv[e]));
+          store_pack<P>(&sum_out(row, j), v);
+        });
+        Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, c / P), [&](const int p) {
+          T v[P];
+          load_pack<P>(&sum_out(row, p * P), v);
+          for (int e = 0; e < P; ++e) v[e] *= r;
+          store_pack<P>(&h_out(row, p * P), v);
+        });
+        Kokkos::single(Kokkos::PerThread(team), [&]() { r_out[row] = r; });
+      });
+}
+
+}  // namespace detail
+
+// Packs: rows read 16 bytes at a time (a GPU) where every array allows it; else a team per row, a
+// thread per element. Tests run both.
+template <class T, bool Packs = backend::Traits::packed_elementwise, class X, class Y>
 void rmsnorm_forward(const ExecSpace& exec, const X& x, const Y& y, const Vector<T>& rstd, T eps) {
+  if (Packs && PackedRows<detail::pack_of<X, Y>()>::fits(x.extent(1), x, y)) {
+    detail::rmsnorm_forward_packed(exec, x, y, rstd, eps);
+    return;
+  }
   using A = typename Y::value_type;
   const int n = static_cast<int>(x.extent(0)), c = static_cast<int>(x.extent(1));
   kgpt::parallel_for(
@@ -65,9 +252,13 @@ void rmsnorm_forward(const ExecSpace& exec, const X& x, const Y& y, const Vector
 }
 
 // dx = rmsnorm'(x)^T dy; with `accumulate`, dx += that instead.
-template <class T, class X, class DY, class DX>
+template <class T, bool Packs = backend::Traits::packed_elementwise, class X, class DY, class DX>
 void rmsnorm_backward(const ExecSpace& exec, const X& x, const ConstVector<T>& rstd, const DY& dy, const DX& dx,
                       bool accumulate = false) {
+  if (Packs && PackedRows<detail::pack_of<X, DY, DX>()>::fits(x.extent(1), x, dy, dx)) {
+    detail::rmsnorm_backward_packed(exec, x, rstd, dy, dx, accumulate);
+    return;
+  }
   using A = typename DX::value_type;
   const int n = static_cast<int>(x.extent(0)), c = static_cast<int>(x.extent(1));
   kgpt::parallel_for(
@@ -128,12 +319,19 @@ void embedding_rmsnorm_backward(const ExecSpace& exec, const ConstTokenMatrix& t
 // x_in = x_prev (+ w * skip when `skip` is given; x_in is then stored), x_mix = mix(0) * x_in +
 // mix(1) * x0 (stored), h = rmsnorm(x_mix). mix: (2, C) and w: (C) parameters. Without a skip,
 // `skip`, `w` and `x_in` are empty Views.
-template <class T, class X, class W, class Mix, class Y>
+template <class T, bool Packs = backend::Traits::packed_elementwise, class X, class W, class Mix, class Y>
 void mix_rmsnorm_forward(const ExecSpace& exec, const X& x_prev, const X& skip, const W& w, const X& x0,
                          const Mix& mix, const Y& x_in, const Y& x_mix, const Y& h, const Vector<T>& rstd, T eps) {
   using A = typename Y::value_type;
   const int n = static_cast<int>(x_mix.extent(0)), c = static_cast<int>(x_mix.extent(1));
   const bool with_skip = skip.extent(0) != 0;
+  constexpr int P = detail::pack_of<X, Y, Mix>();
+  using Rows = PackedRows<P>;
+  if (Packs && Rows::fits(c, x_prev, x0, mix, x_mix, h) &&
+      (!with_skip || (Rows::fits(c, skip, x_in) && Rows::aligned(w.data())))) {
+    detail::mix_rmsnorm_forward_packed<P>(exec, x_prev, skip, w, x0, mix, x_in, x_mix, h, rstd, eps);
+    return;
+  }
   // Nine arrays: as RowViews and pointers, so that the kernel fits a CUDA kernel argument.
   const auto prev = row_view(x_prev);
   const auto skipped = row_view(skip);
@@ -177,11 +375,16 @@ void mix_rmsnorm_backward(const ExecSpace& exec, const X& x_mix, const ConstVect
 }
 
 // x_sum = base + s * y (stored), h = rmsnorm(x_sum). s: (C) parameters.
-template <class T, class X, class S, class Y>
+template <class T, bool Packs = backend::Traits::packed_elementwise, class X, class S, class Y>
 void residual_rmsnorm_forward(const ExecSpace& exec, const X& base, const S& s, const X& y, const Y& x_sum,
                               const Y& h, const Vector<T>& rstd, T eps) {
   using A = typename Y::value_type;
   const int n = static_cast<int>(x_sum.extent(0)), c = static_cast<int>(x_sum.extent(1));
+  constexpr int P = detail::pack_of<X, Y, S>();
+  if (Packs && PackedRows<P>::fits(c, base, y, x_sum, h) && PackedRows<P>::aligned(s.data())) {
+    detail::residual_rmsnorm_forward_packed<P>(exec, base, s, y, x_sum, h, rstd, eps);
+    return;
+  }
   kgpt::parallel_for(
       "kgpt::residual_rmsnorm::forward", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO),
       KOKKOS_LAMBDA(const Team& team) {

@@ -60,6 +60,24 @@ void reference(const Case& c, const std::vector<double>& raw, const std::vector<
   }
 }
 
+// The ops with 16-byte packs per lane (a GPU's kernels) or a lane per feature pair; the host runs both.
+template <class T, class... Args>
+void forward(bool packed, const Args&... args) {
+  if (packed) {
+    model::ops::qk_norm_rope_forward<T, true>(args...);
+  } else {
+    model::ops::qk_norm_rope_forward<T, false>(args...);
+  }
+}
+template <class T, class... Args>
+void backward(bool packed, const Args&... args) {
+  if (packed) {
+    model::ops::qk_norm_rope_backward<T, true>(args...);
+  } else {
+    model::ops::qk_norm_rope_backward<T, false>(args...);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("rope tables hold cos and sin of t base^(-2i/D)", "[model][rope]") {
@@ -74,6 +92,8 @@ TEST_CASE("rope tables hold cos and sin of t base^(-2i/D)", "[model][rope]") {
 }
 
 TEST_CASE("q/k norm, rope and gain match their definitions and leave v alone", "[model][rope][head_gain]") {
+  const bool packed = GENERATE(false, true);
+  INFO((packed ? "16-byte packs per lane" : "a lane per feature pair"));
   const Case c;
   Matrix<double> raw("raw", c.n(), c.width()), q("q", c.n(), c.h * c.d), k("k", c.n(), c.kv * c.d);
   Vector<double> gain("gain", c.h), q_rstd("q_rstd", c.n() * c.h), k_rstd("k_rstd", c.n() * c.kv);
@@ -81,7 +101,7 @@ TEST_CASE("q/k norm, rope and gain match their definitions and leave v alone", "
   random::fill_normal(gain, 1, 1, 1.0);
   const Tables<double> tables(c.t, c.d);
   const auto before = host_values(raw);
-  model::ops::qk_norm_rope_forward<double>(ExecSpace(), raw, c.shape(), tables.cos, tables.sin, gain, q, k, q_rstd, k_rstd,
+  forward<double>(packed, ExecSpace(), raw, c.shape(), tables.cos, tables.sin, gain, q, k, q_rstd, k_rstd,
                                            kEps);
   std::vector<double> q_expected, k_expected;
   reference(c, host_values(raw), host_values(gain), q_expected, k_expected);
@@ -92,6 +112,8 @@ TEST_CASE("q/k norm, rope and gain match their definitions and leave v alone", "
 }
 
 TEST_CASE("q/k norm, rope and gain backward matches finite differences", "[model][rope][head_gain][gradcheck]") {
+  const bool packed = GENERATE(false, true);
+  INFO((packed ? "16-byte packs per lane" : "a lane per feature pair"));
   const Case c;
   Matrix<double> raw("raw", c.n(), c.width()), q("q", c.n(), c.h * c.d), k("k", c.n(), c.kv * c.d);
   Matrix<double> wq("wq", c.n(), c.h * c.d), wk("wk", c.n(), c.kv * c.d), d_raw("d_raw", c.n(), c.width());
@@ -103,25 +125,27 @@ TEST_CASE("q/k norm, rope and gain backward matches finite differences", "[model
   random::fill_normal(wk, 2, 3, 1.0);
   const Tables<double> tables(c.t, c.d);
   auto loss = [&] {
-    model::ops::qk_norm_rope_forward<double>(ExecSpace(), raw, c.shape(), tables.cos, tables.sin, gain, q, k, q_rstd,
+    forward<double>(packed, ExecSpace(), raw, c.shape(), tables.cos, tables.sin, gain, q, k, q_rstd,
                                              k_rstd, kEps);
     return test::dot(wq, q) + test::dot(wk, k);
   };
   loss();
-  model::ops::qk_norm_rope_backward<double>(ExecSpace(), raw, c.shape(), tables.cos, tables.sin, gain, q_rstd, k_rstd,
+  backward<double>(packed, ExecSpace(), raw, c.shape(), tables.cos, tables.sin, gain, q_rstd, k_rstd,
                                             wq, wk, d_raw, dgain, gain_rows);
   // v columns get no gradient from this op; d_raw's there stay as they were (zero).
   test::check_gradient("qk d_raw", raw, d_raw, loss);
   test::check_gradient("qk dgain", gain, dgain, loss);
   // The gain gradient accumulates.
   const auto first = host_values(dgain);
-  model::ops::qk_norm_rope_backward<double>(ExecSpace(), raw, c.shape(), tables.cos, tables.sin, gain, q_rstd, k_rstd,
+  backward<double>(packed, ExecSpace(), raw, c.shape(), tables.cos, tables.sin, gain, q_rstd, k_rstd,
                                             wq, wk, d_raw, dgain, gain_rows);
   const auto second = host_values(dgain);
   for (int j = 0; j < c.h; ++j) CHECK(second[j] == Approx(2 * first[j]));
 }
 
 TEST_CASE("q/k norm, rope and gain in float and bf16 agree with double", "[model][rope][float][bf16]") {
+  const bool packed = GENERATE(false, true);
+  INFO((packed ? "16-byte packs per lane" : "a lane per feature pair"));
   Case c;
   c.b = 3;
   c.t = 32;
@@ -142,9 +166,9 @@ TEST_CASE("q/k norm, rope and gain in float and bf16 agree with double", "[model
     Matrix<A> q("q", c.n(), c.h * c.d), k("k", c.n(), c.kv * c.d), d_raw("d_raw", c.n(), c.width());
     Vector<T> q_rstd("q_rstd", c.n() * c.h), k_rstd("k_rstd", c.n() * c.kv), dgain("dgain", c.h);
     Matrix<T> gain_rows("gain_rows", c.n(), c.h);
-    model::ops::qk_norm_rope_forward<T>(ExecSpace(), raw_a, c.shape(), tables.cos, tables.sin, gain_t, q, k, q_rstd, k_rstd,
+    forward<T>(packed, ExecSpace(), raw_a, c.shape(), tables.cos, tables.sin, gain_t, q, k, q_rstd, k_rstd,
                                         T(kEps));
-    model::ops::qk_norm_rope_backward<T>(ExecSpace(), raw_a, c.shape(), tables.cos, tables.sin, gain_t, q_rstd, k_rstd, dq_a,
+    backward<T>(packed, ExecSpace(), raw_a, c.shape(), tables.cos, tables.sin, gain_t, q_rstd, k_rstd, dq_a,
                                          dk_a, d_raw, dgain, gain_rows);
     return std::make_tuple(host_values(q), host_values(k), host_values(d_raw), host_values(dgain));
   };

@@ -163,3 +163,79 @@ TEST_CASE("rmsnorm forms in bf16 agree with double", "[model][rmsnorm][bf16]") {
   CHECK(test::max_difference(std::get<3>(r16), std::get<3>(r64)) < 1e-2);
   CHECK(test::max_difference(std::get<4>(r16), std::get<4>(r64)) < 1e-2);
 }
+
+namespace {
+// Every norm of this file with rows read 16 bytes at a time (Packs, a GPU's kernels) or a thread
+// per element, on the same inputs: (N, C) of A, parameters of A.
+template <class A, bool Packs>
+auto norms(const Matrix<double>& base, const Matrix<double>& other, const Matrix<double>& dy, bool with_skip) {
+  using T = compute_t<A>;
+  const std::size_t n = base.extent(0), c = base.extent(1);
+  const ExecSpace exec;
+  const auto x = test::converted<Matrix<A>>("x", base), y = test::converted<Matrix<A>>("y", other);
+  const auto g = test::converted<Matrix<A>>("dy", dy);
+  Matrix<double> mix_values("mix", 2, c);
+  random::fill_normal(mix_values, 9, 0, 1.0);
+  Vector<double> weights("w", c);
+  random::fill_normal(weights, 9, 1, 1.0);
+  const auto mix = test::converted<Matrix<A>>("mix", mix_values);
+  const auto w = test::converted<Vector<A>>("w", weights);
+  Matrix<A> h("h", n, c), x_in("x_in", n, c), x_mix("x_mix", n, c), x_sum("x_sum", n, c), dx("dx", n, c);
+  Vector<T> rstd("rstd", n), rstd_mix("rstd_mix", n), rstd_sum("rstd_sum", n);
+  const T eps = T(1.1920928955078125e-07);
+  using CM = ConstMatrix<A>;
+  if (Packs) {  // else the packed kernels would not run
+    using Rows = model::ops::PackedRows<16 / sizeof(A)>;
+    REQUIRE(Rows::fits(c, x, y, g, mix, h, x_in, x_mix, x_sum, dx));
+    REQUIRE(Rows::aligned(w.data()));
+  }
+  model::ops::rmsnorm_forward<T, Packs>(exec, CM(x), h, rstd, eps);
+  model::ops::rmsnorm_backward<T, Packs>(exec, CM(x), ConstVector<T>(rstd), CM(g), dx);
+  model::ops::rmsnorm_backward<T, Packs>(exec, CM(y), ConstVector<T>(rstd), CM(g), dx, true);  // adds
+  Matrix<A> h_mix("h_mix", n, c), h_sum("h_sum", n, c);
+  if (with_skip) {
+    model::ops::mix_rmsnorm_forward<T, Packs>(exec, CM(x), CM(y), ConstVector<A>(w), CM(y), CM(mix), x_in, x_mix, h_mix,
+                                              rstd_mix, eps);
+  } else {
+    model::ops::mix_rmsnorm_forward<T, Packs>(exec, CM(x), CM(), ConstVector<A>(), CM(y), CM(mix), Matrix<A>(), x_mix,
+                                              h_mix, rstd_mix, eps);
+  }
+  model::ops::residual_rmsnorm_forward<T, Packs>(exec, CM(x), ConstVector<A>(w), CM(y), x_sum, h_sum, rstd_sum, eps);
+  return std::vector<std::vector<double>>{host_values(h),     host_values(rstd),     host_values(dx),
+                                          host_values(x_in),  host_values(x_mix),    host_values(h_mix),
+                                          host_values(rstd_mix), host_values(x_sum), host_values(h_sum),
+                                          host_values(rstd_sum)};
+}
+
+template <class A>
+void check_packed_norms(bool with_skip) {
+  const std::size_t n = 5, c = 96;
+  Matrix<double> x("x", n, c), y("y", n, c), dy("dy", n, c);
+  random::fill_normal(x, 8, 0, 2.0);
+  random::fill_normal(y, 8, 1, 1.0);
+  random::fill_normal(dy, 8, 2, 1.0);
+  const auto rows = norms<A, false>(x, y, dy, with_skip), packed = norms<A, true>(x, y, dy, with_skip);
+  // The same arithmetic per element; the rows' sums in another order (a few ulps of r), so a value
+  // stored in bf16 may round to its neighbour.
+  const double allowed = std::is_same<A, bf16>::value ? 1.0 / 128 : std::is_same<A, float>::value ? 1e-5 : 1e-12;
+  const char* names[] = {"h", "rstd", "dx", "x_in", "x_mix", "h_mix", "rstd_mix", "x_sum", "h_sum", "rstd_sum"};
+  for (std::size_t k = 0; k < rows.size(); ++k) {
+    INFO(names[k]);
+    REQUIRE(rows[k].size() == packed[k].size());
+    double worst = 0;
+    for (std::size_t i = 0; i < rows[k].size(); ++i) {
+      worst = std::max(worst, std::abs(rows[k][i] - packed[k][i]) / (1 + std::abs(rows[k][i])));
+    }
+    CHECK(worst <= allowed);
+  }
+}
+}  // namespace
+
+TEST_CASE("norms read 16 bytes at a time give what a thread per element gives", "[model][rmsnorm][packed]") {
+  for (const bool with_skip : {true, false}) {
+    INFO((with_skip ? "mix with a skip" : "mix without a skip"));
+    check_packed_norms<double>(with_skip);
+    check_packed_norms<float>(with_skip);
+    check_packed_norms<bf16>(with_skip);
+  }
+}
