@@ -43,7 +43,8 @@ std::vector<std::pair<std::string, double>> peak_memory_by_label();
 // Device memory kgpt allocates outside Views for a library to use (the cuBLASLt and cuDNN
 // workspaces): +bytes when allocated, -bytes when freed.
 void library_memory(double bytes);
-// Views allocated in any memory space since tracking started (a step should allocate none).
+// Views of one byte or more allocated in any memory space since tracking started (a step should
+// allocate none).
 long long allocation_count();
 // Those allocations by "space: label", with how many of each, in the order first seen.
 std::vector<std::pair<std::string, long long>> allocations_by_label();

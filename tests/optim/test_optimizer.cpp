@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend.hpp"
 #include "core/error.hpp"
 #include "core/host_copy.hpp"
 #include "core/random.hpp"
@@ -132,7 +133,13 @@ TEST_CASE("each tensor keeps only its optimizer's state and steps as it would al
   for (const AloneTensor& t : alone) {
     INFO(t.entry.spec.name);
     const std::vector<double> together = span_of(values, t.entry), by_itself = to_host(t.p);
-    for (std::size_t i = 0; i < t.entry.size; ++i) CHECK(together[i] == Approx(by_itself[i]).epsilon(1e-13));
+    // A GPU contracts multiply-adds kernel by kernel, and the step's kernels (which also sum the
+    // norm, and take Adam's tensors together) are not the lone tensor's: values that cancel
+    // (p - lr u near 0) keep an absolute difference of a few ulps of p.
+    const double margin = backend::on_gpu ? 1e-12 : 0.0;
+    for (std::size_t i = 0; i < t.entry.size; ++i) {
+      CHECK(together[i] == Approx(by_itself[i]).epsilon(1e-13).margin(margin));
+    }
   }
   REQUIRE(optimizer.state_names() == (muon ? std::vector<std::string>{"adam_m", "adam_v", "muon_momentum"}
                                            : std::vector<std::string>{"adam_m", "adam_v"}));
