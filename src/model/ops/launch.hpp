@@ -87,6 +87,14 @@ bool packs_aligned(const V& v) {
          ld % per_16 == 0;
 }
 
+// Elements in 16 bytes of the narrowest of the Views' value types.
+template <class... Views>
+constexpr int pack_of() {
+  std::size_t narrowest = 16;
+  for (const std::size_t size : {sizeof(typename Views::value_type)...}) narrowest = size < narrowest ? size : narrowest;
+  return 16 / static_cast<int>(narrowest);
+}
+
 }  // namespace detail
 
 // out(i, j) = op(j, in(i, j)...) for every element of (n, c) arrays, computed in T and stored in

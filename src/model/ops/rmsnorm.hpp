@@ -54,14 +54,6 @@ namespace {  // kernels: internal linkage, see core/kernel.hpp
 
 namespace detail {
 
-// Elements in 16 bytes of the narrowest of the Views' value types.
-template <class... Views>
-constexpr int pack_of() {
-  std::size_t narrowest = 16;
-  for (const std::size_t size : {sizeof(typename Views::value_type)...}) narrowest = size < narrowest ? size : narrowest;
-  return 16 / static_cast<int>(narrowest);
-}
-
 // r of a row read pack by pack: value(j, v) puts the P values from column j into v (and may store
 // what it computed on the way).
 template <int P, class T, class PackValue>

@@ -1,8 +1,10 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "model/gradcheck.hpp"
 #include "model/precision_check.hpp"
@@ -156,4 +158,60 @@ TEST_CASE("layernorm on bf16 activations agrees with double", "[model][layernorm
   CHECK(max_difference(dx, ref.dx) < 3e-2);
   CHECK(max_difference(dw, ref.dw) < 5e-2);
   CHECK(max_difference(db, ref.db) < 5e-2);
+}
+
+namespace {
+// Forward, backward, and a second backward added into dx, with rows read 16 bytes at a time
+// (Packs, a GPU's kernels) or a thread per element.
+template <class A, bool Packs>
+std::vector<std::vector<double>> layernorm_both(const Matrix<double>& x, const Vector<double>& w,
+                                                const Vector<double>& b, const Matrix<double>& dy) {
+  using T = compute_t<A>;
+  const std::size_t n = x.extent(0), c = x.extent(1);
+  const auto xa = converted<Matrix<A>>("x", x), dya = converted<Matrix<A>>("dy", dy);
+  const auto wa = converted<Vector<A>>("w", w), ba = converted<Vector<A>>("b", b);
+  Matrix<A> y("y", n, c), dx("dx", n, c);
+  Vector<T> mean("mean", n), rstd("rstd", n), dw("dw", c), db("db", c);
+  if (Packs) {  // else the packed kernels would not run
+    using Rows = model::ops::PackedRows<16 / sizeof(A)>;
+    REQUIRE(Rows::fits(c, xa, dya, y, dx));
+    REQUIRE((Rows::aligned(wa.data()) && Rows::aligned(ba.data())));
+  }
+  const ExecSpace exec;
+  model::ops::layernorm_forward<T, Packs>(exec, xa, wa, ba, y, mean, rstd, T(1e-5));
+  model::ops::layernorm_backward<T, Packs>(exec, xa, wa, ConstVector<T>(mean), ConstVector<T>(rstd), dya, dx, dw, db);
+  model::ops::layernorm_backward<T, Packs>(exec, y, wa, ConstVector<T>(mean), ConstVector<T>(rstd), dya, dx, dw, db,
+                                           {}, true);
+  return {host_values(y), host_values(mean), host_values(rstd), host_values(dx), host_values(dw), host_values(db)};
+}
+
+template <class A>
+void check_packed_layernorm() {
+  const std::size_t n = 5, c = 96;
+  Matrix<double> x("x", n, c), dy("dy", n, c);
+  Vector<double> w("w", c), b("b", c);
+  random::fill_normal(x, 111, 0, 2.0);
+  random::fill_normal(dy, 111, 1, 1.0);
+  random::fill_normal(w, 111, 2, 1.0);
+  random::fill_normal(b, 111, 3, 1.0);
+  const auto rows = layernorm_both<A, false>(x, w, b, dy), packed = layernorm_both<A, true>(x, w, b, dy);
+  // The rows' sums in another order (a few ulps of mean and rstd): a value stored in bf16 may round
+  // to its neighbour.
+  const double allowed = std::is_same<A, bf16>::value ? 1.0 / 128 : std::is_same<A, float>::value ? 1e-5 : 1e-12;
+  const char* names[] = {"y", "mean", "rstd", "dx", "dw", "db"};
+  for (std::size_t k = 0; k < rows.size(); ++k) {
+    INFO(names[k]);
+    double worst = 0;
+    for (std::size_t i = 0; i < rows[k].size(); ++i) {
+      worst = std::max(worst, std::abs(rows[k][i] - packed[k][i]) / (1 + std::abs(rows[k][i])));
+    }
+    CHECK(worst <= allowed);
+  }
+}
+}  // namespace
+
+TEST_CASE("layernorm read 16 bytes at a time gives what a thread per element gives", "[model][layernorm][packed]") {
+  check_packed_layernorm<double>();
+  check_packed_layernorm<float>();
+  check_packed_layernorm<bf16>();
 }
