@@ -70,6 +70,17 @@ KOKKOS_INLINE_FUNCTION T rms_row_packed(const Team& team, int c, T eps, const Pa
   return T(1) / compat::sqrt(sum_sq / T(c) + eps);
 }
 
+// to[j] = from[j] * r over a row of c values, pack by pack (a row's lanes).
+template <int P, class T, class From, class To>
+KOKKOS_INLINE_FUNCTION void scale_row_packed(const Team& team, int c, T r, const From* from, To* to) {
+  Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, c / P), [&](const int p) {
+    T v[P];
+    load_pack<P>(from + p * P, v);
+    for (int e = 0; e < P; ++e) v[e] *= r;
+    store_pack<P>(to + p * P, v);
+  });
+}
+
 template <class T, class X, class Y>
 void rmsnorm_forward_packed(const ExecSpace& exec, const X& x, const Y& y, const Vector<T>& rstd, T eps) {
   constexpr int P = pack_of<X, Y>();
@@ -84,12 +95,7 @@ void rmsnorm_forward_packed(const ExecSpace& exec, const X& x, const Y& y, const
         const int row = Rows::row(team, per_team);
         if (row >= n) return;
         const T r = rms_row_packed<P>(team, c, eps, [&](const int j, T* v) { load_pack<P>(&in(row, j), v); });
-        Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, c / P), [&](const int p) {
-          T v[P];
-          load_pack<P>(&in(row, p * P), v);
-          for (int e = 0; e < P; ++e) v[e] *= r;
-          store_pack<P>(&out(row, p * P), v);
-        });
+        scale_row_packed<P>(team, c, r, &in(row, 0), &out(row, 0));
         Kokkos::single(Kokkos::PerThread(team), [&]() { r_out[row] = r; });
       });
 }
@@ -176,12 +182,7 @@ void mix_rmsnorm_forward_packed(const ExecSpace& exec, const X& x_prev, const X&
           for (int e = 0; e < P; ++e) m[e] = T(store<A>(m0[e] * in[e] + m1[e] * x0v[e]));
           store_pack<P>(&mix_out(row, j), m);
         });
-        Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, c / P), [&](const int p) {
-          T v[P];
-          load_pack<P>(&mix_out(row, p * P), v);
-          for (int e = 0; e < P; ++e) v[e] *= r;
-          store_pack<P>(&h_out(row, p * P), v);
-        });
+        scale_row_packed<P>(team, c, r, &mix_out(row, 0), &h_out(row, 0));
         Kokkos::single(Kokkos::PerThread(team), [&]() { r_out[row] = r; });
       });
 }
@@ -212,12 +213,7 @@ void residual_rmsnorm_forward_packed(const ExecSpace& exec, const X& base, const
           for (int e = 0; e < P; ++e) v[e] = T(store<A>(bv[e] + sv[e] * yv[e]));
           store_pack<P>(&sum_out(row, j), v);
         });
-        Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, c / P), [&](const int p) {
-          T v[P];
-          load_pack<P>(&sum_out(row, p * P), v);
-          for (int e = 0; e < P; ++e) v[e] *= r;
-          store_pack<P>(&h_out(row, p * P), v);
-        });
+        scale_row_packed<P>(team, c, r, &sum_out(row, 0), &h_out(row, 0));
         Kokkos::single(Kokkos::PerThread(team), [&]() { r_out[row] = r; });
       });
 }
