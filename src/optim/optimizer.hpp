@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "core/backend.hpp"
 #include "core/views.hpp"
 #include "model/parameters.hpp"
-#include "core/backend.hpp"
 #include "optim/newton_schulz.hpp"
 #include "optim/updates.hpp"
 

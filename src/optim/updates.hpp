@@ -1,6 +1,6 @@
 #pragma once
 // Parameter updates, one tensor at a time on contiguous slices of the parameter and gradient
-// buffers. Every gradient is read times `grad_factor` (a device scalar: the clipping factor of the
+// buffers (Adam's tensors also all in one launch: adam_update_all). Every gradient is read times `grad_factor` (a device scalar: the clipping factor of the
 // step; none means 1), so clipping costs no pass of its own; with `norm_part` (a device scalar),
 // the same pass also writes the sum of the squared raw gradients there, so that without clipping
 // the gradient norm costs no pass either.
@@ -123,7 +123,6 @@ void adam_update(const ExecSpace& exec, const Vector<T>& p, const ConstVector<T>
     adam_element(p(i), m(i), v(i), T(g(i) * factor.get()), b1, b2, eps, decay, step_size, inverse_sqrt_c2);
   });
 }
-
 
 // The step's scalars of every group (by ParamGroup's value), as adam_update computes them.
 template <class T>
