@@ -188,26 +188,9 @@ void qk_norm_rope_backward_lanes(const ExecSpace& exec, const Raw& raw, const Qk
 
 // Packed: the lanes of a head row take P consecutive features of each half (16 bytes of the
 // narrowest array) with 16-byte loads and stores, D / 2P lanes a row: 4 for bf16's D = 64, so a
-// warp holds 8 rows. Each pass reads a lane's packs again (from L1), as one element per lane did,
-// with an eighth of the loads. On the host a team is one row and its lanes run in order.
-template <int P>
-struct QkPacks {
-  static constexpr int team_threads = 256;
-  static int lanes(int dim) { return dim / 2 / P; }
-  static int rows_per_team(int dim) { return backend::on_gpu ? team_threads / lanes(dim) : 1; }
-  static Kokkos::TeamPolicy<ExecSpace> policy(const ExecSpace& exec, std::size_t rows, int dim) {
-    const int per_team = rows_per_team(dim);
-    const auto teams = static_cast<int>((rows + per_team - 1) / per_team);
-    return Kokkos::TeamPolicy<ExecSpace>(exec, teams, per_team, backend::on_gpu ? lanes(dim) : 1);
-  }
-};
-
-// Elements in 16 bytes of the narrowest of the arrays' types.
-template <class X, class Y, class Z = X>
-constexpr int narrowest_pack() {
-  constexpr std::size_t xy = sizeof(X) < sizeof(Y) ? sizeof(X) : sizeof(Y);
-  return 16 / static_cast<int>(xy < sizeof(Z) ? xy : sizeof(Z));
-}
+// warp holds 8 rows (PackedRows over rows of D / 2 elements). Each pass reads a lane's packs again
+// (from L1), as one element per lane did, with an eighth of the loads. On the host a team is one
+// row and its lanes run in order.
 
 // Whether the packed kernels can read every array of this call 16 bytes at a time.
 template <int P, class Raw, class Out, class T>
@@ -227,9 +210,9 @@ template <int P, class T, class Raw, class Out, class Gain>
 void qk_norm_rope_forward_packed(const ExecSpace& exec, const Raw& raw, const QkShape& s, const ConstMatrix<T>& cos_table,
                                  const ConstMatrix<T>& sin_table, const Gain& gain, const Out& q_out, const Out& k_out,
                                  const Vector<T>& q_rstd, const Vector<T>& k_rstd, T eps) {
-  using Packs = QkPacks<P>;
+  using Packs = PackedRows<P>;
   const std::size_t n = raw.extent(0), q_rows = n * s.heads, rows = q_rows + n * s.kv_heads;
-  const int half = s.dim / 2, lanes = Packs::lanes(s.dim), per_team = Packs::rows_per_team(s.dim);
+  const int half = s.dim / 2, lanes = half / P, per_team = Packs::rows_per_team(half);
   const auto in = row_view(raw);
   const auto cos_t = row_view(cos_table);
   const auto sin_t = row_view(sin_table);
@@ -239,7 +222,7 @@ void qk_norm_rope_forward_packed(const ExecSpace& exec, const Raw& raw, const Qk
   T* const q_r = q_rstd.data();
   T* const k_r = k_rstd.data();
   kgpt::parallel_for(
-      "kgpt::qk_norm_rope::forward", Packs::policy(exec, rows, s.dim), KOKKOS_LAMBDA(const Team& team) {
+      "kgpt::qk_norm_rope::forward", Packs::policy(exec, rows, half), KOKKOS_LAMBDA(const Team& team) {
         const std::size_t row = static_cast<std::size_t>(team.league_rank()) * per_team + team.team_rank();
         if (row >= rows) return;
         const QkRow q_or_k = s.row(row, q_rows);
@@ -285,9 +268,9 @@ void qk_norm_rope_backward_packed(const ExecSpace& exec, const Raw& raw, const Q
                                   const ConstMatrix<T>& cos_table, const ConstMatrix<T>& sin_table, const Gain& gain,
                                   const ConstVector<T>& q_rstd, const ConstVector<T>& k_rstd, const DOut& dq,
                                   const DOut& dk, const DRaw& d_raw, const Matrix<T>& gain_rows) {
-  using Packs = QkPacks<P>;
+  using Packs = PackedRows<P>;
   const std::size_t n = raw.extent(0), q_rows = n * s.heads, rows = q_rows + n * s.kv_heads;
-  const int half = s.dim / 2, lanes = Packs::lanes(s.dim), per_team = Packs::rows_per_team(s.dim);
+  const int half = s.dim / 2, lanes = half / P, per_team = Packs::rows_per_team(half);
   const auto in = row_view(raw);
   const auto cos_t = row_view(cos_table);
   const auto sin_t = row_view(sin_table);
@@ -299,7 +282,7 @@ void qk_norm_rope_backward_packed(const ExecSpace& exec, const Raw& raw, const Q
   const T* const q_r = q_rstd.data();
   const T* const k_r = k_rstd.data();
   kgpt::parallel_for(
-      "kgpt::qk_norm_rope::backward", Packs::policy(exec, rows, s.dim), KOKKOS_LAMBDA(const Team& team) {
+      "kgpt::qk_norm_rope::backward", Packs::policy(exec, rows, half), KOKKOS_LAMBDA(const Team& team) {
         const std::size_t row = static_cast<std::size_t>(team.league_rank()) * per_team + team.team_rank();
         if (row >= rows) return;
         const QkRow q_or_k = s.row(row, q_rows);
@@ -369,7 +352,7 @@ template <class T, bool Packs = backend::Traits::packed_elementwise, class Raw, 
 void qk_norm_rope_forward(const ExecSpace& exec, const Raw& raw, const QkShape& s, const ConstMatrix<T>& cos_table,
                           const ConstMatrix<T>& sin_table, const Gain& gain, const Out& q_out, const Out& k_out,
                           const Vector<T>& q_rstd, const Vector<T>& k_rstd, T eps) {
-  constexpr int P = detail::narrowest_pack<typename Raw::value_type, typename Out::value_type>();
+  constexpr int P = detail::pack_of<Raw, Out>();
   if (Packs && detail::qk_packs_fit<P>(s, raw, q_out, k_out, cos_table, sin_table)) {
     detail::qk_norm_rope_forward_packed<P>(exec, raw, s, cos_table, sin_table, gain, q_out, k_out, q_rstd, k_rstd, eps);
   } else {
@@ -384,8 +367,7 @@ void qk_norm_rope_backward(const ExecSpace& exec, const Raw& raw, const QkShape&
                            const ConstMatrix<T>& sin_table, const Gain& gain, const ConstVector<T>& q_rstd,
                            const ConstVector<T>& k_rstd, const DOut& dq, const DOut& dk, const DRaw& d_raw,
                            const DGain& dgain, const Matrix<T>& gain_rows, const Workspace<T>& partials = {}) {
-  constexpr int P =
-      detail::narrowest_pack<typename Raw::value_type, typename DOut::value_type, typename DRaw::value_type>();
+  constexpr int P = detail::pack_of<Raw, DOut, DRaw>();
   if (Packs && detail::qk_packs_fit<P>(s, raw, dq, dk, cos_table, sin_table) && detail::packs_aligned<P>(d_raw)) {
     detail::qk_norm_rope_backward_packed<P>(exec, raw, s, cos_table, sin_table, gain, q_rstd, k_rstd, dq, dk, d_raw,
                                             gain_rows);

@@ -221,12 +221,7 @@ void check_packed_norms(bool with_skip) {
   const char* names[] = {"h", "rstd", "dx", "x_in", "x_mix", "h_mix", "rstd_mix", "x_sum", "h_sum", "rstd_sum"};
   for (std::size_t k = 0; k < rows.size(); ++k) {
     INFO(names[k]);
-    REQUIRE(rows[k].size() == packed[k].size());
-    double worst = 0;
-    for (std::size_t i = 0; i < rows[k].size(); ++i) {
-      worst = std::max(worst, std::abs(rows[k][i] - packed[k][i]) / (1 + std::abs(rows[k][i])));
-    }
-    CHECK(worst <= allowed);
+    CHECK(test::max_difference(packed[k], rows[k]) <= allowed);
   }
 }
 }  // namespace
