@@ -1,14 +1,30 @@
 #!/usr/bin/env python3
-"""PyTorch counterpart of `kgpt bench` for the GPU: the same two model families (golf and gpt2),
-timed the same way (full optimizer steps of grad_accum micro-steps on synthetic tokens), with
-torch.compile, bf16 autocast and F.scaled_dot_product_attention. It is the figure kgpt's CUDA
-build is compared with in docs/benchmarks.md.
+"""PyTorch counterpart of `kgpt bench` for the GPU, in the form its users run it: the same two model
+families (golf and gpt2), timed the same way (full optimizer steps of grad_accum micro-steps on
+synthetic tokens), as parameter-golf's train_gpt.py and nanoGPT's train.py set PyTorch up:
+
+- the model compiled whole (`torch.compile(dynamic=False, fullgraph=True)`), bf16 autocast;
+- SDPA pinned to the flash backend (cuDNN, memory-efficient and math off), the backends printed;
+  flash's backward is not deterministic, so kgpt is compared with cuDNN's non-deterministic backward;
+- Muon's Newton-Schulz compiled (`torch.compile` of the function, as train_gpt.py does), the updates
+  gathered in one flat bf16 buffer;
+- gpt2's vocabulary padded to a multiple of 64 (50,304), as nanoGPT pads GPT-2's; targets stay
+  below the tokenizer's 50,257.
 
   python3 bench/torch_reference.py golf --batch 64 --seq 1024 --accum 8 --steps 5 --warmup 3
   python3 bench/torch_reference.py gpt2 --batch 16 --seq 1024 --accum 1 --steps 10 --warmup 3
+  python3 bench/torch_reference.py gpt2 --size 1p3b --batch 4 --seq 2048 --accum 8 --steps 3 --warmup 2
 
-Model FLOPs per token are counted as kgpt counts them: 6 N + 12 L H D T, N without learned
-positions. MFU is model FLOP/s over the H100 SXM dense bf16 peak (989.4 TFLOP/s).
+`--muon-world W` times one rank of W as train_gpt.py shares Muon: matrix i is orthogonalised by rank
+i % W, the rank with the most Newton-Schulz arithmetic is the one timed (it sets the step), and the
+update buffer's all-reduce is left out (one GPU has nobody to exchange with; bench/scaling.py adds it
+at NVLink bandwidth). The optimizer's own time is measured apart with CUDA events (`opt_ms`).
+
+MFU on two counts over the H100/H200 SXM dense bf16 peak (989.4 TFLOP/s): kgpt's, 6 N + 12 L H D T
+with N without learned positions (`mfu_bf16`), and llm.c's, 6 N + 6 L C T with the position table in
+N (`mfu_llmc`). Memory: the allocator's peak allocated and reserved bytes, and the device's memory in
+use after the timed steps (`cudaMemGetInfo`: context and libraries included), the measure kgpt's
+`device_mem_used_mb` is.
 """
 
 import argparse
@@ -20,7 +36,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-H100_BF16_PEAK = 989.4e12
+H100_BF16_PEAK = 989.4e12  # dense bf16, H100 SXM; the H200's is the same
 
 
 def rms_norm(x):
@@ -153,7 +169,7 @@ class Gpt2(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
-def newton_schulz(g, steps=5, eps=1e-7):
+def newton_schulz(g, steps: int = 5, eps: float = 1e-7):
     a, b, c = 3.4445, -4.7750, 2.0315
     x = g.bfloat16()
     x = x / (x.norm() + eps)
@@ -166,71 +182,128 @@ def newton_schulz(g, steps=5, eps=1e-7):
     return x.T if transposed else x
 
 
-class Muon(torch.optim.Optimizer):
-    """parameter-golf's Muon (one GPU): Nesterov momentum, Newton-Schulz in bf16."""
+def newton_schulz_flops(rows, cols, steps=5):
+    m, n = min(rows, cols), max(rows, cols)
+    return steps * (2 * m * m * n + 2 * m * m * m + 2 * m * m * n)
 
-    def __init__(self, params, lr=0.04, momentum=0.95, steps=5):
+
+class Muon(torch.optim.Optimizer):
+    """parameter-golf's Muon: Nesterov momentum, Newton-Schulz in bf16, the updates in one flat bf16
+    buffer. With world > 1, only matrix i with i % world == rank is orthogonalised here."""
+
+    def __init__(self, params, lr=0.04, momentum=0.95, steps=5, world=1, rank=0, orthogonalise=newton_schulz):
         super().__init__(params, dict(lr=lr, momentum=momentum, steps=steps))
+        self.world, self.rank, self.orthogonalise = world, rank, orthogonalise
 
     @torch.no_grad()
     def step(self):
         for group in self.param_groups:
-            for p in group["params"]:
-                state = self.state[p]
-                if "buf" not in state:
-                    state["buf"] = torch.zeros_like(p)
-                buf = state["buf"]
-                buf.mul_(group["momentum"]).add_(p.grad)
-                g = p.grad.add(buf, alpha=group["momentum"])
-                u = newton_schulz(g, group["steps"])
-                p.add_(u.type_as(p), alpha=-group["lr"] * max(1.0, p.size(0) / p.size(1)) ** 0.5)
+            params = group["params"]
+            flat = torch.zeros(sum(p.numel() for p in params), device=params[0].device, dtype=torch.bfloat16)
+            at = 0
+            for i, p in enumerate(params):
+                if i % self.world == self.rank:
+                    state = self.state[p]
+                    if "buf" not in state:
+                        state["buf"] = torch.zeros_like(p)
+                    buf = state["buf"]
+                    buf.mul_(group["momentum"]).add_(p.grad)
+                    g = self.orthogonalise(p.grad.add(buf, alpha=group["momentum"]), group["steps"])
+                    g = g * max(1.0, p.size(0) / p.size(1)) ** 0.5
+                    flat[at:at + p.numel()] = g.reshape(-1)
+                at += p.numel()
+            # world > 1: the all-reduce of `flat` across ranks would go here (not timed on one GPU).
+            at = 0
+            for p in params:
+                p.add_(flat[at:at + p.numel()].view_as(p).to(p.dtype), alpha=-group["lr"])
+                at += p.numel()
+
+
+def busiest_rank(matrices, world):
+    """The rank of `world` with the most Newton-Schulz arithmetic under i % world sharing."""
+    load = [0] * world
+    for i, p in enumerate(matrices):
+        load[i % world] += newton_schulz_flops(p.size(0), p.size(1))
+    return max(range(world), key=lambda r: load[r]), load
+
+
+SIZES = {"124m": dict(layers=12, d=768, heads=12), "1p3b": dict(layers=24, d=2048, heads=16)}
 
 
 def make(args):
+    ns = newton_schulz if args.no_compile else torch.compile(newton_schulz)
     if args.family == "golf":
         model = Golf()
         matrices = [p for n, p in model.blocks.named_parameters() if p.dim() == 2 and "resid_mix" not in n]
         scalars = [p for n, p in model.blocks.named_parameters() if p.dim() < 2 or "resid_mix" in n]
         scalars.append(model.skip_weights)
+        rank, load = busiest_rank(matrices, args.muon_world)
         optimizers = [
             torch.optim.Adam([{"params": [model.tok_emb.weight], "lr": 0.05}, {"params": scalars, "lr": 0.04}],
                              betas=(0.9, 0.95), eps=1e-8, fused=True),
-            Muon(matrices, lr=0.04),
+            Muon(matrices, lr=0.04, world=args.muon_world, rank=rank, orthogonalise=ns),
         ]
-        positions = 0
+        shape = dict(layers=9, heads=8, head_dim=64, d=512, vocab=1024, model_vocab=1024)
+        extra = dict(muon_world=args.muon_world, muon_rank=rank,
+                     muon_share=load[rank] / max(1, sum(load)))
     else:
-        model = Gpt2(block=args.seq)
-        optimizers = [torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)]
-        positions = model.wpe.weight.numel()
-    return model, optimizers, positions
+        size = SIZES[args.size]
+        vocab = 50257
+        model_vocab = (vocab + args.vocab_pad - 1) // args.vocab_pad * args.vocab_pad
+        model = Gpt2(vocab=model_vocab, layers=size["layers"], d=size["d"], heads=size["heads"], block=args.seq)
+        decay = [p for p in model.parameters() if p.dim() >= 2]
+        other = [p for p in model.parameters() if p.dim() < 2]
+        optimizers = [torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}],
+                                        lr=6e-4, betas=(0.9, 0.95), fused=True)]
+        shape = dict(layers=size["layers"], heads=size["heads"], head_dim=size["d"] // size["heads"], d=size["d"],
+                     vocab=vocab, model_vocab=model_vocab)
+        extra = dict(size=args.size)
+    return model, optimizers, shape, extra
+
+
+def pin_flash_attention():
+    from torch.backends import cuda as backends
+    backends.enable_flash_sdp(True)
+    backends.enable_cudnn_sdp(False)
+    backends.enable_mem_efficient_sdp(False)
+    backends.enable_math_sdp(False)
+    return (f"flash={backends.flash_sdp_enabled()} cudnn={backends.cudnn_sdp_enabled()} "
+            f"mem_efficient={backends.mem_efficient_sdp_enabled()} math={backends.math_sdp_enabled()}")
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("family", choices=["golf", "gpt2"])
+    parser.add_argument("--size", choices=sorted(SIZES), default="124m", help="gpt2's shape")
     parser.add_argument("--batch", type=int, default=64, help="sequences per micro-step")
     parser.add_argument("--seq", type=int, default=1024)
     parser.add_argument("--accum", type=int, default=8, help="micro-steps per optimizer step")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--no-compile", action="store_true")
+    parser.add_argument("--vocab-pad", type=int, default=64, help="gpt2: the model's vocabulary rounded up to this")
+    parser.add_argument("--muon-world", type=int, default=1, help="golf: time one rank of this many sharing Muon")
+    parser.add_argument("--no-compile", action="store_true", help="eager model and Newton-Schulz (the weaker form)")
     parser.add_argument("--json", help="write the result here as JSON")
     args = parser.parse_args()
 
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
+    sdpa = pin_flash_attention()
+    print(f"torch_reference sdpa_backends: {sdpa}", flush=True)
     device = "cuda"
     torch.manual_seed(0)
-    model, optimizers, positions = make(args)
+    model, optimizers, shape, extra = make(args)
     model = model.to(device)
-    n_params = sum(p.numel() for p in model.parameters()) - positions
-    step_model = model if args.no_compile else torch.compile(model)
-    cfg = dict(golf=(9, 8, 64), gpt2=(12, 12, 64))[args.family]
-    flops_per_token = 6.0 * n_params + 12.0 * cfg[0] * cfg[1] * cfg[2] * args.seq
-    vocab = 1024 if args.family == "golf" else 50257
+    positions = model.wpe.weight.numel() if args.family == "gpt2" else 0
+    n_all = sum(p.numel() for p in model.parameters())
+    n_params = n_all - positions
+    step_model = model if args.no_compile else torch.compile(model, dynamic=False, fullgraph=True)
+    flops_kgpt = 6.0 * n_params + 12.0 * shape["layers"] * shape["heads"] * shape["head_dim"] * args.seq
+    flops_llmc = 6.0 * n_all + 6.0 * shape["layers"] * shape["d"] * args.seq
     gen = torch.Generator(device=device).manual_seed(3)
-    x = torch.randint(0, vocab, (args.batch, args.seq), device=device, generator=gen)
-    y = torch.randint(0, vocab, (args.batch, args.seq), device=device, generator=gen)
+    x = torch.randint(0, shape["vocab"], (args.batch, args.seq), device=device, generator=gen)
+    y = torch.randint(0, shape["vocab"], (args.batch, args.seq), device=device, generator=gen)
+    opt_times = []
 
     def step():
         for opt in optimizers:
@@ -241,27 +314,39 @@ def main():
                 loss = step_model(x, y)
             (loss / args.accum).backward()
             loss_sum += loss.detach()
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
         for opt in optimizers:
             opt.step()
+        end.record()
+        opt_times.append((begin, end))
         return loss_sum / args.accum
 
     for _ in range(args.warmup):
         step()
     torch.cuda.synchronize()
+    opt_times.clear()
     torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
     for _ in range(args.steps):
         loss = step()
     torch.cuda.synchronize()
     seconds = (time.perf_counter() - start) / args.steps
+    free, total = torch.cuda.mem_get_info()
+    opt_ms = sorted(b.elapsed_time(e) for b, e in opt_times)[len(opt_times) // 2]
     tokens = args.batch * args.seq * args.accum
     result = dict(
         family=args.family, params=n_params, batch=args.batch, seq=args.seq, accum=args.accum,
-        tokens_per_step=tokens, ms_per_step=seconds * 1e3, tokens_per_s=tokens / seconds,
-        model_tflops=flops_per_token * tokens / seconds / 1e12,
-        mfu_bf16=flops_per_token * tokens / seconds / H100_BF16_PEAK,
-        peak_mem_gib=torch.cuda.max_memory_allocated() / 2**30, loss=float(loss),
+        vocab=shape["vocab"], model_vocab=shape["model_vocab"],
+        tokens_per_step=tokens, ms_per_step=seconds * 1e3, tokens_per_s=tokens / seconds, opt_ms=opt_ms,
+        model_tflops=flops_kgpt * tokens / seconds / 1e12,
+        mfu_bf16=flops_kgpt * tokens / seconds / H100_BF16_PEAK,
+        mfu_llmc=flops_llmc * tokens / seconds / H100_BF16_PEAK,
+        peak_mem_gib=torch.cuda.max_memory_allocated() / 2**30,
+        peak_reserved_gib=torch.cuda.max_memory_reserved() / 2**30,
+        device_used_mb=(total - free) / 2**20, loss=float(loss),
         device=torch.cuda.get_device_name(), torch=torch.__version__, compiled=not args.no_compile,
+        sdpa="flash", **extra,
     )
     print("torch_reference " + " ".join(f"{k}:{v:.4g}" if isinstance(v, float) else f"{k}:{v}"
                                         for k, v in result.items()), flush=True)

@@ -18,15 +18,19 @@
 #           Stops everything if no attention runs.
 #   tests   every ctest group of kgpt_tests, and the PyTorch reference comparison (reference_dump)
 #   train   10 steps of inputs/tiny_cpu.yaml (golf and gpt2, fp32 and bf16) against the CPU runs
-#   bench   kgpt bench --profile of golf 64x1024 (accum 8) and gpt2-124M 16x1024 in bf16: tokens/s,
-#           the ceilings measured in the same run, the five costliest ops
-#   variants  the same benches with the non-deterministic cuDNN backward, with Zipf tokens, in fp32,
+#   bench   kgpt bench --profile of golf 64x1024 (accum 8) and gpt2-124M 16x1024 in bf16 with cuDNN's
+#           non-deterministic backward (PyTorch's flash backward is not deterministic either):
+#           tokens/s, the ceilings measured in the same run, the five costliest ops
+#   variants  the same benches with the decks' deterministic backward, with Zipf tokens, in fp32,
 #           and for gpt2 with GELU apart from its products
 #   train_bench  kgpt train of the golf deck for 12 steps (tokens/s against the bench's)
-#   torch   bench/torch_reference.py for both, on the same GPU
+#   torch   bench/torch_reference.py (compiled whole, flash SDPA pinned, Newton-Schulz compiled, gpt2
+#           padded to 50,304) for golf, golf as one rank of 8 sharing Muon, gpt2-124M and the 1.3B
+#           shape, on the same GPU
 #   scale   the 1.3B deck: its memory plan against this GPU's memory (kgpt check), then kgpt bench
-#           of it on one GPU (8 micro-steps of 4 x 2048) with train.recompute none and block: the
-#           plan beside the measured view_peak_mb (cuDNN's real workspace), tokens/s, MFU
+#           of it on one GPU (8 micro-steps of 4 x 2048, non-deterministic backward) with
+#           train.recompute none and block: the plan beside the measured view_peak_mb (cuDNN's real
+#           workspace), tokens/s, MFU
 # A device call runs "device tests train bench torch train_bench variants --budget 340" in one
 # command (247 s on an H100) and "scale" in a second (docs/cuda.md).
 #
@@ -129,6 +133,9 @@ bench_deck() {
   esac
 }
 attention=()   # deck settings every step adds: the fallback the device step chose, if any
+# What the benches compared with PyTorch add: its flash backward is not deterministic, so neither is
+# cuDNN's here (unless the fallback already chose an attention).
+like_torch=(--set model.attention_deterministic=false)
 gelu=()        # and those every gpt2 step adds: GELU apart if it cannot ride in the products here
 say "== $(date -u +%FT%TZ) steps: ${steps[*]} (budget ${budget}s)"
 for step in "${steps[@]}"; do
@@ -157,6 +164,7 @@ for step in "${steps[@]}"; do
         done
         if [ "$runs" -eq 1 ]; then
           attention=("${settings[@]}")
+          [ -n "$fallback" ] && like_torch=()
           [ -n "$fallback" ] && say "FALLBACK: the decks' attention cannot run here; every later step runs with --set $fallback"
           break
         fi
@@ -222,7 +230,7 @@ for step in "${steps[@]}"; do
         bench_deck "$deck"
         [ "$deck" = gpt2 ] && deck_args+=("${gelu[@]}")
         run "bench $deck bf16 profile" 200 "${kgpt_env[@]}" "$kgpt" bench "${deck_args[@]}" --set train.precision=bf16 \
-          "${attention[@]}" --steps 5 --warmup 2 --profile
+          "${attention[@]}" "${like_torch[@]}" --steps 5 --warmup 2 --profile
         output > "$work/bench/${deck}_bf16_profile.txt"
         say "bench $deck bf16 --profile: exit $status"
         grep -E '^(tok/s|view_peak|device_mem|profile steps|gemm choice)' "$work/bench/${deck}_bf16_profile.txt" | tee -a "$summary"
@@ -235,7 +243,7 @@ for step in "${steps[@]}"; do
     variants)
       for deck in golf gpt2; do
         bench_deck "$deck"
-        variants=("nondeterministic:--set model.attention_deterministic=false" "zipf:--tokens zipf"
+        variants=("deterministic:--set model.attention_deterministic=true" "zipf:--tokens zipf"
                   "fp32:--set train.precision=fp32")
         if [ "$deck" = gpt2 ]; then
           deck_args+=("${gelu[@]}")
@@ -246,7 +254,9 @@ for step in "${steps[@]}"; do
           precision=(--set train.precision=bf16)
           [ "$label" = fp32 ] && precision=()
           # shellcheck disable=SC2086
-          run "bench $deck $label" 120 "${kgpt_env[@]}" "$kgpt" bench "${deck_args[@]}" "${precision[@]}" "${attention[@]}" $variant_options \
+          like=("${like_torch[@]}")
+          [ "$label" = deterministic ] && like=()
+          run "bench $deck $label" 120 "${kgpt_env[@]}" "$kgpt" bench "${deck_args[@]}" "${precision[@]}" "${attention[@]}" "${like[@]}" $variant_options \
             --steps 3 --warmup 1
           say "bench $deck $label: exit $status $(output | grep -E '^(tok/s|view_peak)|error' | tail -n 3 | paste -sd' ')"
           pack
@@ -263,11 +273,17 @@ for step in "${steps[@]}"; do
       pack
       ;;
     torch)
-      run "torch golf" 300 "$python" "$tree/bench/torch_reference.py" golf --batch 64 --seq 1024 --accum 8 --steps 5 --warmup 3
-      say "torch golf: exit $status $(output | grep torch_reference | tail -n 1)"
-      run "torch gpt2" 240 "$python" "$tree/bench/torch_reference.py" gpt2 --batch 16 --seq 1024 --accum 1 --steps 10 --warmup 3
-      say "torch gpt2: exit $status $(output | grep torch_reference | tail -n 1)"
-      pack
+      mkdir -p "$work/torch"
+      for job in "golf:golf --batch 64 --seq 1024 --accum 8 --steps 5 --warmup 3" \
+                 "golf_muon8:golf --batch 64 --seq 1024 --accum 8 --steps 5 --warmup 3 --muon-world 8" \
+                 "gpt2:gpt2 --batch 16 --seq 1024 --accum 1 --steps 10 --warmup 3" \
+                 "gpt2_1p3b:gpt2 --size 1p3b --batch 4 --seq 2048 --accum 8 --steps 3 --warmup 2"; do
+        label=${job%%:*} job_args=${job#*:}
+        # shellcheck disable=SC2086
+        run "torch $label" 240 "$python" "$tree/bench/torch_reference.py" $job_args --json "$work/torch/$label.json"
+        say "torch $label: exit $status $(output | grep torch_reference | tail -n 2 | paste -sd' ')"
+        pack
+      done
       ;;
     scale)
       big=(inputs/llm_1p3b_8xh100.yaml --set parallel.device_memory_gib=0 "${gelu[@]}")   # a gpt2 deck
@@ -277,7 +293,7 @@ for step in "${steps[@]}"; do
       pack
       for recompute in none block; do
         run "bench 1.3B $recompute" 200 "${kgpt_env[@]}" "$kgpt" bench "${big[@]}" --set train.global_batch_tokens=65536 \
-          --set train.accum_total=8 --set train.recompute=$recompute "${attention[@]}" --steps 2 --warmup 1 --memory
+          --set train.accum_total=8 --set train.recompute=$recompute "${attention[@]}" "${like_torch[@]}" --steps 2 --warmup 1 --memory
         say "bench 1.3B 8 x (4 x 2048) recompute $recompute: exit $status"
         output | grep -E '^(tok/s|view_peak|device_mem)' | tee -a "$summary"
         pack
