@@ -9,8 +9,11 @@
 //                  flows on
 //   add_into:      y += x (two gradient paths meeting)
 //   bias:          y += bias; dbias += sum_n dy (a linear layer's bias)
-// The elementwise outputs and the column sums of each backward come from one pass over the data;
-// the sums are added in a fixed order (two stages, launch.hpp), so they are reproducible.
+// The elementwise outputs and the column sums of each backward come from one pass over the data,
+// which on a GPU reads and writes 16 bytes per thread (a term written once for W columns); the sums
+// are added in a fixed order (stages, launch.hpp), so they are reproducible.
+
+#include <type_traits>
 
 #include "core/bf16.hpp"
 #include "core/views.hpp"
@@ -27,47 +30,136 @@ void scaled_add_forward(const ExecSpace& exec, const Base& base, const S& s, con
       out, base, y);
 }
 
-template <class T, class Y, class S, class DX, class DY, class DS>
+template <class V>
+using ConstRows = RowView<const std::remove_const_t<typename V::value_type>>;
+template <class V>
+using Rows = RowView<typename V::value_type>;
+
+// The columns of 16 bytes of the narrowest of the arrays: the pack width of their column sums.
+template <class... Views>
+constexpr int pack_width() {
+  return detail::pack_of<Views...>();
+}
+
+// The terms of the backwards below, each written once for W consecutive columns of a row (a GPU's
+// 16-byte packs; one column on the host): ColumnSums::run_packed.
+template <class T, class Y, class DX, class DY, class S>
+struct ScaledAddTerms {
+  ConstRows<Y> y;
+  ConstRows<DX> dx;
+  Rows<DY> dy;
+  const S* s;
+  template <int W>
+  KOKKOS_INLINE_FUNCTION void terms(std::size_t i, std::size_t j, T (*acc)[W]) const {
+    T g[W], v[W], out[W];
+    detail::load_values<W>(&dx(i, j), g);
+    detail::load_values<W>(&y(i, j), v);
+    for (int w = 0; w < W; ++w) {
+      out[w] = T(s[j + w]) * g[w];
+      acc[0][w] += v[w] * g[w];
+    }
+    detail::store_values<W>(&dy(i, j), out);
+  }
+  template <int W>
+  bool packs_fit() const {
+    return detail::packs_aligned<W>(y) && detail::packs_aligned<W>(dx) && detail::packs_aligned<W>(dy);
+  }
+};
+
+template <class T, class X, class DX, class Mix>
+struct MixTerms {
+  ConstRows<X> x_in, x0;
+  Rows<DX> dx, dx0;
+  const Mix* mix0;
+  const Mix* mix1;
+  template <int W>
+  KOKKOS_INLINE_FUNCTION void terms(std::size_t i, std::size_t j, T (*acc)[W]) const {
+    T g[W], a[W], b[W], d0[W], out[W];
+    detail::load_values<W>(&dx(i, j), g);
+    detail::load_values<W>(&x_in(i, j), a);
+    detail::load_values<W>(&x0(i, j), b);
+    detail::load_values<W>(&dx0(i, j), d0);
+    for (int w = 0; w < W; ++w) {
+      acc[0][w] += a[w] * g[w];
+      acc[1][w] += b[w] * g[w];
+      d0[w] = d0[w] + T(mix1[j + w]) * g[w];
+      out[w] = T(mix0[j + w]) * g[w];
+    }
+    detail::store_values<W>(&dx0(i, j), d0);
+    detail::store_values<W>(&dx(i, j), out);
+  }
+  template <int W>
+  bool packs_fit() const {
+    return detail::packs_aligned<W>(x_in) && detail::packs_aligned<W>(x0) && detail::packs_aligned<W>(dx) &&
+           detail::packs_aligned<W>(dx0);
+  }
+};
+
+template <class T, class X, class DX, class Wt>
+struct SkipTerms {
+  ConstRows<X> src;
+  ConstRows<DX> dx;
+  Rows<DX> d_src;
+  const Wt* weight;
+  template <int W>
+  KOKKOS_INLINE_FUNCTION void terms(std::size_t i, std::size_t j, T (*acc)[W]) const {
+    T g[W], v[W], out[W];
+    detail::load_values<W>(&dx(i, j), g);
+    detail::load_values<W>(&src(i, j), v);
+    for (int w = 0; w < W; ++w) {
+      acc[0][w] += v[w] * g[w];
+      out[w] = T(weight[j + w]) * g[w];
+    }
+    detail::store_values<W>(&d_src(i, j), out);
+  }
+  template <int W>
+  bool packs_fit() const {
+    return detail::packs_aligned<W>(src) && detail::packs_aligned<W>(dx) && detail::packs_aligned<W>(d_src);
+  }
+};
+
+template <class T, class DY>
+struct BiasTerms {
+  ConstRows<DY> dy;
+  template <int W>
+  KOKKOS_INLINE_FUNCTION void terms(std::size_t i, std::size_t j, T (*acc)[W]) const {
+    T g[W];
+    detail::load_values<W>(&dy(i, j), g);
+    for (int w = 0; w < W; ++w) acc[0][w] += g[w];
+  }
+  template <int W>
+  bool packs_fit() const {
+    return detail::packs_aligned<W>(dy);
+  }
+};
+
+template <class T, bool Packs = backend::Traits::packed_elementwise, class Y, class S, class DX, class DY, class DS>
 void scaled_add_backward(const ExecSpace& exec, const Y& y, const S& s, const DX& dx, const DY& dy, const DS& ds,
                          const Workspace<T>& partials = {}) {
-  using A = typename DY::value_type;
-  ColumnSums<T, 1>::run(
-      exec, "kgpt::scaled_add::backward", y.extent(0), y.extent(1), partials,
-      KOKKOS_LAMBDA(const std::size_t i, const std::size_t j, T* acc) {
-        const T g = T(dx(i, j));
-        dy(i, j) = store<A>(T(s(j)) * g);
-        acc[0] += T(y(i, j)) * g;
-      },
+  using Terms = ScaledAddTerms<T, Y, DX, DY, std::remove_const_t<typename S::value_type>>;
+  const Terms terms{ConstRows<Y>(y), ConstRows<DX>(dx), Rows<DY>(dy), s.data()};
+  ColumnSums<T, 1>::template run_packed<pack_width<Y, DX, DY>(), Packs>(
+      exec, "kgpt::scaled_add::backward", y.extent(0), y.extent(1), partials, terms,
       KOKKOS_LAMBDA(const int, const std::size_t j, const T sum) { ds(j) += sum; });
 }
 
-template <class T, class X, class Mix, class DX, class DMix>
+template <class T, bool Packs = backend::Traits::packed_elementwise, class X, class Mix, class DX, class DMix>
 void mix_backward(const ExecSpace& exec, const X& x_in, const X& x0, const Mix& mix, const DX& dx, const DX& dx0,
                   const DMix& dmix, const Workspace<T>& partials = {}) {
-  using A = typename DX::value_type;
-  ColumnSums<T, 2>::run(
-      exec, "kgpt::residual_mix::backward", x_in.extent(0), x_in.extent(1), partials,
-      KOKKOS_LAMBDA(const std::size_t i, const std::size_t j, T* acc) {
-        const T g = T(dx(i, j));
-        acc[0] += T(x_in(i, j)) * g;
-        acc[1] += T(x0(i, j)) * g;
-        dx0(i, j) = store<A>(T(dx0(i, j)) + T(mix(1, j)) * g);
-        dx(i, j) = store<A>(T(mix(0, j)) * g);
-      },
+  using Terms = MixTerms<T, X, DX, std::remove_const_t<typename Mix::value_type>>;
+  const Terms terms{ConstRows<X>(x_in), ConstRows<X>(x0), Rows<DX>(dx), Rows<DX>(dx0), &mix(0, 0), &mix(1, 0)};
+  ColumnSums<T, 2>::template run_packed<pack_width<X, DX>(), Packs>(
+      exec, "kgpt::residual_mix::backward", x_in.extent(0), x_in.extent(1), partials, terms,
       KOKKOS_LAMBDA(const int k, const std::size_t j, const T sum) { dmix(k, j) += sum; });
 }
 
-template <class T, class X, class W, class DX, class DW>
+template <class T, bool Packs = backend::Traits::packed_elementwise, class X, class W, class DX, class DW>
 void skip_backward(const ExecSpace& exec, const X& src, const W& w, const DX& dx, const DX& d_src, const DW& dw,
                    const Workspace<T>& partials = {}) {
-  using A = typename DX::value_type;
-  ColumnSums<T, 1>::run(
-      exec, "kgpt::skip::backward", src.extent(0), src.extent(1), partials,
-      KOKKOS_LAMBDA(const std::size_t i, const std::size_t j, T* acc) {
-        const T g = T(dx(i, j));
-        acc[0] += T(src(i, j)) * g;
-        d_src(i, j) = store<A>(T(w(j)) * g);
-      },
+  using Terms = SkipTerms<T, X, DX, std::remove_const_t<typename W::value_type>>;
+  const Terms terms{ConstRows<X>(src), ConstRows<DX>(dx), Rows<DX>(d_src), w.data()};
+  ColumnSums<T, 1>::template run_packed<pack_width<X, DX>(), Packs>(
+      exec, "kgpt::skip::backward", src.extent(0), src.extent(1), partials, terms,
       KOKKOS_LAMBDA(const int, const std::size_t j, const T sum) { dw(j) += sum; });
 }
 
@@ -83,11 +175,10 @@ void bias_forward(const ExecSpace& exec, const Bias& bias, const Y& y) {
       exec, "kgpt::bias::forward", KOKKOS_LAMBDA(const std::size_t j, const T v) { return v + T(bias(j)); }, y, y);
 }
 
-template <class T, class DY, class DB>
+template <class T, bool Packs = backend::Traits::packed_elementwise, class DY, class DB>
 void bias_backward(const ExecSpace& exec, const DY& dy, const DB& dbias, const Workspace<T>& partials = {}) {
-  ColumnSums<T, 1>::run(
-      exec, "kgpt::bias::backward", dy.extent(0), dy.extent(1), partials,
-      KOKKOS_LAMBDA(const std::size_t i, const std::size_t j, T* acc) { acc[0] += T(dy(i, j)); },
+  ColumnSums<T, 1>::template run_packed<pack_width<DY>(), Packs>(
+      exec, "kgpt::bias::backward", dy.extent(0), dy.extent(1), partials, BiasTerms<T, DY>{ConstRows<DY>(dy)},
       KOKKOS_LAMBDA(const int, const std::size_t j, const T sum) { dbias(j) += sum; });
 }
 

@@ -13,6 +13,7 @@
 //                   then one thread per column adds the last ones in order
 // On the host every team is one thread, so rows are walked in order with the columns inside.
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -93,6 +94,32 @@ constexpr int pack_of() {
   std::size_t narrowest = 16;
   for (const std::size_t size : {sizeof(typename Views::value_type)...}) narrowest = size < narrowest ? size : narrowest;
   return 16 / static_cast<int>(narrowest);
+}
+
+// W consecutive values at p as T, or the W values of `in` stored at p as A: with 16-byte accesses
+// where W of them fill whole 16-byte words (p then on 16 bytes), one at a time otherwise (W = 1).
+template <int W, class T, class A>
+KOKKOS_INLINE_FUNCTION void load_values(const A* p, T* out) {
+  if constexpr (W * sizeof(A) % 16 == 0) {
+    load_pack<W>(p, out);
+  } else {
+    for (int k = 0; k < W; ++k) out[k] = T(p[k]);
+  }
+}
+template <int W, class T, class A>
+KOKKOS_INLINE_FUNCTION void store_values(A* p, const T* in) {
+  if constexpr (W * sizeof(A) % 16 == 0) {
+    store_pack<W>(p, in);
+  } else {
+    for (int k = 0; k < W; ++k) p[k] = store<A>(in[k]);
+  }
+}
+
+// Whether a RowView's packs of W elements start on 16 bytes.
+template <int W, class A>
+bool packs_aligned(const RowView<A>& v) {
+  constexpr std::size_t per_16 = 16 / sizeof(A);
+  return reinterpret_cast<std::uintptr_t>(v.data) % 16 == 0 && v.ld % per_16 == 0 && W % per_16 == 0;
 }
 
 }  // namespace detail
@@ -229,25 +256,92 @@ struct ColumnSums {
   }
   static std::size_t workspace(std::size_t n, std::size_t c) { return partial_rows(n) * K * c; }
 
+  using Partials = Kokkos::View<T**, Layout, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
   template <class Term, class Finish>
   static void run(const ExecSpace& exec, const char* label, std::size_t n, std::size_t c, const Workspace<T>& partials,
                   const Term& term, const Finish& finish) {
-    const std::size_t width = K * c;
     Kokkos::View<T*, MemSpace> owned;
-    T* partial_memory = nullptr;
-    if (partials.empty()) {
-      owned = Kokkos::View<T*, MemSpace>("kgpt::column_sums::partials", workspace(n, c));
-      partial_memory = owned.data();
-    } else {
-      partial_memory = partials.take(workspace(n, c), label);
-    }
-    using Partials = Kokkos::View<T**, Layout, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-    Partials partial(partial_memory, blocks(n), width);
+    const Partials partial = first_partials(label, n, c, partials, owned);
     block_pass<K>(exec, label, n, c, term, KOKKOS_LAMBDA(const std::size_t block, const std::size_t j, const T* acc) {
       for (int k = 0; k < K; ++k) partial(block, k * c + j) = acc[k];
     });
+    finish_sums(exec, n, c, partial, finish);
+  }
+
+  // The same sums from a term over W consecutive columns (the pack width: the columns of 16 bytes of
+  // the narrowest array on a GPU, 1 on the host), so that a GPU's threads read and write 16 bytes at
+  // a time. `term` is a functor with
+  //   template <int W> KOKKOS_INLINE_FUNCTION void terms(std::size_t i, std::size_t j, T (*acc)[W]) const
+  // adding row i's K terms of columns j .. j + W to acc[k][0 .. W) and writing its elementwise
+  // outputs there, and `template <int W> bool packs_fit() const`: whether its arrays' packs of W
+  // start on 16 bytes. Where they do not, or C is no multiple of W, and on the host (Packs false,
+  // where the compiler vectorises the plain loop), a thread takes one column. The sums are the same
+  // either way, bit for bit: each column's rows are added in order. Tests run both.
+  template <int W, bool Packs = backend::Traits::packed_elementwise, class Term, class Finish>
+  static void run_packed(const ExecSpace& exec, const char* label, std::size_t n, std::size_t c,
+                         const Workspace<T>& partials, const Term& term, const Finish& finish) {
+    if (Packs && W > 1 && c % W == 0 && term.template packs_fit<W>()) {
+      run_with<W>(exec, label, n, c, partials, term, finish);
+    } else {
+      run_with<1>(exec, label, n, c, partials, term, finish);
+    }
+  }
+
+  template <int W, class Term, class Finish>
+  static void run_with(const ExecSpace& exec, const char* label, std::size_t n, std::size_t c,
+                       const Workspace<T>& partials, const Term& term, const Finish& finish) {
+    Kokkos::View<T*, MemSpace> owned;
+    const Partials partial = first_partials(label, n, c, partials, owned);
+    const std::size_t packs = c / W, block_count = blocks(n);
+    if (block_count > 0 && packs > 0) {
+      const std::size_t threads = team_columns > 0 ? std::min<std::size_t>(packs, team_columns) : packs;
+      const std::size_t tiles = (packs + threads - 1) / threads;
+      const auto teams = static_cast<int>(block_count * tiles);
+      const auto policy = team_columns > 0 ? Kokkos::TeamPolicy<ExecSpace>(exec, teams, static_cast<int>(threads))
+                                           : Kokkos::TeamPolicy<ExecSpace>(exec, teams, Kokkos::AUTO);
+      kgpt::parallel_for(label, policy, KOKKOS_LAMBDA(const Team& team) {
+        const std::size_t block = static_cast<std::size_t>(team.league_rank()) / tiles;
+        const std::size_t first_pack = static_cast<std::size_t>(team.league_rank()) % tiles * threads;
+        const std::size_t last_pack = first_pack + threads < packs ? first_pack + threads : packs;
+        const std::size_t first = block * rows_per_block;
+        const std::size_t last = first + rows_per_block < n ? first + rows_per_block : n;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, first_pack, last_pack), [&](const std::size_t pack) {
+          const std::size_t j = pack * W;
+          T acc[K][W];
+          for (int k = 0; k < K; ++k)
+            for (int w = 0; w < W; ++w) acc[k][w] = 0;
+          for (std::size_t i = first; i < last; ++i) term.template terms<W>(i, j, acc);
+          for (int k = 0; k < K; ++k)
+            for (int w = 0; w < W; ++w) partial(block, k * c + j + w) = acc[k][w];
+        });
+      });
+    }
+    finish_sums(exec, n, c, partial, finish);
+  }
+
+  // The first stage's partials (blocks(n), K C), in the caller's workspace or, without one, in
+  // `owned`, which this allocates.
+  static Partials first_partials(const char* label, std::size_t n, std::size_t c, const Workspace<T>& partials,
+                                 Kokkos::View<T*, MemSpace>& owned) {
+    T* memory = nullptr;
+    if (partials.empty()) {
+      owned = Kokkos::View<T*, MemSpace>("kgpt::column_sums::partials", workspace(n, c));
+      memory = owned.data();
+    } else {
+      memory = partials.take(workspace(n, c), label);
+    }
+    return Partials(memory, blocks(n), K * c);
+  }
+
+  // The stages after the first: blocks of partial rows while more than one block is left, then
+  // each column's last partials in order, handed to finish(k, j, sum). The later stages' partials
+  // follow the first's in its memory.
+  template <class Finish>
+  static void finish_sums(const ExecSpace& exec, std::size_t n, std::size_t c, Partials partial, const Finish& finish) {
+    const std::size_t width = K * c;
     std::size_t rows = blocks(n);
-    T* next = partial_memory + rows * width;
+    T* next = partial.data() + rows * width;
     while (rows > rows_per_block) {
       const Partials from = partial;
       const Partials to(next, blocks(rows), width);
