@@ -20,7 +20,7 @@ const CommandSpec& bench_spec() {
   static const CommandSpec spec{
       "bench",
       "DECK [--set section.key=value]... [--steps N] [--warmup N] [--gemm-size N] [--tokens uniform|zipf] "
-      "[--profile [--profile-steps N]] [--memory]",
+      "[--profile [--profile-steps N]] [--memory] [--muon-share W]",
       "measure a deck's training speed against this machine's GEMM rate",
       "Builds the deck's model and runs the optimizer step `kgpt train` runs (every micro-step's\n"
       "forward and backward, gradient averaging, clipping, the schedule, the optimizer) on synthetic\n"
@@ -55,6 +55,8 @@ const CommandSpec& bench_spec() {
           {"profile", "", "after the timed steps, print where a step's time goes, op by op"},
           {"memory", "", "print the memory plan's parts and the measured peak array by array"},
           {"profile-steps", "N", "steps the profile averages over (default 3)"},
+          {"muon-share", "W", "on one rank, time one rank of W sharing Muon (parallel.share_muon): the busiest "
+                              "rank's Newton-Schulz share, every update applied, the exchange left out"},
       },
       1,
       1};
@@ -131,6 +133,14 @@ int run_bench(const ParsedArgs& args) {
       if (tokens == "zipf") options.tokens = train::TokenDistribution::zipf;
       else if (tokens != "uniform") throw InputError("--tokens: '" + tokens + "' is not one of uniform, zipf");
     }
+    options.muon_share_of = static_cast<int>(int_option(args, "muon-share", 0, 2, 4096));
+    if (options.muon_share_of > 1 && parallel::world().size != 1) {
+      throw InputError("--muon-share: times one rank of a shared job on a job of one rank; this job has " +
+                       std::to_string(parallel::world().size));
+    }
+    if (options.muon_share_of > 1 && deck.config.optim.matrix_optimizer != config::MatrixOptimizer::muon) {
+      throw InputError("--muon-share: the deck's matrices are not Muon's (optim.matrix_optimizer)");
+    }
     if (args.has("profile-steps") && !args.has("profile")) {
       throw InputError("--profile-steps: only meaningful with --profile");
     }
@@ -167,8 +177,21 @@ int run_bench(const ParsedArgs& args) {
     std::snprintf(line, sizeof(line), " copy_gbs:%.1f", r.copy_bytes_per_s / 1e9);
     std::cout << line;
   }
+  if (backend::on_gpu && deck.config.model.precision == config::Precision::bf16) {
+    // Model FLOP/s over the dense bf16 peak of an H100 or H200 SXM, on kgpt's count (6 N + 12 L H D T,
+    // N without learned positions) and llm.c's (6 N + 6 L C T, every parameter in N).
+    constexpr double kPeak = 989.4e12;
+    std::snprintf(line, sizeof(line), " mfu:%.4f mfu_llmc:%.4f", r.model_flops / kPeak,
+                  r.flops_per_token_llmc * r.tokens_per_s / kPeak);
+    std::cout << line;
+  }
   std::snprintf(line, sizeof(line), " peak_rss_mb:%.0f\n", r.peak_rss_bytes / (1024.0 * 1024.0));
   std::cout << line;
+  if (r.muon_share > 0) {
+    std::snprintf(line, sizeof(line), "muon_share:%.4f muon_rank:%d muon_ranks:%d%s\n", r.muon_share, r.muon_rank,
+                  r.muon_ranks, options.muon_share_of > 1 ? " (one rank of a shared job; the exchange not run)" : "");
+    std::cout << line;
+  }
   if (r.stall_watchdog == "off") {
     std::cout << "stall_watchdog:off\n";
   } else {

@@ -147,6 +147,7 @@ struct ParallelConfig {
   double stall_timeout_s = 600.0;  // 0: no stall watchdog
   double device_memory_gib = 0.0;  // the memory plan's budget per rank; 0: this machine's device
   int zero_stage = 0;              // 1: the optimizer state and update sharded over the ranks
+  bool share_muon = true;          // stage 0: each rank orthogonalises a share of Muon's matrices
 };
 
 struct Config {

@@ -402,6 +402,12 @@ std::vector<KeySpec> build_schema() {
           "optimizer state of its span only and updates it, then the updated spans are gathered on every rank. "
           "The same losses and parameters as 0; checkpoints have the same format, so a run resumes across stages "
           "and world sizes."),
+      key("parallel", "share_muon", &Config::parallel, &PC::share_muon, VK::boolean, none,
+          "With Muon on more than one rank at zero_stage 0: each rank orthogonalises a share of the matrices "
+          "(whole matrices, balanced by their Newton-Schulz arithmetic) and the orthogonalised updates are "
+          "exchanged, exactly as computed, so every rank applies all of them; false: every rank "
+          "orthogonalises every matrix. The same losses and parameters either way. At zero_stage 1 each rank "
+          "orthogonalises the matrices of its own span."),
       key("parallel", "device_memory_gib", &Config::parallel, &PC::device_memory_gib, VK::real, at_least(0),
           "Memory per rank (GiB, 2^30 bytes) that the memory plan must fit in: kgpt check, train and bench "
           "refuse a deck whose plan exceeds it. 0: the memory of this machine's device (the GPU on a CUDA "

@@ -41,6 +41,10 @@ const std::vector<Column>& train_columns() {
       {"wall_time_s", Series::float64, "s", "seconds since the run (or its resumption) started"},
       {"allgather_calls", Series::int64, "calls", "parameter all-gather calls in the step (parallel.zero_stage 1)"},
       {"allgather_bytes", Series::int64, "bytes", "parameter bytes all-gathered in the step (parallel.zero_stage 1)"},
+      {"muon_exchange_calls", Series::int64, "calls",
+       "calls exchanging Muon's orthogonalised updates in the step (parallel.share_muon)"},
+      {"muon_exchange_bytes", Series::int64, "bytes",
+       "bytes of Muon's orthogonalised updates exchanged in the step (parallel.share_muon)"},
   };
   return columns;
 }
@@ -141,7 +145,8 @@ History History::resume(const std::string& path, std::int64_t last_step, const R
                             at("/train/lr_head", i), at("/train/grad_norm", i), at("/train/step_ms", i),
                             at("/train/tokens_per_s", i), whole("/train/allreduce_calls", i),
                             whole("/train/allreduce_bytes", i), at("/train/wall_time_s", i),
-                            whole("/train/allgather_calls", i), whole("/train/allgather_bytes", i)});
+                            whole("/train/allgather_calls", i), whole("/train/allgather_bytes", i),
+                            whole("/train/muon_exchange_calls", i), whole("/train/muon_exchange_bytes", i)});
     }
     for (std::size_t i = 0; i < val_rows; ++i) {
       fresh.append(ValRow{whole("/val/step", i), at("/val/loss", i), at("/val/bpb", i)});
@@ -172,6 +177,8 @@ void History::append(const TrainRow& row) {
   f.append("/train/wall_time_s", row.wall_time_s);
   f.append("/train/allgather_calls", row.allgather_calls);
   f.append("/train/allgather_bytes", row.allgather_bytes);
+  f.append("/train/muon_exchange_calls", row.muon_exchange_calls);
+  f.append("/train/muon_exchange_bytes", row.muon_exchange_bytes);
 }
 
 void History::append(const ValRow& row) {

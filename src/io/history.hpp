@@ -20,6 +20,7 @@ struct TrainRow {
   std::int64_t allreduce_calls = 0, allreduce_bytes = 0;
   double wall_time_s = 0;
   std::int64_t allgather_calls = 0, allgather_bytes = 0;
+  std::int64_t muon_exchange_calls = 0, muon_exchange_bytes = 0;
 };
 
 struct ValRow {

@@ -5,6 +5,9 @@
 // (a, b, c) = (3.4445, -4.7750, 2.0315). The result has singular values near 1.
 // X, A and B are stored in X's type: float (or double) in fp32 models, bf16 in bf16 ones (as
 // parameter-golf runs it), with fp32 accumulation in the products. The norm stays on the device.
+// Matrices of one shape are orthogonalised together: each stage is one launch or one batched
+// product for all of them (golf's 54 matrices are 4 shapes: 60 products a step instead of 810),
+// and every matrix of a batch gets exactly the arithmetic it would get alone.
 
 #include <algorithm>
 #include <type_traits>
@@ -17,65 +20,105 @@
 
 namespace kgpt::optim {
 
-// Workspaces for matrices of up to max_elements entries whose smaller side is at most max_side.
+// The multiply-adds of `steps` iterations on a (rows, cols) matrix, counted as the products do
+// (2 m n k each): what sharing Muon across ranks balances.
+inline double newton_schulz_flops(std::size_t rows, std::size_t cols, int steps) {
+  const double m = static_cast<double>(std::min(rows, cols)), n = static_cast<double>(std::max(rows, cols));
+  return steps * (2 * m * m * n + 2 * m * m * m + 2 * m * m * n);
+}
+
+// Workspaces for batches of matrices: X and its next value (`elements` entries over the batch), A
+// and B (`squares` entries: m^2 per matrix of wide orientation (m, n)), and one norm per matrix.
 template <class X>
 struct NewtonSchulzWorkspace {
+  NewtonSchulzWorkspace(std::size_t elements, std::size_t squares, std::size_t count)
+      : x("kgpt::newton_schulz::x", elements),
+        x_next("kgpt::newton_schulz::x_next", elements),
+        a("kgpt::newton_schulz::a", squares),
+        b("kgpt::newton_schulz::b", squares),
+        norms("kgpt::newton_schulz::norms", count) {}
+  // One matrix at a time: up to max_elements entries, its smaller side at most max_side.
   NewtonSchulzWorkspace(std::size_t max_elements, std::size_t max_side)
-      : x("kgpt::newton_schulz::x", max_elements),
-        x_next("kgpt::newton_schulz::x_next", max_elements),
-        a("kgpt::newton_schulz::a", max_side * max_side),
-        b("kgpt::newton_schulz::b", max_side * max_side),
-        norm("kgpt::newton_schulz::norm") {}
+      : NewtonSchulzWorkspace(max_elements, max_side * max_side, 1) {}
+  NewtonSchulzWorkspace() : NewtonSchulzWorkspace(1, 1, 1) {}
+  static std::size_t bytes(std::size_t elements, std::size_t squares, std::size_t count) {
+    return (2 * elements + 2 * squares) * sizeof(X) + count * sizeof(double);
+  }
   static std::size_t bytes(std::size_t max_elements, std::size_t max_side) {
-    return (2 * max_elements + 2 * max_side * max_side) * sizeof(X) + sizeof(double);
+    return bytes(max_elements, max_side * max_side, 1);
   }
   Vector<X> x, x_next, a, b;
-  Kokkos::View<double, MemSpace> norm;
+  Kokkos::View<double*, MemSpace> norms;
 };
 
-// The orthogonalised matrix of g (rows, cols): the wide orientation (m, n) = (min, max) of it, in
-// the workspace, and whether it is g's transpose.
+// The orthogonalised matrices of a batch of g (rows, cols): matrix k in the wide orientation (m, n)
+// = (min, max) of g's at x + k m n, in the workspace, and whether it is g's transpose.
 template <class X>
 struct Orthogonalised {
-  Matrix<X> x;
+  X* x;
+  std::size_t m, n, count;
   bool transposed;
+  Matrix<X> item(std::size_t k) const { return Matrix<X>(x + k * m * n, m, n); }
 };
 
 namespace {  // kernels: internal linkage, see core/kernel.hpp
 
+// `count` matrices g_k (rows, cols), g_k at g + k rows cols, orthogonalised together.
+template <class X, class T>
+Orthogonalised<X> newton_schulz_batch(const ExecSpace& exec, const T* g, std::size_t rows, std::size_t cols,
+                                      std::size_t count, int steps, NewtonSchulzWorkspace<X>& work) {
+  using C = compute_t<X>;
+  const bool transposed = rows > cols;
+  const std::size_t m = transposed ? cols : rows, n = transposed ? rows : cols, size = rows * cols;
+  X* x = work.x.data();
+  X* x_next = work.x_next.data();
+  X* const a = work.a.data();
+  X* const b = work.b.data();
+  const auto norms = work.norms;
+  // Each matrix's squared norm in double, its elements added in order by a team of its own.
+  kgpt::parallel_for(
+      "kgpt::newton_schulz::norm", Kokkos::TeamPolicy<ExecSpace>(exec, static_cast<int>(count), Kokkos::AUTO),
+      KOKKOS_LAMBDA(const Kokkos::TeamPolicy<ExecSpace>::member_type& team) {
+        const std::size_t k = static_cast<std::size_t>(team.league_rank());
+        double sum = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, size),
+            [&](const std::size_t e, double& acc) {
+              const double v = static_cast<double>(g[k * size + e]);
+              acc += v * v;
+            },
+            sum);
+        Kokkos::single(Kokkos::PerTeam(team), [&]() { norms(k) = sum; });
+      });
+  X* const into = x;
+  kgpt::parallel_for(
+      "kgpt::newton_schulz::normalise", Kokkos::RangePolicy<ExecSpace>(exec, 0, count * size),
+      KOKKOS_LAMBDA(const std::size_t flat) {
+        const std::size_t k = flat / size, e = flat % size, i = e / cols, j = e % cols;
+        const T inverse = T(1) / (compat::sqrt(static_cast<T>(norms(k))) + T(1e-7));
+        into[k * size + (transposed ? j * n + i : i * n + j)] = store<X>(g[flat] * inverse);
+      });
+  using model::Op;
+  using model::Strided;
+  const C ca = C(3.4445), cb = C(-4.7750), cc = C(2.0315);
+  const Strided<X> as{a, m, m, m, m * m}, bs{b, m, m, m, m * m};
+  const Strided<const X> a_in{a, m, m, m, m * m}, b_in{b, m, m, m, m * m};
+  for (int s = 0; s < steps; ++s) {
+    const Strided<const X> xs{x, m, n, n, size};
+    const Strided<X> next{x_next, m, n, n, size};
+    model::gemm_batched<X, X>(exec, Op::none, Op::transpose, C(1), xs, xs, C(0), as, count);      // A = X X^T
+    model::gemm_batched_ex<X, X>(exec, Op::none, Op::none, cc, a_in, a_in, cb, a_in, bs, count);  // B = b A + c A A
+    model::gemm_batched_ex<X, X>(exec, Op::none, Op::none, C(1), b_in, xs, ca, xs, next, count);  // X' = a X + B X
+    std::swap(x, x_next);
+  }
+  return {x, m, n, count, transposed};
+}
+
+// One matrix: the batch of one.
 template <class X, class T>
 Orthogonalised<X> newton_schulz_core(const ExecSpace& exec, const ConstMatrix<T>& g, int steps,
                                      NewtonSchulzWorkspace<X>& work) {
-  using C = compute_t<X>;
-  const std::size_t rows = g.extent(0), cols = g.extent(1);
-  const bool transposed = rows > cols;
-  const std::size_t m = transposed ? cols : rows, n = transposed ? rows : cols;
-  Matrix<X> x(work.x.data(), m, n), x_next(work.x_next.data(), m, n);
-  const Matrix<X> a(work.a.data(), m, m), b(work.b.data(), m, m);
-  const auto norm = work.norm;
-  Kokkos::parallel_reduce(
-      "kgpt::newton_schulz::norm", Kokkos::RangePolicy<ExecSpace>(exec, 0, rows * cols),
-      KOKKOS_LAMBDA(const std::size_t e, double& acc) {
-        const double v = static_cast<double>(g(e / cols, e % cols));
-        acc += v * v;
-      },
-      norm);
-  kgpt::parallel_for(
-      "kgpt::newton_schulz::normalise", Kokkos::RangePolicy<ExecSpace>(exec, 0, rows * cols),
-      KOKKOS_LAMBDA(const std::size_t e) {
-        const std::size_t i = e / cols, j = e % cols;
-        const T inverse = T(1) / (compat::sqrt(static_cast<T>(norm())) + T(1e-7));
-        if (transposed) x(j, i) = store<X>(g(i, j) * inverse);
-        else x(i, j) = store<X>(g(i, j) * inverse);
-      });
-  const C ca = C(3.4445), cb = C(-4.7750), cc = C(2.0315);
-  for (int s = 0; s < steps; ++s) {
-    model::gemm(exec, model::Op::none, model::Op::transpose, C(1), x, x, C(0), a);                 // A = X X^T
-    model::gemm_ex(exec, model::Op::none, model::Op::none, cc, a, a, cb, a, b, ConstVector<X>());  // B = b A + c A A
-    model::gemm_ex(exec, model::Op::none, model::Op::none, C(1), b, x, ca, x, x_next, ConstVector<X>());  // X' = a X + B X
-    std::swap(x, x_next);
-  }
-  return {x, transposed};
+  return newton_schulz_batch<X, T>(exec, g.data(), g.extent(0), g.extent(1), 1, steps, work);
 }
 
 // out (rows, cols) = NewtonSchulz(g (rows, cols)). out may be g: g is read before out is written.
@@ -83,7 +126,7 @@ template <class T, class X = T>
 void newton_schulz(const ExecSpace& exec, const ConstMatrix<T>& g, const Matrix<T>& out, int steps,
                    NewtonSchulzWorkspace<X>& work) {
   const Orthogonalised<X> r = newton_schulz_core<X, T>(exec, g, steps, work);
-  const Matrix<X> x = r.x;
+  const Matrix<X> x = r.item(0);
   const bool transposed = r.transposed;
   const std::size_t rows = g.extent(0), cols = g.extent(1);
   kgpt::parallel_for(

@@ -13,19 +13,6 @@ namespace kgpt::optim {
 
 namespace {
 
-// The largest of the matrices Muon updates (elements, or shorter side): what its scratch must hold.
-// Embeddings and heads are 2-D too but Adam's.
-std::size_t largest_matrix(const model::ParameterLayout& layout, const Shard& shard, bool side) {
-  std::size_t best = 1;
-  for (std::size_t i = shard.first_tensor; i < shard.end_tensor; ++i) {
-    const model::TensorEntry& e = layout.entries()[i];
-    if (e.spec.group != model::ParamGroup::matrix || e.spec.shape.size() != 2) continue;
-    const std::size_t value = side ? std::min(e.spec.shape[0], e.spec.shape[1]) : e.size;
-    best = std::max(best, value);
-  }
-  return best;
-}
-
 std::vector<std::string> names_of_state(bool muon) {
   std::vector<std::string> names = {"adam_m", "adam_v"};
   if (muon) names.emplace_back("muon_momentum");
@@ -62,9 +49,30 @@ std::vector<Shard> shard_layout(const model::ParameterLayout& layout, int ranks)
   return shards;
 }
 
+std::vector<int> muon_owners(const model::ParameterLayout& layout, const config::Config& config, const Shard& shard,
+                             int ranks) {
+  const bool muon = config.optim.matrix_optimizer == config::MatrixOptimizer::muon;
+  const auto& entries = layout.entries();
+  std::vector<int> owners(shard.end_tensor - shard.first_tensor, -1);
+  std::vector<std::pair<double, std::size_t>> costs;  // (arithmetic, tensor)
+  for (std::size_t i = shard.first_tensor; i < shard.end_tensor; ++i) {
+    const model::TensorEntry& e = entries[i];
+    if (!muon || e.spec.group != model::ParamGroup::matrix) continue;
+    costs.emplace_back(newton_schulz_flops(e.spec.shape[0], e.spec.shape[1], config.optim.muon_backend_steps), i);
+  }
+  std::stable_sort(costs.begin(), costs.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<double> load(static_cast<std::size_t>(std::max(ranks, 1)), 0.0);
+  for (const auto& [cost, tensor] : costs) {
+    const std::size_t rank = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    load[rank] += cost;
+    owners[tensor - shard.first_tensor] = static_cast<int>(rank);
+  }
+  return owners;
+}
+
 template <class T>
 typename Optimizer<T>::Sizes Optimizer<T>::sizes(const model::ParameterLayout& layout, const config::Config& config,
-                                                 const Shard& shard) {
+                                                 const Shard& shard, const MuonSharing& sharing) {
   Sizes s;
   s.muon = config.optim.matrix_optimizer == config::MatrixOptimizer::muon;
   s.bf16_muon = s.muon && config.model.precision == config::Precision::bf16 && std::is_same<T, float>::value;
@@ -72,11 +80,37 @@ typename Optimizer<T>::Sizes Optimizer<T>::sizes(const model::ParameterLayout& l
     constexpr std::size_t a = model::ParameterLayout::kAlignment;
     return (n + a - 1) / a * a;
   };
+  s.owners = muon_owners(layout, config, shard, sharing.ranks);
+  double all_flops = 0, own_flops = 0;
   for (std::size_t i = shard.first_tensor; i < shard.end_tensor; ++i) {
     const model::TensorEntry& e = layout.entries()[i];
     const bool muon = updated_by_muon(s.muon, e);
     std::size_t& used = muon ? s.momentum : s.moments;
     s.state_at.push_back(used);
+    if (muon && e.size > 0) {
+      MuonSegment segment;
+      segment.param = e.offset;
+      segment.update = used;
+      segment.size = e.size;
+      segment.first_chunk = s.muon_chunks;
+      segment.scale = muon_shape_scale(e.spec.shape[0], e.spec.shape[1]);
+      s.muon_segments.push_back(segment);
+      s.muon_chunks += (e.size + kAdamChunk - 1) / kAdamChunk;
+      const double flops = newton_schulz_flops(e.spec.shape[0], e.spec.shape[1], config.optim.muon_backend_steps);
+      all_flops += flops;
+      if (s.owners[i - shard.first_tensor] == sharing.rank) {
+        // This rank's matrices, by shape in order of first appearance.
+        auto batch = std::find_if(s.batches.begin(), s.batches.end(), [&](const MuonBatch& b) {
+          return b.rows == e.spec.shape[0] && b.cols == e.spec.shape[1];
+        });
+        if (batch == s.batches.end()) {
+          s.batches.push_back(MuonBatch{e.spec.shape[0], e.spec.shape[1], 0, {}});
+          batch = s.batches.end() - 1;
+        }
+        batch->tensors.push_back(i);
+        own_flops += flops;
+      }
+    }
     if (!muon && e.size > 0) {
       AdamSegment segment;
       segment.param = e.offset;
@@ -89,15 +123,39 @@ typename Optimizer<T>::Sizes Optimizer<T>::sizes(const model::ParameterLayout& l
     }
     used = aligned(used + e.size);
   }
-  s.update = s.muon ? largest_matrix(layout, shard, false) : 0;
-  if (s.muon && !s.bf16_muon) {
-    s.work_elements = largest_matrix(layout, shard, false);
-    s.work_side = largest_matrix(layout, shard, true);
+  s.muon_share = all_flops > 0 ? own_flops / all_flops : 0.0;
+  // Each batch's momentum offsets, batch after batch; the workspaces hold the largest batch.
+  std::size_t elements = 0, squares = 0, count = 0;
+  for (MuonBatch& batch : s.batches) {
+    batch.first_offset = s.batch_offsets.size();
+    for (const std::size_t i : batch.tensors) {
+      s.batch_offsets.push_back(s.state_at[i - shard.first_tensor]);
+      s.batch_params.push_back(layout.entries()[i].offset);
+    }
+    const std::size_t side = std::min(batch.rows, batch.cols);
+    elements = std::max(elements, batch.tensors.size() * batch.rows * batch.cols);
+    squares = std::max(squares, batch.tensors.size() * side * side);
+    count = std::max(count, batch.tensors.size());
   }
-  if (s.bf16_muon) {
-    s.work16_elements = largest_matrix(layout, shard, false);
-    s.work16_side = largest_matrix(layout, shard, true);
+  // The Nesterov updates of a batch; under sharing also the scratch of the others' matrices.
+  s.update = elements;
+  if (sharing.ranks > 1) {
+    for (std::size_t i = shard.first_tensor; i < shard.end_tensor; ++i) {
+      if (s.owners[i - shard.first_tensor] >= 0) s.update = std::max(s.update, layout.entries()[i].size);
+    }
   }
+  if (s.muon && !s.bf16_muon && count > 0) {
+    s.work_elements = elements;
+    s.work_squares = squares;
+    s.work_count = count;
+  }
+  if (s.bf16_muon && count > 0) {
+    s.work16_elements = elements;
+    s.work16_squares = squares;
+    s.work16_count = count;
+  }
+  // Shared: every matrix's update passes through the exchanged buffer, in Newton-Schulz's type.
+  if (s.muon && sharing.ranks > 1) (s.bf16_muon ? s.exchange16 : s.exchange) = s.momentum;
   s.tensors = layout.entries().size();
   return s;
 }
@@ -109,12 +167,13 @@ std::size_t Optimizer<T>::state_bytes(const model::ParameterLayout& layout, cons
 
 template <class T>
 std::size_t Optimizer<T>::state_bytes(const model::ParameterLayout& layout, const config::Config& config,
-                                      const Shard& shard) {
-  const Sizes s = sizes(layout, config, shard);
-  return (2 * s.moments + s.momentum + s.update) * sizeof(T) +
-         NewtonSchulzWorkspace<T>::bytes(s.work_elements, s.work_side) +
-         NewtonSchulzWorkspace<bf16>::bytes(s.work16_elements, s.work16_side) + (s.tensors + 1) * sizeof(double) +
-         s.adam_segments.size() * sizeof(AdamSegment);
+                                      const Shard& shard, const MuonSharing& sharing) {
+  const Sizes s = sizes(layout, config, shard, sharing);
+  return (2 * s.moments + s.momentum + s.update + s.exchange) * sizeof(T) + s.exchange16 * sizeof(bf16) +
+         NewtonSchulzWorkspace<T>::bytes(s.work_elements, s.work_squares, s.work_count) +
+         NewtonSchulzWorkspace<bf16>::bytes(s.work16_elements, s.work16_squares, s.work16_count) +
+         (s.tensors + 1) * sizeof(double) + s.adam_segments.size() * sizeof(AdamSegment) +
+         s.muon_segments.size() * sizeof(MuonSegment) + 2 * s.batch_offsets.size() * sizeof(std::size_t);
 }
 
 template <class T>
@@ -122,30 +181,51 @@ Optimizer<T>::Optimizer(const model::Parameters<T>& params, const config::Config
     : Optimizer(params, config, whole_layout(params.layout())) {}
 
 template <class T>
-Optimizer<T>::Optimizer(const model::Parameters<T>& params, const config::Config& config, const Shard& shard)
-    : Optimizer(params, config, shard, sizes(params.layout(), config, shard)) {}
+Optimizer<T>::Optimizer(const model::Parameters<T>& params, const config::Config& config, const Shard& shard,
+                        const MuonSharing& sharing)
+    : Optimizer(params, config, shard, sharing, sizes(params.layout(), config, shard, sharing)) {}
 
 template <class T>
 Optimizer<T>::Optimizer(const model::Parameters<T>& params, const config::Config& config, const Shard& shard,
-                        const Sizes& s)
+                        const MuonSharing& sharing, const Sizes& s)
     : params_(params),
       shard_(shard),
+      sharing_(sharing),
       optim_(config.optim),
       muon_(s.muon),
       bf16_muon_(s.bf16_muon),
       state_at_(s.state_at),
+      owners_(s.owners),
+      batches_(s.batches),
+      muon_share_(s.muon_share),
       m_("kgpt::optim::adam_m", s.moments),
       v_("kgpt::optim::adam_v", s.moments),
       momentum_("kgpt::optim::muon_momentum", s.momentum),
       update_("kgpt::optim::muon_update", s.update),
-      work_(s.work_elements, s.work_side),
-      work16_(s.work16_elements, s.work16_side),
+      work_(s.work_elements, s.work_squares, s.work_count),
+      work16_(s.work16_elements, s.work16_squares, s.work16_count),
+      exchange_buffer_("kgpt::optim::muon_exchange", s.exchange),
+      exchange16_buffer_("kgpt::optim::muon_exchange", s.exchange16),
+      batch_offsets_("kgpt::optim::muon_batch_offsets", s.batch_offsets.size()),
+      batch_params_("kgpt::optim::muon_batch_params", s.batch_params.size()),
+      muon_segments_("kgpt::optim::muon_segments", s.muon_segments.size()),
+      muon_chunks_(s.muon_chunks),
       norm_parts_("kgpt::optim::norm_parts", s.tensors + 1),
       adam_segments_("kgpt::optim::adam_segments", s.adam_segments.size()),
       adam_chunks_(s.adam_chunks) {
-  const Kokkos::View<const AdamSegment*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> table(
-      s.adam_segments.data(), s.adam_segments.size());
-  Kokkos::deep_copy(adam_segments_, table);
+  if (sharing_.ranks < 1 || sharing_.rank < 0 || sharing_.rank >= sharing_.ranks) {
+    throw Error(ExitCode::failure, "optimizer: rank " + std::to_string(sharing_.rank) + " of " +
+                                       std::to_string(sharing_.ranks) + " sharing Muon");
+  }
+  const auto copy_table = [](const auto& from, const auto& to) {
+    using E = typename std::decay_t<decltype(from)>::value_type;
+    const Kokkos::View<const E*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> table(from.data(), from.size());
+    Kokkos::deep_copy(to, table);
+  };
+  copy_table(s.adam_segments, adam_segments_);
+  copy_table(s.muon_segments, muon_segments_);
+  copy_table(s.batch_offsets, batch_offsets_);
+  copy_table(s.batch_params, batch_params_);
 }
 
 std::vector<std::string> state_names(const config::Config& config) {
@@ -236,27 +316,22 @@ void Optimizer<T>::step(const ExecSpace& exec, int step, double lr_multiplier, c
     adam_update_all<T>(exec, params_.values().data(), params_.grads().data(), m_.data(), v_.data(),
                        adam_segments_, adam_chunks_, AdamStep<T>(groups, step + 1), grad_factor, fused_norm);
   }
-  for (std::size_t index = shard_.first_tensor; index < shard_.end_tensor; ++index) {
+  if (muon_) {
+    const double lr = group_lr(model::ParamGroup::matrix) * lr_multiplier;
+    if (bf16_muon_) {
+      muon_step<bf16>(exec, lr, mu, grad_factor, norm_sq, work16_, exchange16_buffer_);
+    } else {
+      muon_step<T>(exec, lr, mu, grad_factor, norm_sq, work_, exchange_buffer_);
+    }
+  }
+  for (std::size_t index = shard_.first_tensor; index < shard_.end_tensor && !fused_adam_; ++index) {
     const model::TensorEntry& e = entries[index];
+    if (uses_muon(e)) continue;
     const std::size_t state_at = state_at_[index - shard_.first_tensor];
     double* norm_part = norm_sq != nullptr ? norm_parts_.data() + index : nullptr;
     const double lr = group_lr(e.spec.group) * lr_multiplier;
     T* p = params_.values().data() + e.offset;
     T* g = params_.grads().data() + e.offset;
-    if (uses_muon(e)) {
-      const std::size_t rows = e.spec.shape[0], cols = e.spec.shape[1];
-      const Matrix<T> param(p, rows, cols), momentum(momentum_.data() + state_at, rows, cols);
-      const Matrix<T> update(update_.data(), rows, cols);
-      if (bf16_muon_) {
-        muon_update<T, bf16>(exec, param, ConstMatrix<T>(g, rows, cols), momentum, update, lr, mu, optim_.weight_decay,
-                             optim_.muon_backend_steps, work16_, grad_factor, norm_part);
-      } else {
-        muon_update<T, T>(exec, param, ConstMatrix<T>(g, rows, cols), momentum, update, lr, mu, optim_.weight_decay,
-                          optim_.muon_backend_steps, work_, grad_factor, norm_part);
-      }
-      continue;
-    }
-    if (fused_adam_) continue;
     AdamSettings settings;
     settings.lr = lr;
     settings.beta1 = optim_.beta1;
@@ -276,6 +351,57 @@ void Optimizer<T>::step(const ExecSpace& exec, int step, double lr_multiplier, c
         for (std::size_t i = 0; i < count; ++i) sum += parts(i);
         *norm_sq = sum;
       });
+}
+
+template <class T>
+template <class X>
+void Optimizer<T>::muon_step(const ExecSpace& exec, double lr, double mu, const double* grad_factor, double* norm_sq,
+                             NewtonSchulzWorkspace<X>& work, const Vector<X>& exchanged) {
+  const auto& entries = params_.layout().entries();
+  T* const values = params_.values().data();
+  const T* const grads = params_.grads().data();
+  const bool shared = sharing_.ranks > 1;
+  // Momentum for every matrix of the shard (replicated under sharing, so checkpoints and resumes
+  // need no gather); the Nesterov update u of this rank's matrices into their batch's slots.
+  std::vector<T*> slot(entries.size(), nullptr);
+  for (const MuonBatch& batch : batches_) {
+    for (std::size_t k = 0; k < batch.tensors.size(); ++k) {
+      slot[batch.tensors[k]] = update_.data() + k * batch.rows * batch.cols;
+    }
+  }
+  // The batches run one after another through one u buffer: a batch's momentum pass, its
+  // Newton-Schulz, then the next batch.
+  const auto momentum_of = [&](std::size_t index, T* u) {
+    const model::TensorEntry& e = entries[index];
+    double* norm_part = norm_sq != nullptr ? norm_parts_.data() + index : nullptr;
+    muon_momentum<T>(exec, e.size, grads + e.offset, momentum_.data() + state_at_[index - shard_.first_tensor], u, mu,
+                     grad_factor, norm_part);
+  };
+  // The others' matrices first, their u into the buffer's start (unread), before any batch uses it.
+  for (std::size_t index = shard_.first_tensor; index < shard_.end_tensor; ++index) {
+    if (uses_muon(entries[index]) && owners_[index - shard_.first_tensor] != sharing_.rank) {
+      momentum_of(index, update_.data());
+    }
+  }
+  if (shared) Kokkos::deep_copy(exec, exchanged, X(0.0f));  // the others' matrices stay zero here
+  for (const MuonBatch& batch : batches_) {
+    for (const std::size_t index : batch.tensors) momentum_of(index, slot[index]);
+    const std::size_t count = batch.tensors.size();
+    const Orthogonalised<X> o =
+        newton_schulz_batch<X, T>(exec, update_.data(), batch.rows, batch.cols, count, optim_.muon_backend_steps, work);
+    if (shared) {
+      muon_store_batch<X>(exec, o, batch_offsets_.data() + batch.first_offset, exchanged.data());
+    } else {
+      muon_apply_batch<T, X>(exec, o, batch_params_.data() + batch.first_offset, values, lr, optim_.weight_decay);
+    }
+  }
+  if (!shared) return;
+  if (!exchange_) {
+    throw Error(ExitCode::failure, "optimizer: Muon is shared by " + std::to_string(sharing_.ranks) +
+                                       " ranks, but no exchange of their updates was given");
+  }
+  exchange_(exec, exchanged.data(), exchanged.extent(0) * sizeof(X));
+  muon_apply_all<T, X>(exec, values, exchanged.data(), muon_segments_, muon_chunks_, lr, optim_.weight_decay);
 }
 
 template <class T>

@@ -9,6 +9,8 @@
 //     p -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
 //   Muon (parameter-golf): buf = mu buf + g;  u = g + mu buf (Nesterov);
 //     p *= 1 - lr wd;  p -= lr max(1, rows/cols)^0.5 NewtonSchulz(u)
+//     (one matrix at a time: muon_update; the optimizer's way: muon_momentum for each matrix,
+//     Newton-Schulz for each batch of one shape, muon_store_batch, muon_apply_all for all of them)
 //   momentum warmup: mu(step) = (1 - f) start + f end, f = min(step / warmup_steps, 1)
 
 #include <cmath>
@@ -227,33 +229,125 @@ inline double muon_momentum_at(int step, double start, double end, int warmup_st
   return (1.0 - f) * start + f * end;
 }
 
+// Muon's momentum over n elements: buf = mu buf + g (g read times the clipping factor) and u = g +
+// mu buf (Nesterov) written to `update`; with norm_part, the squared raw gradients summed into it by
+// the same pass. A rank that shares Muon runs it for the matrices others orthogonalise too (into
+// scratch): the same kernel, so its momentum and its norm are the owner's to the bit.
+template <class T>
+void muon_momentum(const ExecSpace& exec, std::size_t n, const T* g, T* momentum, T* update, double mu,
+                   const double* grad_factor = nullptr, double* norm_part = nullptr) {
+  const T beta = T(mu);
+  const ConstVector<T> g_flat(g, n);
+  const GradFactor<T> factor(grad_factor);
+  update_pass<T>(exec, "kgpt::muon::momentum", n, g_flat, norm_part, KOKKOS_LAMBDA(const std::size_t e) {
+    const T grad = g_flat(e) * factor.get();
+    momentum[e] = beta * momentum[e] + grad;
+    update[e] = grad + beta * momentum[e];
+  });
+}
+
+// The step of a matrix of this shape per unit of learning rate: Muon's max(1, rows/cols)^0.5.
+inline double muon_shape_scale(std::size_t rows, std::size_t cols) {
+  return std::sqrt(std::max(1.0, static_cast<double>(rows) / static_cast<double>(cols)));
+}
+
+// One element of Muon's update: p (1 - lr wd) - step u, with step = lr times the shape's scale,
+// rounded to T once.
+template <class T>
+KOKKOS_INLINE_FUNCTION void muon_apply_element(T& p, T u, T step, T decay, bool decays) {
+  p = decays ? p * decay - step * u : p - step * u;
+}
+
 // `update` is a workspace of the parameter's shape (T); Newton-Schulz runs in X (T or bf16).
 template <class T, class X = T>
 void muon_update(const ExecSpace& exec, const Matrix<T>& p, const ConstMatrix<T>& g, const Matrix<T>& momentum,
                  const Matrix<T>& update, double lr, double mu, double weight_decay, int backend_steps,
                  NewtonSchulzWorkspace<X>& work, const double* grad_factor = nullptr, double* norm_part = nullptr) {
   const std::size_t rows = p.extent(0), cols = p.extent(1);
-  const T beta = T(mu);
   // The matrices are slices of the contiguous buffers: flat over their elements.
-  const ConstVector<T> g_flat(g.data(), rows * cols);
-  const Vector<T> momentum_flat(momentum.data(), rows * cols), update_flat(update.data(), rows * cols);
-  const GradFactor<T> factor(grad_factor);
-  update_pass<T>(exec, "kgpt::muon::momentum", rows * cols, g_flat, norm_part, KOKKOS_LAMBDA(const std::size_t e) {
-    const T grad = g_flat(e) * factor.get();
-    momentum_flat(e) = beta * momentum_flat(e) + grad;
-    update_flat(e) = grad + beta * momentum_flat(e);
-  });
+  muon_momentum<T>(exec, rows * cols, g.data(), momentum.data(), update.data(), mu, grad_factor, norm_part);
   const Orthogonalised<X> o = newton_schulz_core<X, T>(exec, ConstMatrix<T>(update), backend_steps, work);
-  const Matrix<X> x = o.x;
+  const Matrix<X> x = o.item(0);
   const bool transposed = o.transposed;
-  const T step = T(lr * std::sqrt(std::max(1.0, static_cast<double>(rows) / static_cast<double>(cols))));
+  const T step = T(lr * muon_shape_scale(rows, cols));
   const T decay = T(1.0 - lr * weight_decay);
   const bool decays = weight_decay > 0;
   kgpt::parallel_for(
       "kgpt::muon::apply", Kokkos::RangePolicy<ExecSpace>(exec, 0, rows * cols), KOKKOS_LAMBDA(const std::size_t e) {
         const std::size_t i = e / cols, j = e % cols;
-        const T u = T(transposed ? x(j, i) : x(i, j));
-        p(i, j) = decays ? p(i, j) * decay - step * u : p(i, j) - step * u;
+        muon_apply_element(p(i, j), T(transposed ? x(j, i) : x(i, j)), step, decay, decays);
+      });
+}
+
+// The batch's orthogonalised matrices written in their own orientation (rows, cols), matrix k at
+// out + at[k] (device memory): into the buffer the ranks exchange when they share Muon.
+template <class X>
+void muon_store_batch(const ExecSpace& exec, const Orthogonalised<X>& o, const std::size_t* at, X* out) {
+  const std::size_t rows = o.transposed ? o.n : o.m, cols = o.transposed ? o.m : o.n, size = rows * cols;
+  const X* const x = o.x;
+  const std::size_t n = o.n;
+  const bool transposed = o.transposed;
+  kgpt::parallel_for(
+      "kgpt::muon::store", Kokkos::RangePolicy<ExecSpace>(exec, 0, o.count * size), KOKKOS_LAMBDA(const std::size_t flat) {
+        const std::size_t k = flat / size, e = flat % size, i = e / cols, j = e % cols;
+        out[at[k] + e] = x[k * size + (transposed ? j * n + i : i * n + j)];
+      });
+}
+
+// The batch's orthogonalised matrices applied straight from the workspace: matrix k to the
+// parameters at p + param[k] (device memory), all of one shape (rows, cols).
+template <class T, class X>
+void muon_apply_batch(const ExecSpace& exec, const Orthogonalised<X>& o, const std::size_t* param, T* p, double lr,
+                      double weight_decay) {
+  const std::size_t rows = o.transposed ? o.n : o.m, cols = o.transposed ? o.m : o.n, size = rows * cols;
+  const X* const x = o.x;
+  const std::size_t n = o.n;
+  const bool transposed = o.transposed, decays = weight_decay > 0;
+  const T step = T(lr * muon_shape_scale(rows, cols)), decay = T(1.0 - lr * weight_decay);
+  kgpt::parallel_for(
+      "kgpt::muon::apply", Kokkos::RangePolicy<ExecSpace>(exec, 0, o.count * size), KOKKOS_LAMBDA(const std::size_t flat) {
+        const std::size_t k = flat / size, e = flat % size, i = e / cols, j = e % cols;
+        muon_apply_element(p[param[k] + e], T(x[k * size + (transposed ? j * n + i : i * n + j)]), step, decay, decays);
+      });
+}
+
+// Every matrix Muon updates, for muon_apply_all: its elements at `param` in the parameter buffer
+// and at `update` in the buffer of orthogonalised updates, its shape's scale (muon_shape_scale), in
+// chunks of kAdamChunk elements from its `first_chunk`.
+struct MuonSegment {
+  std::size_t param = 0, update = 0, size = 0, first_chunk = 0;
+  double scale = 1.0;
+};
+
+// p = p (1 - lr wd) - lr scale u for every segment, in one launch: a team per chunk.
+template <class T, class X>
+void muon_apply_all(const ExecSpace& exec, T* p, const X* u, const Kokkos::View<const MuonSegment*, MemSpace>& segments,
+                    std::size_t chunks, double lr, double weight_decay) {
+  if (segments.extent(0) == 0 || chunks == 0) return;
+  const T decay = T(1.0 - lr * weight_decay);
+  const bool decays = weight_decay > 0;
+  using Team = Kokkos::TeamPolicy<ExecSpace>::member_type;
+  kgpt::parallel_for(
+      "kgpt::muon::apply_all", Kokkos::TeamPolicy<ExecSpace>(exec, static_cast<int>(chunks), Kokkos::AUTO),
+      KOKKOS_LAMBDA(const Team& team) {
+        const std::size_t chunk = static_cast<std::size_t>(team.league_rank());
+        int lo = 0, hi = static_cast<int>(segments.extent(0)) - 1;
+        while (lo < hi) {
+          const int mid = (lo + hi + 1) / 2;
+          if (segments(mid).first_chunk <= chunk) {
+            lo = mid;
+          } else {
+            hi = mid - 1;
+          }
+        }
+        const MuonSegment seg = segments(lo);
+        const std::size_t begin = (chunk - seg.first_chunk) * kAdamChunk;
+        const std::size_t end = begin + kAdamChunk < seg.size ? begin + kAdamChunk : seg.size;
+        // As muon_update computes it: the step rounded to T once, from lr and the scale in double.
+        const T step = T(lr * seg.scale);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, begin, end), [&](const std::size_t e) {
+          muon_apply_element(p[seg.param + e], T(u[seg.update + e]), step, decay, decays);
+        });
       });
 }
 

@@ -141,6 +141,13 @@ void GradientAverager<T>::gather_parameters(const ExecSpace& exec, const Vector<
   counters_.gather_bytes += static_cast<long long>(values.extent(0) * sizeof(T));
 }
 
+template <class T>
+void GradientAverager<T>::exchange_bytes(const ExecSpace& exec, void* data, std::size_t bytes) {
+  ScopedTimer timer(counters_.exchange_seconds);
+  counters_.exchange_calls += combine_bytes(exec, static_cast<unsigned char*>(data), bytes);
+  counters_.exchange_bytes += static_cast<long long>(bytes);
+}
+
 template class GradientAverager<float>;
 template class GradientAverager<double>;
 
@@ -160,6 +167,7 @@ class SingleRankAverager final : public GradientAverager<T> {
  protected:
   void start(const ExecSpace&, T*, std::size_t, int) override {}
   int gather(const ExecSpace&, const Vector<T>&, const std::vector<OwnedSpan>&) override { return 0; }
+  int combine_bytes(const ExecSpace&, unsigned char*, std::size_t) override { return 0; }
   void wait(const ExecSpace&) override {}
 };
 

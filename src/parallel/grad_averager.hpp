@@ -37,6 +37,10 @@ struct AveragingCounters {
   long long gather_calls = 0;  // collective calls
   long long gather_bytes = 0;  // parameter bytes every rank holds after it (the whole buffer)
   double gather_seconds = 0.0;
+  // parallel.share_muon: the exchange of Muon's orthogonalised updates.
+  long long exchange_calls = 0;
+  long long exchange_bytes = 0;  // bytes of the exchanged buffer
+  double exchange_seconds = 0.0;
 };
 
 // One rank's part of the buffer: elements [begin, end).
@@ -77,6 +81,14 @@ class GradientAverager {
   // Replaces *value (one double in the memory of the default execution space, written by exec's
   // earlier work) by its sum over the ranks, before exec's later work reads it.
   virtual void sum_scalar(const ExecSpace& exec, double* value) = 0;
+  // Muon shared across ranks: every rank's `bytes` at `data` (memory of the default execution
+  // space, written by exec's earlier work) are combined, before exec's later work reads them, so
+  // that a byte one rank wrote and every other rank left zero holds that rank's value on every rank
+  // (a bitwise or over MPI, a maximum of unsigned bytes over NCCL; bytes several ranks wrote are
+  // not meant to be read). Each rank writes the matrices it orthogonalised and zeros elsewhere, so
+  // every rank receives every update exactly as its owner computed it, whatever the type. Counted
+  // in the step's exchange counters.
+  void exchange_bytes(const ExecSpace& exec, void* data, std::size_t bytes);
 
   const AveragingCounters& step_counters() const { return counters_; }
   int world_size() const { return world_size_; }
@@ -88,6 +100,8 @@ class GradientAverager {
   // Every rank's values take rank r's elements of owners[r], as exec's later work sees them;
   // returns the number of collective calls made.
   virtual int gather(const ExecSpace& exec, const Vector<T>& values, const std::vector<OwnedSpan>& owners) = 0;
+  // exchange_bytes's collective, in place; returns the calls made.
+  virtual int combine_bytes(const ExecSpace& exec, unsigned char* data, std::size_t bytes) = 0;
   // Lets started collectives advance (called between backward blocks).
   virtual void progress() {}
   // Returns when every started collective has finished (or is ordered before exec's later work).

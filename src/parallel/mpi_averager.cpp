@@ -76,6 +76,20 @@ class MpiAverager final : public GradientAverager<T> {
     return 1;
   }
 
+  int combine_bytes(const ExecSpace& exec, unsigned char* data, std::size_t bytes) override {
+    // MPI reads host memory (a CPU build's MemSpace); the bytes must be written first.
+    exec.fence();
+    int calls = 0;
+    while (bytes > 0) {
+      const int chunk = static_cast<int>(std::min<std::size_t>(bytes, INT_MAX));
+      check(MPI_Allreduce(MPI_IN_PLACE, data, chunk, MPI_BYTE, MPI_BOR, MPI_COMM_WORLD), "MPI_Allreduce (Muon's updates)");
+      data += chunk;
+      bytes -= static_cast<std::size_t>(chunk);
+      ++calls;
+    }
+    return calls;
+  }
+
   void sum_scalar(const ExecSpace& exec, double* value) override {
     const Kokkos::View<double, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> device(value);
     auto host = Kokkos::create_mirror_view(device);

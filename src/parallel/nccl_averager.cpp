@@ -144,6 +144,19 @@ class NcclAverager final : public GradientAverager<T> {
     return static_cast<int>(owners.size());
   }
 
+  int combine_bytes(const ExecSpace& exec, unsigned char* data, std::size_t bytes) override {
+    check_stream(exec);
+    // NCCL has no bitwise or; the maximum of unsigned bytes is the same where all but one rank hold
+    // zero, which is how the ranks fill the buffer.
+    // On the compute stream, after the kernels that wrote the updates and before those that apply them.
+    in_flight_ = true;
+    check_nccl(ncclAllReduce(data, data, bytes, ncclUint8, ncclMax, comm_, stream_), "ncclAllReduce (Muon's updates)",
+               comm_);
+    wait_for_stream(stream_, "the exchange of Muon's updates");
+    in_flight_ = false;
+    return 1;
+  }
+
   void sum_scalar(const ExecSpace& exec, double* value) override {
     check_stream(exec);
     in_flight_ = true;

@@ -136,8 +136,25 @@ BenchResult run_bench(const config::ResolvedDeck& deck, const BenchOptions& opti
   const ExecSpace exec;
   const auto model = model::make_model<float>(c.model, static_cast<int>(plan.local_sequences), c.train.seq_len);
   model::initialize(model->parameters(), static_cast<std::uint64_t>(c.run.seed));
-  optim::Optimizer<float> optimizer(model->parameters(), c, optimizer_shard(deck, model->parameters().layout()));
+  const model::ParameterLayout& layout = model->parameters().layout();
+  optim::MuonSharing sharing = muon_sharing(deck, parallel::world().rank);
+  if (options.muon_share_of > 1) {
+    // The busiest rank's share: the one that sets the step's time.
+    const std::vector<int> owners = optim::muon_owners(layout, c, optimizer_shard(deck, layout), options.muon_share_of);
+    std::vector<double> load(static_cast<std::size_t>(options.muon_share_of), 0.0);
+    for (std::size_t i = 0; i < owners.size(); ++i) {
+      if (owners[i] < 0) continue;
+      const auto& shape = layout.entries()[i].spec.shape;
+      load[static_cast<std::size_t>(owners[i])] += optim::newton_schulz_flops(shape[0], shape[1], c.optim.muon_backend_steps);
+    }
+    sharing = {static_cast<int>(std::max_element(load.begin(), load.end()) - load.begin()), options.muon_share_of};
+  }
+  optim::Optimizer<float> optimizer(model->parameters(), c, optimizer_shard(deck, layout), sharing);
+  // On one rank the step's averager exchanges nothing: the other ranks' updates stay zero.
   TrainStep<float> train_step(*model, optimizer, deck, parallel::world().size);
+  result.muon_share = optimizer.muon_share();
+  result.muon_rank = sharing.rank;
+  result.muon_ranks = sharing.ranks;
   SyntheticBatches batches(plan.local_sequences, plan.seq_len, c.model.vocab_size, options.tokens);
 
   for (int i = 0; i < options.warmup_steps; ++i) train_step.run(exec, i, 0.0, batches, true);
@@ -187,6 +204,8 @@ BenchResult run_bench(const config::ResolvedDeck& deck, const BenchOptions& opti
   result.step_ms = seconds * 1e3;
   result.tokens_per_s = static_cast<double>(c.train.global_batch_tokens) / seconds;
   result.flops_per_token = model::family(c.model.family).flops_per_token(c.model, c.train.seq_len);
+  result.flops_per_token_llmc = 6.0 * static_cast<double>(layout.parameter_count()) +
+                                6.0 * c.model.n_layer * c.model.d_model * static_cast<double>(c.train.seq_len);
   result.model_flops = result.flops_per_token * result.tokens_per_s;
   result.device_used_bytes = device_used;
   struct rusage usage {};

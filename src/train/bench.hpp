@@ -23,6 +23,10 @@ struct BenchOptions {
   int steps = 5;
   int gemm_size = backend::on_gpu ? 8192 : 1024;  // the side of the ceilings' products: one that fills the machine
   int profile_steps = 0;  // > 0: after the timed steps, this many steps with every op fenced and timed
+  // > 1, on one rank: run the Newton-Schulz share of the busiest of this many ranks sharing Muon
+  // (optim::muon_owners) and apply every update, as one rank of such a job does; the exchange of
+  // the updates, which needs the other ranks, is not run.
+  int muon_share_of = 0;
 };
 
 struct BenchResult {
@@ -35,6 +39,10 @@ struct BenchResult {
   double tokens_per_s = 0;
   double model_flops = 0;        // FLOP/s by the 6N + attention estimate
   double flops_per_token = 0;
+  // llm.c's count: 6 N with every parameter (learned positions included) + 6 L C T (attention causal).
+  double flops_per_token_llmc = 0;
+  double muon_share = 0;          // this rank's part of the Newton-Schulz arithmetic (0: no Muon)
+  int muon_rank = 0, muon_ranks = 1;  // the rank of how many sharing Muon the optimizer ran as
   double peak_rss_bytes = 0;
   double device_used_bytes = -1;  // GPU memory in use after the timed steps (-1: no GPU backend)
   double view_peak_bytes = -1;    // high-water mark of kgpt's Views in the model's memory space (-1: not counted)

@@ -68,8 +68,12 @@ MemoryPlan plan_memory(const config::ResolvedDeck& deck, const model::MemoryTarg
   // Under zero stage 1 each rank keeps the state of its shard: the plan is the largest rank's.
   const std::vector<optim::Shard> shards = optimizer_shards(deck, layout);
   std::size_t optimizer_bytes = 0;
+  // Sharing Muon (stage 0), each rank's Newton-Schulz workspace holds its own batches.
+  const int sharing_ranks = muon_sharing(deck, 0).ranks;
   for (const optim::Shard& shard : shards) {
-    optimizer_bytes = std::max(optimizer_bytes, optim::Optimizer<float>::state_bytes(layout, c, shard));
+    for (int rank = 0; rank < sharing_ranks; ++rank) {
+      optimizer_bytes = std::max(optimizer_bytes, optim::Optimizer<float>::state_bytes(layout, c, shard, {rank, sharing_ranks}));
+    }
   }
   const std::string sharded =
       shards.size() > 1 ? " of the largest of " + std::to_string(shards.size()) + " shards (parallel.zero_stage: 1)" : "";

@@ -30,6 +30,8 @@ void ProgressReport::step(int step, const StepMetrics& m, std::int64_t tokens, d
     row.allreduce_bytes = m.averaging.bytes;
     row.allgather_calls = m.averaging.gather_calls;
     row.allgather_bytes = m.averaging.gather_bytes;
+    row.muon_exchange_calls = m.averaging.exchange_calls;
+    row.muon_exchange_bytes = m.averaging.exchange_bytes;
     row.wall_time_s = wall_seconds;
     history_->append(row);
   }
@@ -43,6 +45,10 @@ void ProgressReport::step(int step, const StepMetrics& m, std::int64_t tokens, d
             (a.gather_calls > 0 ? " allgather_calls:" + std::to_string(a.gather_calls) + " allgather_bytes:" +
                                       std::to_string(a.gather_bytes) + " allgather_ms:" + fixed(a.gather_seconds * 1e3, 1)
                                 : "") +
+            (a.exchange_calls > 0 ? " muon_exchange_calls:" + std::to_string(a.exchange_calls) + " muon_exchange_bytes:" +
+                                        std::to_string(a.exchange_bytes) + " muon_exchange_ms:" +
+                                        fixed(a.exchange_seconds * 1e3, 1)
+                                  : "") +
             (a.calls_before_last_micro_step > 0
                  ? " allreduce_calls_before_last_micro_step:" + std::to_string(a.calls_before_last_micro_step)
                  : ""));

@@ -48,6 +48,15 @@ optim::Shard optimizer_shard(const config::ResolvedDeck& deck, const model::Para
   return shards.size() == 1 ? shards.front() : shards.at(static_cast<std::size_t>(parallel::world().rank));
 }
 
+optim::MuonSharing muon_sharing(const config::ResolvedDeck& deck, int rank) {
+  const config::Config& c = deck.config;
+  if (c.parallel.zero_stage != 0 || !c.parallel.share_muon || deck.plan.world_size == 1 ||
+      c.optim.matrix_optimizer != config::MatrixOptimizer::muon) {
+    return {};
+  }
+  return {rank, deck.plan.world_size};
+}
+
 template <class T>
 TrainStep<T>::TrainStep(model::LanguageModel<T>& model, optim::Optimizer<T>& optimizer,
                         const config::ResolvedDeck& deck, int world_size)
@@ -75,6 +84,10 @@ TrainStep<T>::TrainStep(model::LanguageModel<T>& model, optim::Optimizer<T>& opt
     for (const optim::Shard& s : shards) settings.owners.push_back({s.begin, s.end});
   }
   averager_ = parallel::make_gradient_averager<T>(ExecSpace(), model.parameters().grads(), world_size, settings);
+  parallel::GradientAverager<T>* const averager = averager_.get();
+  optimizer.exchange_with([averager](const ExecSpace& exec, void* data, std::size_t bytes) {
+    averager->exchange_bytes(exec, data, bytes);
+  });
   // docs/design.md, section 2: grad_scale = 1 / grad_accum_steps; a summing transport adds 1 / world_size.
   backward_scale_ = static_cast<T>(plan_.grad_scale * averager_->backward_scale_factor());
 }

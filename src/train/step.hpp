@@ -47,6 +47,9 @@ struct StepMetrics {
 std::vector<optim::Shard> optimizer_shards(const config::ResolvedDeck& deck, const model::ParameterLayout& layout);
 // This rank's: what its optimizer updates and keeps state for.
 optim::Shard optimizer_shard(const config::ResolvedDeck& deck, const model::ParameterLayout& layout);
+// How this rank shares Muon's orthogonalisation (parallel.share_muon at zero_stage 0 on several
+// ranks): this rank of the world; otherwise one rank (at zero_stage 1 the shard is the share).
+optim::MuonSharing muon_sharing(const config::ResolvedDeck& deck, int rank);
 
 template <class T>
 class TrainStep {
@@ -54,7 +57,8 @@ class TrainStep {
   // Builds the gradient averager of this world (parallel.bucket_mb, parallel.overlap) over the
   // model's gradients, and the step's token and statistics buffers. Collective over MPI_COMM_WORLD.
   // Under parallel.zero_stage: 1 the optimizer updates this rank's shard (optimizer_shard) and the
-  // step then gathers every rank's updated span of the parameters on every rank.
+  // step then gathers every rank's updated span of the parameters on every rank. An optimizer that
+  // shares Muon with the other ranks (muon_sharing) exchanges its updates through the averager.
   TrainStep(model::LanguageModel<T>& model, optim::Optimizer<T>& optimizer, const config::ResolvedDeck& deck,
             int world_size);
 

@@ -106,7 +106,8 @@ Run build_run(const config::ResolvedDeck& deck, bool resume, inference::InitWeig
       model::initialize(run.model->parameters(), static_cast<std::uint64_t>(c.run.seed));
     }
     run.optimizer = std::make_unique<optim::Optimizer<Real>>(
-        run.model->parameters(), c, optimizer_shard(deck, run.model->parameters().layout()));
+        run.model->parameters(), c, optimizer_shard(deck, run.model->parameters().layout()),
+        muon_sharing(deck, parallel::world().rank));
     run.loader = std::make_unique<data::DistributedLoader>(
         data::TokenStream(data::find_shards(c.data.train_files), c.model.vocab_size), parallel::world().rank,
         deck.plan.world_size, deck.plan.local_tokens, c.train.seq_len);

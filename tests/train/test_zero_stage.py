@@ -16,7 +16,9 @@ checkpoint every 6 steps, at stage 0 and stage 1:
   are grouped by shard, so the clipping factor may differ in its last bit);
 - the stage-1 run resumed from its step-6 checkpoint on 1 rank at stage 0, and on 4 ranks at stage 1,
   ends at the same step-12 loss as the uninterrupted run: a run resumes across stages and world
-  sizes.
+  sizes;
+- golf on 2 and 4 ranks with Muon shared across ranks (parallel.share_muon, the default) equals the
+  runs where every rank orthogonalises every matrix, bit for bit, and records its exchanges.
 """
 
 import glob
@@ -132,9 +134,39 @@ def main():
             check(resumed and resumed[-1] == end,
                   f"{family}: resumed on {ranks} rank(s) at stage {stage}: step-12 loss {resumed[-1:]} != {end}")
         print(f"{family}: stage 1 equals stage 0 over 12 steps; resumed at W=1 stage 0 and W=4 stage 1 to loss {end}")
+    share_muon()
     if failures:
         sys.exit(f"{len(failures)} failure(s)")
     print("zero stage: all checks passed")
+
+
+def share_muon():
+    """parallel.share_muon (the default) against every rank running the whole Muon update, golf at
+    stage 0 on 2 and 4 ranks: each rank orthogonalises a share of the matrices and the updates are
+    exchanged exactly as computed, so losses, gradient norms and every checkpoint tensor are equal
+    bit for bit; the history counts one exchange of the same bytes per step, none unshared."""
+    for ranks in (2, 4):
+        runs = {share: os.path.join(ROOT, f"golf_w{ranks}_share_muon_{share}") for share in ("true", "false")}
+        logs = {share: train(run, ranks, 0, [f"parallel.share_muon={share}"]) for share, run in runs.items()}
+        history = {share: read_history(os.path.join(run, "history.h5")) for share, run in runs.items()}
+        check(losses(logs["true"]) == losses(logs["false"]), f"W={ranks}: shared Muon's losses differ")
+        check(re.findall(r"val_loss:([0-9.]+)", logs["true"]) == re.findall(r"val_loss:([0-9.]+)", logs["false"]),
+              f"W={ranks}: shared Muon's val losses differ")
+        check((history["true"]["grad_norm"] == history["false"]["grad_norm"]).all(),
+              f"W={ranks}: shared Muon's gradient norms differ")
+        final = {share: tensors(os.path.join(run, "checkpoints", "ckpt_00000012.h5")) for share, run in runs.items()}
+        differing = [k for k in final["true"] if not np.array_equal(final["true"][k], final["false"].get(k))]
+        check(final["true"].keys() == final["false"].keys() and not differing,
+              f"W={ranks}: checkpoint tensors differ with shared Muon: {differing[:5]}")
+        exchanged = history["true"]["muon_exchange_bytes"]
+        check((history["true"]["muon_exchange_calls"] == 1).all() and exchanged[0] > 0 and (exchanged == exchanged[0]).all(),
+              f"W={ranks}: shared Muon's exchange per step: calls {history['true']['muon_exchange_calls']}, bytes {exchanged}")
+        check(not history["false"]["muon_exchange_calls"].any() and not history["false"]["muon_exchange_bytes"].any(),
+              f"W={ranks}: unshared Muon recorded an exchange")
+        check("muon_exchange_bytes:" in logs["true"] and "muon_exchange_bytes:" not in logs["false"],
+              f"W={ranks}: the log lines do not say which run exchanged Muon's updates")
+        print(f"share_muon on {ranks} ranks: equal to every rank's whole update over 12 steps, "
+              f"{exchanged[0]} bytes exchanged a step")
 
 
 main()

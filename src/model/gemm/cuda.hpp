@@ -126,21 +126,25 @@ struct GemmBackend<backend::Cuda> {
 
   template <class TA, class TC>
   static void gemm_batched(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<TC> alpha, const Strided<const TA>& a,
-                           const Strided<const TA>& b, GemmScalar<TC> beta, const Strided<TC>& c, std::size_t count) {
+                           const Strided<const TA>& b, GemmScalar<TC> beta, const Strided<const TC>& c,
+                           const Strided<TC>& d, std::size_t count) {
     if constexpr (std::is_same<TA, double>::value) {
-      GemmBackend<backend::Host>::gemm_batched(exec, op_a, op_b, alpha, a, b, beta, c, count);
+      GemmBackend<backend::Host>::gemm_batched(exec, op_a, op_b, alpha, a, b, beta, c, d, count);
     } else {
       cuda_gemm::Product p;
-      p.m = static_cast<std::int64_t>(c.rows);
-      p.n = static_cast<std::int64_t>(c.cols);
+      p.m = static_cast<std::int64_t>(d.rows);
+      p.n = static_cast<std::int64_t>(d.cols);
       p.k = static_cast<std::int64_t>(op_a == Op::none ? a.cols : a.rows);
       p.count = static_cast<std::int64_t>(count);
       p.a = strided(a, op_a);
       p.b = strided(b, op_b);
       p.out = cuda_gemm::type_of<TC>();
-      p.c = p.d = c.data;
-      p.ldc = p.ldd = static_cast<std::int64_t>(c.ld);
-      p.stride_c = p.stride_d = static_cast<std::int64_t>(c.stride);
+      p.c = c.data;
+      p.ldc = static_cast<std::int64_t>(c.ld);
+      p.stride_c = static_cast<std::int64_t>(c.stride);
+      p.d = d.data;
+      p.ldd = static_cast<std::int64_t>(d.ld);
+      p.stride_d = static_cast<std::int64_t>(d.stride);
       p.alpha = alpha;
       p.beta = beta;
       cuda_gemm::run(exec.cuda_stream(), p);

@@ -146,14 +146,18 @@ void gemm(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<typename CView::va
   gemm_ex(exec, op_a, op_b, alpha, a, b, beta, c, c, Kokkos::View<const typename CView::value_type*, MemSpace>());
 }
 
+// D_i = alpha op(A_i) op(B_i) + beta C_i for i < count; C may be D (C's items are read only when
+// beta is not zero).
 template <class TA, class TC>
-void gemm_batched(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<TC> alpha, const Strided<const TA>& a,
-                  const Strided<const TA>& b, GemmScalar<TC> beta, const Strided<TC>& c, std::size_t count) {
+void gemm_batched_ex(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<TC> alpha, const Strided<const TA>& a,
+                     const Strided<const TA>& b, GemmScalar<TC> beta, const Strided<const TC>& c, const Strided<TC>& d,
+                     std::size_t count) {
   static_assert(detail::supported_types<TA, TC>(), "kgpt::model::gemm_batched: unsupported operand types");
   const std::size_t m = op_a == Op::none ? a.rows : a.cols, k = op_a == Op::none ? a.cols : a.rows;
   const std::size_t kb = op_b == Op::none ? b.rows : b.cols, n = op_b == Op::none ? b.cols : b.rows;
-  if (k != kb || c.rows != m || c.cols != n) detail::shape_mismatch("kgpt::model::gemm_batched", m, k, kb, n, c.rows, c.cols);
-  if (a.ld < a.cols || b.ld < b.cols || c.ld < c.cols) {
+  if (k != kb || d.rows != m || d.cols != n) detail::shape_mismatch("kgpt::model::gemm_batched", m, k, kb, n, d.rows, d.cols);
+  if (c.rows != m || c.cols != n) detail::shape_mismatch("kgpt::model::gemm_batched (C)", m, k, kb, n, c.rows, c.cols);
+  if (a.ld < a.cols || b.ld < b.cols || c.ld < c.cols || d.ld < d.cols) {
     throw Error(ExitCode::failure, "kgpt::model::gemm_batched: a leading dimension is smaller than its row");
   }
   if (count == 0 || m == 0 || n == 0) return;
@@ -161,7 +165,14 @@ void gemm_batched(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<TC> alpha,
       exec, profile::enabled() ? detail::gemm_label<TA, TC>(("gemm_batched x" + std::to_string(count)).c_str(), m, n, k, op_a, op_b)
                                : std::string(),
       product_flops(m, n, k) * static_cast<double>(count));
-  GemmBackend<backend::Current>::gemm_batched(exec, op_a, op_b, alpha, a, b, beta, c, count);
+  GemmBackend<backend::Current>::gemm_batched(exec, op_a, op_b, alpha, a, b, beta, c, d, count);
+}
+
+template <class TA, class TC>
+void gemm_batched(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<TC> alpha, const Strided<const TA>& a,
+                  const Strided<const TA>& b, GemmScalar<TC> beta, const Strided<TC>& c, std::size_t count) {
+  const Strided<const TC> c_in{c.data, c.rows, c.cols, c.ld, c.stride};
+  gemm_batched_ex(exec, op_a, op_b, alpha, a, b, beta, c_in, c, count);
 }
 
 }  // namespace kgpt::model

@@ -120,11 +120,13 @@ struct GemmBackend<backend::Host> {
 
   template <class TA, class TC>
   static void gemm_batched(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<TC> alpha, const Strided<const TA>& a,
-                           const Strided<const TA>& b, GemmScalar<TC> beta, const Strided<TC>& c, std::size_t count) {
+                           const Strided<const TA>& b, GemmScalar<TC> beta, const Strided<const TC>& c,
+                           const Strided<TC>& d, std::size_t count) {
     for (std::size_t i = 0; i < count; ++i) {
       const auto ai = host_gemm::item(a, i), bi = host_gemm::item(b, i);
       const auto ci = host_gemm::item(c, i);
-      model::gemm_ex(exec, op_a, op_b, alpha, ai, bi, beta, ci, ci, Kokkos::View<const TC*, MemSpace>());
+      const auto di = host_gemm::item(d, i);
+      model::gemm_ex(exec, op_a, op_b, alpha, ai, bi, beta, ci, di, Kokkos::View<const TC*, MemSpace>());
     }
   }
 

@@ -58,6 +58,12 @@ template <class AView, class BView, class CView>
 void gemm(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<typename CView::value_type> alpha, const AView& a,
           const BView& b, GemmScalar<typename CView::value_type> beta, const CView& c);
 
+// D_i = alpha op(A_i) op(B_i) + beta C_i for i < count (C may be D).
+template <class TA, class TC>
+void gemm_batched_ex(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<TC> alpha, const Strided<const TA>& a,
+                     const Strided<const TA>& b, GemmScalar<TC> beta, const Strided<const TC>& c, const Strided<TC>& d,
+                     std::size_t count);
+
 // C_i = alpha op(A_i) op(B_i) + beta C_i for i < count.
 template <class TA, class TC>
 void gemm_batched(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<TC> alpha, const Strided<const TA>& a,
