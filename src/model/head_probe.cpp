@@ -9,6 +9,7 @@
 #include "core/random.hpp"
 #include "core/views.hpp"
 #include "model/gemm/gemm.hpp"
+#include "model/ops/elementwise.hpp"
 #include "model/model_base.hpp"
 #include "model/probe_timing.hpp"
 
@@ -16,14 +17,15 @@ namespace kgpt::model {
 
 namespace {
 
-// The fastest of three runs of the head's products with logits rows `stride` apart and the logits
-// and dx products `cols` wide (the weights padded with zero rows past v), after one that makes
-// cuBLASLt's plans.
+// The fastest of three runs of the head's products with logits rows `stride` apart and the three
+// products `cols` wide (the weights padded with zero rows past v), after one that makes cuBLASLt's
+// plans.
 template <class A>
 double time_head(std::size_t n, std::size_t c, std::size_t v, std::size_t stride, std::size_t cols) {
   const ExecSpace exec;
   Matrix<A> x("kgpt::head_probe::x", n, c), w("kgpt::head_probe::w", cols, c), dx("kgpt::head_probe::dx", n, c);
   Matrix<float> dw("kgpt::head_probe::dw", v, c);
+  Matrix<float> dw_wide("kgpt::head_probe::dw_wide", cols != v ? cols : 0, c);
   Matrix<A> storage("kgpt::head_probe::logits", n, stride);
   const auto first = [](std::size_t k) { return std::make_pair(std::size_t(0), k); };
   const Matrix<A> product = Kokkos::subview(storage, Kokkos::ALL(), first(cols));
@@ -34,7 +36,13 @@ double time_head(std::size_t n, std::size_t c, std::size_t v, std::size_t stride
   const auto products = [&] {
     gemm(exec, Op::none, Op::transpose, 1.0f, x, w, 0.0f, product);
     gemm(exec, Op::none, Op::none, 1.0f, ConstA(product), w, 0.0f, dx);
-    gemm(exec, Op::transpose, Op::none, 1.0f, ConstA(logits), x, 1.0f, dw);
+    if (cols == v) {
+      gemm(exec, Op::transpose, Op::none, 1.0f, ConstA(logits), x, 1.0f, dw);
+    } else {
+      // As OutputHead runs it: dW as wide as the products, its vocabulary rows added to the gradient.
+      gemm(exec, Op::transpose, Op::none, 1.0f, ConstA(product), x, 0.0f, dw_wide);
+      ops::add_into<float>(exec, Kokkos::subview(dw_wide, first(v), Kokkos::ALL()), dw);
+    }
   };
   return fastest_of_three(exec, products);
 }

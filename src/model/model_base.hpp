@@ -24,6 +24,7 @@
 #include "model/gemm/gemm.hpp"
 #include "model/language_model.hpp"
 #include "model/ops/cross_entropy.hpp"
+#include "model/ops/elementwise.hpp"
 #include "model/ops/embedding.hpp"
 #include "model/parameters.hpp"
 #include "model/storage.hpp"
@@ -43,13 +44,16 @@ class OutputHead {
         losses_(prefix + "losses", max_rows),
         scratch_(prefix + "loss_scratch"),
         vocab_(vocab) {
-    if (padded_products(vocab, padded)) padded_weights_ = Matrix<A>(prefix + "head_weights_padded", row_stride(vocab), width);
+    if (padded_products(vocab, padded)) {
+      padded_weights_ = Matrix<A>(prefix + "head_weights_padded", row_stride(vocab), width);
+      padded_grad_ = Matrix<T>(prefix + "head_grad_padded", row_stride(vocab), width);
+    }
   }
   // What the constructor allocates.
   static std::size_t bytes(std::size_t max_rows, std::size_t vocab, std::size_t width,
                            bool padded = backend::Traits::padded_head_products) {
     return max_rows * row_stride(vocab) * sizeof(A) + 2 * max_rows * sizeof(T) + sizeof(double) +
-           (padded_products(vocab, padded) ? row_stride(vocab) * width * sizeof(A) : 0);
+           (padded_products(vocab, padded) ? row_stride(vocab) * width * (sizeof(A) + sizeof(T)) : 0);
   }
   // Elements from one row of logits to the next: the vocabulary rounded up to 64. The three
   // products of the head read or write the logits, and cuBLASLt's Hopper kernels need every row of
@@ -57,11 +61,12 @@ class OutputHead {
   // would go to its kernels for 2-byte-aligned rows. The model and its vocabulary stay as they
   // are; the softmax and the loss read the first `vocab` columns only.
   static constexpr std::size_t row_stride(std::size_t vocab) { return (vocab + 63) / 64 * 64; }
-  // Whether the logits and dx products run row_stride wide: cuBLASLt picks no fast kernel for a
-  // side of 50,257 even with aligned rows (95 and 131 TFLOP/s against 711 and 838 at 50,304 on an
-  // H100). The weights are copied, before each forward, into a matrix of row_stride rows whose
-  // rows past the vocabulary stay zero: the padded logits come out exactly zero, so dx's sum over
-  // them adds nothing. dW's product keeps the vocabulary's rows (it runs at full speed).
+  // Whether the head's three products run row_stride wide: cuBLASLt picks no fast kernel for a side
+  // of 50,257 even with aligned rows (95 and 131 TFLOP/s against 711 and 838 at 50,304 on an H100;
+  // dW's 511 on an H200). The weights are copied, before each forward, into a matrix of row_stride
+  // rows whose rows past the vocabulary stay zero: the padded logits come out exactly zero, so dx's
+  // sum over them adds nothing and dW's padded rows are zero. dW is written row_stride wide into a
+  // scratch of its own, whose vocabulary rows are then added to the gradient.
   static constexpr bool padded_products(std::size_t vocab, bool padded) { return padded && row_stride(vocab) != vocab; }
 
   // Adds the mean loss of x (N, C) through the head's weights w (V, C) to loss_sum.
@@ -93,7 +98,8 @@ class OutputHead {
                                           logits(n));
     using ConstZ = Kokkos::View<const A**, Layout, MemSpace>;
     gemm(exec, Op::none, Op::none, T(1), ConstZ(padded_logits(n)), ConstMatrix<A>(padded_weights_), T(0), dx);
-    gemm(exec, Op::transpose, Op::none, T(1), ConstZ(logits(n)), x, T(1), dw);
+    gemm(exec, Op::transpose, Op::none, T(1), ConstZ(padded_logits(n)), x, T(0), padded_grad_);
+    ops::add_into<T>(exec, Kokkos::subview(padded_grad_, std::make_pair(std::size_t(0), vocab_), Kokkos::ALL()), dw);
   }
   // The capped logits of the last forward, in T (the stored ones are overwritten by the backward).
   Matrix<T> capped_logits(const ExecSpace& exec, T softcap) const {
@@ -109,6 +115,7 @@ class OutputHead {
   Buffer<T> lse_, losses_;
   Kokkos::View<double, MemSpace> scratch_;
   Matrix<A> padded_weights_;  // (row_stride, C) when the products run padded, else empty
+  Matrix<T> padded_grad_;     // dW of the padded product (row_stride, C), the same way
   std::size_t vocab_ = 0, rows_ = 0;
 };
 

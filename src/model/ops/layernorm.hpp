@@ -193,6 +193,37 @@ void layernorm_forward(const ExecSpace& exec, const X& x, const W& w, const B& b
       });
 }
 
+namespace detail {
+
+// The weight and bias gradients' terms of a row, for W consecutive columns (ColumnSums::run_packed):
+// dy (x - mean) rstd and dy.
+template <class T, class X, class DY>
+struct LayerNormParamTerms {
+  using AX = std::remove_const_t<typename X::value_type>;
+  using ADY = std::remove_const_t<typename DY::value_type>;
+  RowView<const AX> x;
+  RowView<const ADY> dy;
+  const T* mean;
+  const T* rstd;
+  template <int W>
+  KOKKOS_INLINE_FUNCTION void terms(std::size_t i, std::size_t j, T (*acc)[W]) const {
+    T g[W], v[W];
+    load_values<W>(&dy(i, j), g);
+    load_values<W>(&x(i, j), v);
+    const T mu = mean[i], r = rstd[i];
+    for (int w = 0; w < W; ++w) {
+      acc[0][w] += g[w] * (v[w] - mu) * r;
+      acc[1][w] += g[w];
+    }
+  }
+  template <int W>
+  bool packs_fit() const {
+    return packs_aligned<W>(x) && packs_aligned<W>(dy);
+  }
+};
+
+}  // namespace detail
+
 template <class T, bool Packs = backend::Traits::packed_elementwise, class X, class W, class DY, class DX, class DW>
 void layernorm_backward(const ExecSpace& exec, const X& x, const W& w, const ConstVector<T>& mean,
                         const ConstVector<T>& rstd, const DY& dy, const DX& dx, const DW& dw, const DW& db,
@@ -203,13 +234,10 @@ void layernorm_backward(const ExecSpace& exec, const X& x, const W& w, const Con
   } else {
     detail::layernorm_backward_input_rows(exec, x, w, mean, rstd, dy, dx, accumulate);
   }
-  ColumnSums<T, 2>::run(
-      exec, "kgpt::layernorm::backward_params", x.extent(0), x.extent(1), partials,
-      KOKKOS_LAMBDA(const std::size_t i, const std::size_t j, T* acc) {
-        const T g = T(dy(i, j));
-        acc[0] += g * (T(x(i, j)) - mean(i)) * rstd(i);
-        acc[1] += g;
-      },
+  using Terms = detail::LayerNormParamTerms<T, X, DY>;
+  const Terms terms{RowView<const typename Terms::AX>(x), RowView<const typename Terms::ADY>(dy), mean.data(), rstd.data()};
+  ColumnSums<T, 2>::template run_packed<detail::pack_of<X, DY>(), Packs>(
+      exec, "kgpt::layernorm::backward_params", x.extent(0), x.extent(1), partials, terms,
       KOKKOS_LAMBDA(const int k, const std::size_t j, const T sum) {
         if (k == 0) dw(j) += sum;
         else db(j) += sum;

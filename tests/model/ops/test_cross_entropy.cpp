@@ -329,8 +329,8 @@ TEST_CASE("the packed cross-entropy backward matches finite differences", "[mode
 }
 
 namespace {
-// Loss, dx and dW of the model's output head (model_base.hpp) with its logits and dx products run
-// as wide as the vocabulary or padded to the logits' rows.
+// Loss, dx and dW of the model's output head (model_base.hpp) with its three products run as wide
+// as the vocabulary or padded to the logits' rows.
 template <class A>
 auto output_head(const Matrix<double>& x, const Matrix<double>& w, const TokenMatrix& targets, float cap, bool padded) {
   const std::size_t n = x.extent(0), c = x.extent(1), v = w.extent(0);
@@ -377,9 +377,9 @@ TEST_CASE("the output head's products padded to its logits' rows give the loss a
       check_padded_products<bf16>(x, w, targets, cap);
     }
   }
-  // The padded weights (64 rows of C) are the only memory it adds, and only where V is not a
-  // multiple of 64.
+  // The padded weights and the padded weight gradient (64 rows of C each) are the only memory it
+  // adds, and only where V is not a multiple of 64.
   using Head = model::OutputHead<float, bf16>;
-  CHECK(Head::bytes(n, 37, c, true) - Head::bytes(n, 37, c, false) == 64 * c * sizeof(bf16));
+  CHECK(Head::bytes(n, 37, c, true) - Head::bytes(n, 37, c, false) == 64 * c * (sizeof(bf16) + sizeof(float)));
   CHECK(Head::bytes(n, 64, c, true) == Head::bytes(n, 64, c, false));
 }
