@@ -22,11 +22,14 @@
 #           non-deterministic backward (PyTorch's flash backward is not deterministic either):
 #           tokens/s, the ceilings measured in the same run, the five costliest ops
 #   variants  the same benches with the decks' deterministic backward, with Zipf tokens, in fp32,
+#           for golf as one rank of 8 sharing Muon (--muon-share 8) and at parallel.zero_stage: 1,
 #           and for gpt2 with GELU apart from its products
 #   train_bench  kgpt train of the golf deck for 12 steps (tokens/s against the bench's)
 #   torch   bench/torch_reference.py (compiled whole, flash SDPA pinned, Newton-Schulz compiled, gpt2
 #           padded to 50,304) for golf, golf as one rank of 8 sharing Muon, gpt2-124M and the 1.3B
 #           shape, on the same GPU
+#   world8  one rank of an 8-GPU golf job without its communication (one micro-step, a share of
+#           Muon), kgpt and PyTorch: the per-rank figures of bench/scaling.py's 8-GPU model
 #   scale   the 1.3B deck: its memory plan against this GPU's memory (kgpt check), then kgpt bench
 #           of it on one GPU (8 micro-steps of 4 x 2048, non-deterministic backward) with
 #           train.recompute none and block: the plan beside the measured view_peak_mb (cuDNN's real
@@ -248,6 +251,10 @@ for step in "${steps[@]}"; do
         if [ "$deck" = gpt2 ]; then
           deck_args+=("${gelu[@]}")
           [ ${#gelu[@]} -eq 0 ] && variants=("gelu_apart:--set model.gelu_epilogue=false" "${variants[@]}")
+        else
+          # One rank of 8 sharing Muon (its Newton-Schulz share, every update applied), and the
+          # optimizer's stage-1 path, which one rank runs whole.
+          variants=("muon_share8:--muon-share 8" "zero1:--set parallel.zero_stage=1" "${variants[@]}")
         fi
         for variant in "${variants[@]}"; do
           label=${variant%%:*} variant_options=${variant#*:}
@@ -258,7 +265,7 @@ for step in "${steps[@]}"; do
           [ "$label" = deterministic ] && like=()
           run "bench $deck $label" 120 "${kgpt_env[@]}" "$kgpt" bench "${deck_args[@]}" "${precision[@]}" "${attention[@]}" "${like[@]}" $variant_options \
             --steps 3 --warmup 1
-          say "bench $deck $label: exit $status $(output | grep -E '^(tok/s|view_peak)|error' | tail -n 3 | paste -sd' ')"
+          say "bench $deck $label: exit $status $(output | grep -E '^(tok/s|view_peak|muon_share)|error' | tail -n 4 | paste -sd' ')"
           pack
         done
       done
@@ -285,6 +292,21 @@ for step in "${steps[@]}"; do
         pack
       done
       ;;
+    world8)
+      # One rank of an 8-GPU golf job, less its communication: one micro-step of 64 x 1024 (accum 8
+      # over 8 ranks) and its share of Muon, kgpt and PyTorch on the same GPU; bench/scaling.py adds
+      # the all-reduce and the Muon exchange at NVLink bandwidth.
+      bench_deck golf
+      mkdir -p "$work/torch"
+      run "bench golf one rank of 8" 120 "${kgpt_env[@]}" "$kgpt" bench "${deck_args[@]}" --set train.precision=bf16 \
+        --set train.accum_total=1 --set train.global_batch_tokens=65536 "${attention[@]}" "${like_torch[@]}" \
+        --muon-share 8 --steps 20 --warmup 3
+      say "bench golf one rank of 8 (1 micro-step, Muon share of 8): exit $status $(output | grep -E '^(tok/s|muon_share)|error' | paste -sd' ')"
+      run "torch golf one rank of 8" 240 "$python" "$tree/bench/torch_reference.py" golf --batch 64 --seq 1024 --accum 1 \
+        --steps 20 --warmup 5 --muon-world 8 --json "$work/torch/golf_rank_of_8.json"
+      say "torch golf one rank of 8: exit $status $(output | grep 'torch_reference family' | tail -n 1)"
+      pack
+      ;;
     scale)
       big=(inputs/llm_1p3b_8xh100.yaml --set parallel.device_memory_gib=0 "${gelu[@]}")   # a gpt2 deck
       run "check 1.3B plan" 60 "${kgpt_env[@]}" "$kgpt" check "${big[@]}" --world-size 8 --no-data
@@ -299,7 +321,7 @@ for step in "${steps[@]}"; do
         pack
       done
       ;;
-    *) say "unknown step '$step' (device, tests, train, bench, variants, train_bench, torch, scale)" ;;
+    *) say "unknown step '$step' (device, tests, train, bench, variants, train_bench, torch, world8, scale)" ;;
   esac
 done
 say "== done in $(($(date +%s) - start_s))s"

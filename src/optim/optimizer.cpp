@@ -314,7 +314,8 @@ void Optimizer<T>::step(const ExecSpace& exec, int step, double lr_multiplier, c
     }
     double* fused_norm = norm_sq != nullptr ? norm_parts_.data() + entries.size() : nullptr;
     adam_update_all<T>(exec, params_.values().data(), params_.grads().data(), m_.data(), v_.data(),
-                       adam_segments_, adam_chunks_, AdamStep<T>(groups, step + 1), grad_factor, fused_norm);
+                       adam_segments_, adam_chunks_, AdamStep<T>(groups, step + 1), grad_factor, fused_norm,
+                       packed_adam_);
   }
   if (muon_) {
     const double lr = group_lr(model::ParamGroup::matrix) * lr_multiplier;

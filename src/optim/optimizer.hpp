@@ -81,9 +81,11 @@ class Optimizer {
             double* norm_sq = nullptr);
   double group_lr(model::ParamGroup group) const;
   // Whether the tensors Adam updates go in one launch (adam_update_all), as on a GPU, or one launch
-  // each, as on the host (where each is one vectorised loop); tests run both.
-  void fuse_adam(bool fused) {
+  // each, as on the host (where each is one vectorised loop); and whether that launch reads 16 bytes
+  // per thread (a GPU's way). Tests run every arrangement.
+  void fuse_adam(bool fused, bool packs = backend::Traits::packed_elementwise) {
     fused_adam_ = fused;
+    packed_adam_ = packs;
     Kokkos::deep_copy(norm_parts_, 0.0);  // the norm's parts of one arrangement only
   }
   // Bytes of device memory the constructor allocates for parameters of this layout (the state and
@@ -171,6 +173,7 @@ class Optimizer {
   Kokkos::View<AdamSegment*, MemSpace> adam_segments_;
   std::size_t adam_chunks_ = 0;
   bool fused_adam_ = backend::Traits::fused_adam;
+  bool packed_adam_ = backend::Traits::packed_elementwise;
 };
 
 // The squared L2 norm of grads[begin, end) into norm_sq (a device scalar; nothing waits for it).

@@ -20,6 +20,7 @@
 #include "core/views.hpp"
 #include "optim/newton_schulz.hpp"
 #include "core/kernel.hpp"
+#include "model/ops/launch.hpp"
 
 namespace kgpt::optim {
 
@@ -175,30 +176,59 @@ struct AdamChunks {
     adam_element(p[seg.param + i], m[seg.state + i], v[seg.state + i], T(g[seg.param + i] * factor.get()), s.b1, s.b2,
                  s.eps, s.decay[seg.group], s.step_size[seg.group], s.inverse_sqrt_c2);
   }
+  // Elements i .. i + W of the segment (those before `end`): with W > 1 and all W there, 16-byte
+  // loads and stores of each array; the same arithmetic as update().
+  template <int W>
+  KOKKOS_INLINE_FUNCTION void update_pack(const AdamSegment& seg, std::size_t i, std::size_t end) const {
+    if (W == 1 || i + W > end) {
+      for (std::size_t e = i; e < i + W && e < end; ++e) update(seg, e);
+      return;
+    }
+    T pv[W], gv[W], mv[W], vv[W];
+    model::ops::detail::load_values<W>(p + seg.param + i, pv);
+    model::ops::detail::load_values<W>(g + seg.param + i, gv);
+    model::ops::detail::load_values<W>(m + seg.state + i, mv);
+    model::ops::detail::load_values<W>(v + seg.state + i, vv);
+    const T f = factor.get();
+    for (int k = 0; k < W; ++k) {
+      adam_element(pv[k], mv[k], vv[k], T(gv[k] * f), s.b1, s.b2, s.eps, s.decay[seg.group], s.step_size[seg.group],
+                   s.inverse_sqrt_c2);
+    }
+    model::ops::detail::store_values<W>(p + seg.param + i, pv);
+    model::ops::detail::store_values<W>(m + seg.state + i, mv);
+    model::ops::detail::store_values<W>(v + seg.state + i, vv);
+  }
 };
 
-template <class T>
+// A thread per element, or (W > 1, a GPU's way) per W consecutive elements read and written 16
+// bytes at a time: every segment starts on the buffers' alignment (16 elements) and so does every
+// chunk, so packs are aligned; a segment's last few elements go one at a time.
+template <class T, int W>
 struct AdamChunksUpdate : AdamChunks<T> {
   KOKKOS_INLINE_FUNCTION void operator()(const typename AdamChunks<T>::Team& team) const {
     std::size_t begin = 0, end = 0;
     const AdamSegment seg = this->find(static_cast<std::size_t>(team.league_rank()), begin, end);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, begin, end), [&](const std::size_t i) { this->update(seg, i); });
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, std::size_t(0), (end - begin + W - 1) / W),
+                         [&](const std::size_t k) { this->template update_pack<W>(seg, begin + k * W, end); });
   }
 };
 
 // The same, and the sum of the squared raw gradients of each chunk.
-template <class T>
+template <class T, int W>
 struct AdamChunksUpdateNorm : AdamChunks<T> {
   KOKKOS_INLINE_FUNCTION void operator()(const typename AdamChunks<T>::Team& team, double& sum) const {
     std::size_t begin = 0, end = 0;
     const AdamSegment seg = this->find(static_cast<std::size_t>(team.league_rank()), begin, end);
     double part = 0;
     Kokkos::parallel_reduce(
-        Kokkos::TeamThreadRange(team, begin, end),
-        [&](const std::size_t i, double& acc) {
-          this->update(seg, i);
-          const double raw = static_cast<double>(this->g[seg.param + i]);
-          acc += raw * raw;
+        Kokkos::TeamThreadRange(team, std::size_t(0), (end - begin + W - 1) / W),
+        [&](const std::size_t k, double& acc) {
+          const std::size_t i = begin + k * W;
+          this->template update_pack<W>(seg, i, end);
+          for (std::size_t e = i; e < i + W && e < end; ++e) {
+            const double raw = static_cast<double>(this->g[seg.param + e]);
+            acc += raw * raw;
+          }
         },
         part);
     Kokkos::single(Kokkos::PerTeam(team), [&]() { sum += part; });
@@ -208,17 +238,24 @@ struct AdamChunksUpdateNorm : AdamChunks<T> {
 // adam_update of every segment in one launch (gpt2-124M's 148 tensors took 4.5 ms on an H100 one
 // launch each, for 3.5 GB moved: 1.2 ms at the copy rate), with norm the squared norm of all their
 // raw gradients: per chunk, then over the chunks.
+// `packs`: 16 bytes of each array per thread (a GPU's way); else an element per thread.
 template <class T>
 void adam_update_all(const ExecSpace& exec, T* p, const T* g, T* m, T* v,
                      const Kokkos::View<const AdamSegment*, MemSpace>& segments, std::size_t chunks,
-                     const AdamStep<T>& s, const double* grad_factor = nullptr, double* norm = nullptr) {
+                     const AdamStep<T>& s, const double* grad_factor = nullptr, double* norm = nullptr,
+                     bool packs = backend::Traits::packed_elementwise) {
   if (segments.extent(0) == 0 || chunks == 0) return;
+  constexpr int W = 16 / sizeof(T);
   const AdamChunks<T> all{p, g, m, v, segments, s, GradFactor<T>(grad_factor)};
   const Kokkos::TeamPolicy<ExecSpace> policy(exec, static_cast<int>(chunks), Kokkos::AUTO);
   if (norm == nullptr) {
-    kgpt::parallel_for("kgpt::adam::update_all", policy, AdamChunksUpdate<T>{all});
+    if (packs) kgpt::parallel_for("kgpt::adam::update_all", policy, AdamChunksUpdate<T, W>{all});
+    else kgpt::parallel_for("kgpt::adam::update_all", policy, AdamChunksUpdate<T, 1>{all});
+  } else if (packs) {
+    Kokkos::parallel_reduce("kgpt::adam::update_all", policy, AdamChunksUpdateNorm<T, W>{all},
+                            Kokkos::View<double, MemSpace>(norm));
   } else {
-    Kokkos::parallel_reduce("kgpt::adam::update_all", policy, AdamChunksUpdateNorm<T>{all},
+    Kokkos::parallel_reduce("kgpt::adam::update_all", policy, AdamChunksUpdateNorm<T, 1>{all},
                             Kokkos::View<double, MemSpace>(norm));
   }
 }

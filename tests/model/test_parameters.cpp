@@ -113,3 +113,30 @@ TEST_CASE("an untied golf head is zero and the untied embedding N(0, 1), as para
   m.tie_embeddings = true;
   CHECK_FALSE(model::family("golf").layout(m, 1024).contains("lm_head.weight"));
 }
+
+TEST_CASE("the bf16 weight shadow rounds every value, 8 at a time where the buffer allows it", "[model][parameters][bf16]") {
+  // 1,000 values: whole packs of 8; 1,003: not (one value a thread). Values around 1 with bits below
+  // bf16's precision, halfway cases and signed zeros among them.
+  for (const std::size_t n : {std::size_t(1000), std::size_t(1003)}) {
+    INFO(n << " values");
+    Vector<float> values("values", n);
+    auto host = Kokkos::create_mirror_view(values);
+    for (std::size_t i = 0; i < n; ++i) {
+      host(i) = static_cast<float>(std::ldexp(1.0 + static_cast<double>(i % 257) / 256.0 + 1.0 / 65536.0, int(i % 7) - 3)) *
+                (i % 2 ? -1.0f : 1.0f);
+    }
+    host(3) = -0.0f;
+    Kokkos::deep_copy(values, host);
+    Vector<bf16> packed("packed", n), alone("alone", n);
+    model::refresh_shadow<float, bf16, true>(ExecSpace(), values, packed);
+    model::refresh_shadow<float, bf16, false>(ExecSpace(), values, alone);
+    auto a = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), packed);
+    auto b = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), alone);
+    int wrong = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      wrong += a(i).bits != b(i).bits;
+      wrong += b(i).bits != bf16(host(i)).bits;  // round to nearest even, as bf16 defines it
+    }
+    CHECK(wrong == 0);
+  }
+}

@@ -103,13 +103,15 @@ TEST_CASE("each tensor keeps only its optimizer's state and steps as it would al
   const auto matrix_optimizer = GENERATE(config::MatrixOptimizer::muon, config::MatrixOptimizer::adamw);
   const config::Config c = golf_config(matrix_optimizer);
   const bool muon = matrix_optimizer == config::MatrixOptimizer::muon;
-  // Adam's tensors one launch each (the host's way) or all in one (a GPU's).
-  const bool fused = GENERATE(false, true);
-  INFO((muon ? "muon" : "adamw") << (fused ? ", Adam's tensors in one launch" : ", Adam's tensors one by one"));
+  // Adam's tensors one launch each (the host's way) or all in one (a GPU's), in 16-byte packs or not.
+  const int arrangement = GENERATE(0, 1, 2);
+  const bool fused = arrangement > 0, packs = arrangement == 2;
+  INFO((muon ? "muon" : "adamw") << (fused ? ", Adam's tensors in one launch" : ", Adam's tensors one by one")
+                                 << (packs ? ", 16 bytes per thread" : ""));
   model::GolfModel<double> model(c.model, 2, 8);
   model::initialize(model.parameters(), 5);
   optim::Optimizer<double> optimizer(model.parameters(), c);
-  optimizer.fuse_adam(fused);
+  optimizer.fuse_adam(fused, packs);
   const auto& layout = model.parameters().layout();
   const std::vector<double> start = to_host(model.parameters().values());
   std::vector<AloneTensor> alone;
@@ -260,6 +262,7 @@ TEST_CASE("Muon shared by several ranks updates every matrix as one rank does, b
   config::Config c = golf_config(config::MatrixOptimizer::muon);
   const bool bf16 = GENERATE(false, true);
   c.model.precision = bf16 ? config::Precision::bf16 : config::Precision::fp32;
+  c.model.attention = config::Attention::gemm;  // no forward runs here; any attention builds
   const int ranks = GENERATE(2, 3, 4);
   INFO(ranks << " ranks, Newton-Schulz in " << (bf16 ? "bf16" : "fp32"));
   model::GolfModel<float> reference(c.model, 2, 8);

@@ -6,6 +6,8 @@
 // Two ranks and more: tests/parallel/nccl_probe.cpp.
 #include <catch2/catch.hpp>
 
+#include "core/backend.hpp"
+
 #if KGPT_BACKEND_CUDA && defined(KGPT_HAVE_NCCL)
 
 #include <cstring>

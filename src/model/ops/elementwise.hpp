@@ -147,7 +147,9 @@ template <class T, bool Packs = backend::Traits::packed_elementwise, class X, cl
 void mix_backward(const ExecSpace& exec, const X& x_in, const X& x0, const Mix& mix, const DX& dx, const DX& dx0,
                   const DMix& dmix, const Workspace<T>& partials = {}) {
   using Terms = MixTerms<T, X, DX, std::remove_const_t<typename Mix::value_type>>;
-  const Terms terms{ConstRows<X>(x_in), ConstRows<X>(x0), Rows<DX>(dx), Rows<DX>(dx0), &mix(0, 0), &mix(1, 0)};
+  // The rows of mix (2, C) by pointer arithmetic: the View is in the device's memory.
+  const Terms terms{ConstRows<X>(x_in), ConstRows<X>(x0), Rows<DX>(dx), Rows<DX>(dx0), mix.data(),
+                    mix.data() + (mix.extent(0) > 1 ? mix.stride(0) : mix.extent(1))};
   ColumnSums<T, 2>::template run_packed<pack_width<X, DX>(), Packs>(
       exec, "kgpt::residual_mix::backward", x_in.extent(0), x_in.extent(1), partials, terms,
       KOKKOS_LAMBDA(const int k, const std::size_t j, const T sum) { dmix(k, j) += sum; });
