@@ -11,6 +11,7 @@
 #if KGPT_BACKEND_CUDA && defined(KGPT_HAVE_NCCL)
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/host_copy.hpp"
@@ -30,7 +31,8 @@ TEST_CASE("NCCL on one rank: averaging, owners, all-gather, sums and Muon's exch
   random::fill_normal(grads, 5, 0, 1.0);
   const std::vector<float> before = to_host(grads);
   for (const bool owners : {false, true}) {
-    INFO(owners ? "reduce to the owner, then all-gather (zero stage 1)" : "all-reduce in buckets");
+    const std::string arrangement = owners ? "reduce to the owner, then all-gather (zero stage 1)" : "all-reduce in buckets";
+    INFO(arrangement);
     parallel::AveragingSettings settings;
     settings.bucket_elements = 1000;
     if (owners) settings.owners = {{0, n}};
