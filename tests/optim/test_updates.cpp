@@ -165,3 +165,30 @@ TEST_CASE("Adam and AdamW steps against hand-computed values", "[optim][adam]") 
   auto hp2 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p2);
   CHECK(hp2(0) == Approx(3.0 * (1 - 0.1 * 0.5) + 0.1 * 0.2 / (0.2 + 1e-8)).epsilon(1e-14));
 }
+
+TEST_CASE("Newton-Schulz of a batch: each matrix as alone, its norm summed in parts or whole", "[optim][muon]") {
+  // Three 24 x 8 matrices together (transposed to 8 x 24), against each one alone with the plain
+  // iteration; the norms in parts of 7 elements (as a GPU sums them, in parts of 16,384) and whole.
+  const std::size_t count = 3, rows = 24, cols = 8, size = rows * cols;
+  Vector<double> g("g", count * size);
+  random::fill_normal(g, 201, 0, 1.0);
+  const std::vector<double> host = [&] {
+    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g);
+    return std::vector<double>(h.data(), h.data() + h.size());
+  }();
+  for (const std::size_t part : {std::size_t(0), std::size_t(7)}) {
+    INFO("norm parts of " << part << " elements (0: whole)");
+    optim::NewtonSchulzWorkspace<double> work(count * size, count * cols * cols, count, part);
+    const auto o = optim::newton_schulz_batch<double, double>(ExecSpace(), g.data(), rows, cols, count, 5, work);
+    REQUIRE(o.transposed);
+    for (std::size_t k = 0; k < count; ++k) {
+      HostMatrix alone(rows, std::vector<double>(cols));
+      for (std::size_t i = 0; i < rows; ++i)
+        for (std::size_t j = 0; j < cols; ++j) alone[i][j] = host[k * size + i * cols + j];
+      const HostMatrix expected = reference_newton_schulz(alone, 5);
+      const HostMatrix got = to_host(o.item(k));  // (cols, rows): the transpose
+      for (std::size_t i = 0; i < rows; ++i)
+        for (std::size_t j = 0; j < cols; ++j) REQUIRE(got[j][i] == Approx(expected[i][j]).margin(1e-10));
+    }
+  }
+}
