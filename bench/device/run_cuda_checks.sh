@@ -297,11 +297,12 @@ for step in "${steps[@]}"; do
       # over 8 ranks) and its share of Muon, kgpt and PyTorch on the same GPU; bench/scaling.py adds
       # the all-reduce and the Muon exchange at NVLink bandwidth.
       bench_deck golf
-      mkdir -p "$work/torch"
+      mkdir -p "$work/torch" "$work/bench"
       run "bench golf one rank of 8" 120 "${kgpt_env[@]}" "$kgpt" bench "${deck_args[@]}" --set train.precision=bf16 \
         --set train.accum_total=1 --set train.global_batch_tokens=65536 "${attention[@]}" "${like_torch[@]}" \
-        --muon-share 8 --steps 20 --warmup 3
-      say "bench golf one rank of 8 (1 micro-step, Muon share of 8): exit $status $(output | grep -E '^(tok/s|muon_share)|error' | paste -sd' ')"
+        --muon-share 8 --steps 20 --warmup 3 --profile
+      output > "$work/bench/golf_rank_of_8_profile.txt"
+      say "bench golf one rank of 8 (1 micro-step, Muon share of 8): exit $status $(output | grep -E '^(tok/s|muon_share|profile steps)|error' | paste -sd' ')"
       run "torch golf one rank of 8" 240 "$python" "$tree/bench/torch_reference.py" golf --batch 64 --seq 1024 --accum 1 \
         --steps 20 --warmup 5 --muon-world 8 --json "$work/torch/golf_rank_of_8.json"
       say "torch golf one rank of 8: exit $status $(output | grep 'torch_reference family' | tail -n 1)"
