@@ -12,6 +12,7 @@
 #include "core/profile.hpp"
 #include "parallel/world.hpp"
 #include "train/bench.hpp"
+#include "train/blas_report.hpp"
 #include "train/memory_plan.hpp"
 
 namespace kgpt::app {
@@ -153,6 +154,7 @@ int run_bench(const ParsedArgs& args) {
     }
   });
   const train::BenchResult r = train::run_bench(deck, options);
+  const std::string blas = train::blas_report();  // a collective: every rank, before rank 0 alone goes on
   // The plan is the largest rank's (ranks differ under parallel.zero_stage: 1): so is the peak printed.
   const double view_peak = parallel::max(r.view_peak_bytes);
   if (parallel::world().rank != 0) return 0;
@@ -166,7 +168,7 @@ int run_bench(const ParsedArgs& args) {
                 deck.config.train.global_batch_tokens, deck.plan.local_sequences, deck.plan.seq_len,
                 deck.plan.grad_accum_steps, r.tokens_per_s, r.step_ms, r.flops_per_token, r.model_flops / 1e9,
                 r.sgemm_flops / 1e9, r.model_flops / r.sgemm_flops);
-  std::cout << line;
+  std::cout << blas << "\n" << line;
   // The ceilings a bf16 model and a GPU's memory-bound kernels are read against.
   if (r.bf16_gemm_flops > 0) {
     std::snprintf(line, sizeof(line), " bf16_gemm_gflops:%.1f bf16_ratio:%.2f", r.bf16_gemm_flops / 1e9,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "core/blas.hpp"
 #include "core/error.hpp"
 #include "core/kokkos_compat.hpp"
 #include "core/text.hpp"
@@ -122,6 +123,9 @@ int run_on_ranks(const kgpt::app::Command& command, const kgpt::app::ParsedArgs&
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before anything else, on every rank: OpenBLAS reads OPENBLAS_CORETYPE when it loads, so where it
+  // chose a kernel below this CPU's vector units this sets it and runs kgpt again (core/blas.hpp).
+  kgpt::choose_blas_kernel(argv);
   // A write past the file size limit (ulimit -f) then fails with EFBIG and is reported with the
   // file's name, instead of killing the process with SIGXFSZ.
   std::signal(SIGXFSZ, SIG_IGN);

@@ -1,6 +1,7 @@
 #include <sstream>
 
 #include "commands.hpp"
+#include "core/blas.hpp"
 #include "core/versions.hpp"
 
 namespace kgpt::app {
@@ -15,7 +16,8 @@ std::string version_text() {
       << "HDF5 " << v.hdf5 << "\n"
       << "yaml-cpp " << v.yaml_cpp << "\n"
       << "NCCL: " << v.nccl << (v.nccl.rfind("none", 0) == 0 ? "; gradients are averaged with MPI" : "") << "\n"
-      << "cuDNN: " << v.cudnn << "\n";
+      << "cuDNN: " << v.cudnn << "\n"
+      << "BLAS: " << describe_blas(blas_info()) << "\n";
   return out.str();
 }
 

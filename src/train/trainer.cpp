@@ -21,6 +21,7 @@
 #include "train/checkpoint.hpp"
 #include "inference/evaluator.hpp"
 #include "inference/hf.hpp"
+#include "train/blas_report.hpp"
 #include "train/progress.hpp"
 #include "train/signals.hpp"
 #include "train/step.hpp"
@@ -234,6 +235,7 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
   log.line("grad_averaging:" + std::string(train_step.averager().transport()) +
            " overlap:" + (c.parallel.overlap ? "on" : "off") + " bucket_mb:" + significant(c.parallel.bucket_mb) +
            " param_checksum:" + (world.size > 1 ? "equal on all ranks" : "single rank"));
+  log.line(blas_report());
   log.line("val_tokens:" + std::to_string(run.evaluator->tokens()) + " iterations:" + std::to_string(c.train.iterations) +
            " stall_watchdog:" + watchdog.summary());
 

@@ -204,6 +204,9 @@ def scenario_others(cluster, kgpt, data_dir, state_dir, tmp):
     runs = os.path.join(work, "runs")
     short = ["--set", "train.iterations=5", "--set", f"run.out_dir={runs}"]
     env = job_environment(kgpt)
+    version = subprocess.run([kgpt, "--version"], env={**os.environ, **env}, capture_output=True, text=True).stdout
+    kernel = next((line.split("kernel ")[1].split(",")[0] for line in version.splitlines()
+                   if line.startswith("BLAS: ") and "kernel " in line), "")
     good = []
     for script, options, ranks, name in (("cpu.sbatch", [], 4, "kgpt-cpu"),
                                           ("multinode.sbatch", ["--nodes=1"], 8, "kgpt-multinode")):
@@ -213,6 +216,10 @@ def scenario_others(cluster, kgpt, data_dir, state_dir, tmp):
         check(final.state == "COMPLETED" and final.exit_status == 0, f"{script} job {job}: {cluster.job_report(job)}")
         log = read_text(os.path.join(runs, f"tiny_parallel-{job}", "log.txt"))
         check(f"world_size:{ranks} " in log and "step:5/5 val_loss:" in log, f"{script}: {ranks} ranks, 5 steps")
+        # Under srun every rank chooses the BLAS kernel as kgpt alone does here (core/blas.hpp).
+        blas = [line for line in log.splitlines() if line.startswith("blas: ")]
+        check(len(blas) == 1 and blas[0].endswith("; every rank the same") and f"kernel {kernel}," in blas[0],
+              f"{script}: every rank runs the BLAS kernel kgpt runs alone ({kernel}): {blas}")
         check(f"== kgpt job {job} ({name})" in read_text(os.path.join(work, f"{name}-{job}.out")), f"{script} output file")
 
     # Bad input ends the job with exit code 2 and one message naming the problem; nothing is requeued.
