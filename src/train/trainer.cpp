@@ -262,7 +262,7 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
     summary.steps = done;
     summary.final_train_loss = m.loss;
     summary.history.push_back(
-        {m.loss, m.averaging.calls, m.averaging.bytes, m.averaging.calls_before_last_micro_step,
+        {m.loss, m.grad_norm, m.averaging.calls, m.averaging.bytes, m.averaging.calls_before_last_micro_step,
          m.averaging.gather_calls, m.averaging.gather_bytes});
     if (every(c.parallel.check_every, done)) check_parameters_agree(values, "after step " + std::to_string(done));
     // Signals reach each rank on its own: all act on them at the same step.

@@ -19,6 +19,7 @@ namespace kgpt::train {
 
 struct StepRecord {
   double train_loss = 0.0;  // mean over ranks and micro-steps
+  double grad_norm = 0.0;   // of the averaged gradient, before clipping
   long long allreduce_calls = 0, allreduce_bytes = 0, allreduce_calls_before_last_micro_step = 0;
   long long allgather_calls = 0, allgather_bytes = 0;  // parallel.zero_stage: 1's parameter all-gather
 };

@@ -1,6 +1,6 @@
 // Trains a deck on every rank of an MPI job, as `kgpt train` does, and has each rank write what
-// the data-parallel tests compare to <out>.rank<R>.h5: the per-step train losses and gradient
-// averaging counters, the val results, and this rank's final parameters.
+// the data-parallel tests compare to <out>.rank<R>.h5: the per-step train losses, gradient norms and
+// gradient averaging counters, the clipping norm, the val results, and this rank's final parameters.
 //   mpiexec -n W train_ranks DECK OUT [section.key=value]...
 
 #include <iostream>
@@ -34,10 +34,11 @@ int main(int argc, char** argv) {
     train_options.final_parameters = &parameters;
     const auto summary = kgpt::train::run_training(deck, silent, train_options);
 
-    std::vector<double> losses;
+    std::vector<double> losses, norms;
     std::vector<std::int64_t> calls, bytes, early_calls, gather_calls, gather_bytes;
     for (const auto& step : summary.history) {
       losses.push_back(step.train_loss);
+      norms.push_back(step.grad_norm);
       calls.push_back(step.allreduce_calls);
       bytes.push_back(step.allreduce_bytes);
       early_calls.push_back(step.allreduce_calls_before_last_micro_step);
@@ -48,6 +49,8 @@ int main(int argc, char** argv) {
     kgpt::io::Hdf5File out(std::string(argv[2]) + ".rank" + std::to_string(world.rank) + ".h5",
                            kgpt::io::Hdf5File::Mode::create);
     out.write("train_loss", {steps}, losses.data());
+    out.write("grad_norm", {steps}, norms.data());
+    out.write("grad_clip_norm", {}, &deck.config.train.grad_clip_norm);
     out.write("allreduce_calls", {steps}, calls.data());
     out.write("allreduce_bytes", {steps}, bytes.data());
     out.write("allreduce_calls_before_last_micro_step", {steps}, early_calls.data());
