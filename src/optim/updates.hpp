@@ -144,6 +144,26 @@ struct AdamStep {
   }
 };
 
+// The segment a chunk of kAdamChunk elements belongs to (the last one starting at or before it, by
+// binary search over a table of segments with `first_chunk` and `size`), and the chunk's elements in it.
+template <class Segment>
+KOKKOS_INLINE_FUNCTION Segment chunk_of(const Kokkos::View<const Segment*, MemSpace>& segments, std::size_t chunk,
+                                        std::size_t& begin, std::size_t& end) {
+  int lo = 0, hi = static_cast<int>(segments.extent(0)) - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (segments(mid).first_chunk <= chunk) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  const Segment seg = segments(lo);
+  begin = (chunk - seg.first_chunk) * kAdamChunk;
+  end = begin + kAdamChunk < seg.size ? begin + kAdamChunk : seg.size;
+  return seg;
+}
+
 // A team per chunk of a segment, its threads on consecutive elements: the updates of adam_update.
 template <class T>
 struct AdamChunks {
@@ -156,21 +176,8 @@ struct AdamChunks {
   AdamStep<T> s;
   GradFactor<T> factor;
 
-  // The last segment starting at or before the chunk, and the chunk's elements in it.
   KOKKOS_INLINE_FUNCTION AdamSegment find(std::size_t chunk, std::size_t& begin, std::size_t& end) const {
-    int lo = 0, hi = static_cast<int>(segments.extent(0)) - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) / 2;
-      if (segments(mid).first_chunk <= chunk) {
-        lo = mid;
-      } else {
-        hi = mid - 1;
-      }
-    }
-    const AdamSegment seg = segments(lo);
-    begin = (chunk - seg.first_chunk) * kAdamChunk;
-    end = begin + kAdamChunk < seg.size ? begin + kAdamChunk : seg.size;
-    return seg;
+    return chunk_of(segments, chunk, begin, end);
   }
   KOKKOS_INLINE_FUNCTION void update(const AdamSegment& seg, std::size_t i) const {
     adam_element(p[seg.param + i], m[seg.state + i], v[seg.state + i], T(g[seg.param + i] * factor.get()), s.b1, s.b2,
@@ -367,19 +374,8 @@ void muon_apply_all(const ExecSpace& exec, T* p, const X* u, const Kokkos::View<
   kgpt::parallel_for(
       "kgpt::muon::apply_all", Kokkos::TeamPolicy<ExecSpace>(exec, static_cast<int>(chunks), Kokkos::AUTO),
       KOKKOS_LAMBDA(const Team& team) {
-        const std::size_t chunk = static_cast<std::size_t>(team.league_rank());
-        int lo = 0, hi = static_cast<int>(segments.extent(0)) - 1;
-        while (lo < hi) {
-          const int mid = (lo + hi + 1) / 2;
-          if (segments(mid).first_chunk <= chunk) {
-            lo = mid;
-          } else {
-            hi = mid - 1;
-          }
-        }
-        const MuonSegment seg = segments(lo);
-        const std::size_t begin = (chunk - seg.first_chunk) * kAdamChunk;
-        const std::size_t end = begin + kAdamChunk < seg.size ? begin + kAdamChunk : seg.size;
+        std::size_t begin = 0, end = 0;
+        const MuonSegment seg = chunk_of(segments, static_cast<std::size_t>(team.league_rank()), begin, end);
         // As muon_update computes it: the step rounded to T once, from lr and the scale in double.
         const T step = T(lr * seg.scale);
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, begin, end), [&](const std::size_t e) {

@@ -43,8 +43,10 @@ constexpr int pack_width() {
 
 // The terms of the backwards below, each written once for W consecutive columns of a row (a GPU's
 // 16-byte packs; one column on the host): ColumnSums::run_packed.
+// The backward of out = base + s * y (scaled add) and of x_in = x_prev + w * src (skip): the
+// gradient reaching y or src is s * dx (written), and s's gradient sums y dx over the rows.
 template <class T, class Y, class DX, class DY, class S>
-struct ScaledAddTerms {
+struct ScaledTerms {
   ConstRows<Y> y;
   ConstRows<DX> dx;
   Rows<DY> dy;
@@ -95,29 +97,6 @@ struct MixTerms {
   }
 };
 
-template <class T, class X, class DX, class Wt>
-struct SkipTerms {
-  ConstRows<X> src;
-  ConstRows<DX> dx;
-  Rows<DX> d_src;
-  const Wt* weight;
-  template <int W>
-  KOKKOS_INLINE_FUNCTION void terms(std::size_t i, std::size_t j, T (*acc)[W]) const {
-    T g[W], v[W], out[W];
-    detail::load_values<W>(&dx(i, j), g);
-    detail::load_values<W>(&src(i, j), v);
-    for (int w = 0; w < W; ++w) {
-      acc[0][w] += v[w] * g[w];
-      out[w] = T(weight[j + w]) * g[w];
-    }
-    detail::store_values<W>(&d_src(i, j), out);
-  }
-  template <int W>
-  bool packs_fit() const {
-    return detail::packs_aligned<W>(src) && detail::packs_aligned<W>(dx) && detail::packs_aligned<W>(d_src);
-  }
-};
-
 template <class T, class DY>
 struct BiasTerms {
   ConstRows<DY> dy;
@@ -136,7 +115,7 @@ struct BiasTerms {
 template <class T, bool Packs = backend::Traits::packed_elementwise, class Y, class S, class DX, class DY, class DS>
 void scaled_add_backward(const ExecSpace& exec, const Y& y, const S& s, const DX& dx, const DY& dy, const DS& ds,
                          const Workspace<T>& partials = {}) {
-  using Terms = ScaledAddTerms<T, Y, DX, DY, std::remove_const_t<typename S::value_type>>;
+  using Terms = ScaledTerms<T, Y, DX, DY, std::remove_const_t<typename S::value_type>>;
   const Terms terms{ConstRows<Y>(y), ConstRows<DX>(dx), Rows<DY>(dy), s.data()};
   ColumnSums<T, 1>::template run_packed<pack_width<Y, DX, DY>(), Packs>(
       exec, "kgpt::scaled_add::backward", y.extent(0), y.extent(1), partials, terms,
@@ -158,7 +137,7 @@ void mix_backward(const ExecSpace& exec, const X& x_in, const X& x0, const Mix& 
 template <class T, bool Packs = backend::Traits::packed_elementwise, class X, class W, class DX, class DW>
 void skip_backward(const ExecSpace& exec, const X& src, const W& w, const DX& dx, const DX& d_src, const DW& dw,
                    const Workspace<T>& partials = {}) {
-  using Terms = SkipTerms<T, X, DX, std::remove_const_t<typename W::value_type>>;
+  using Terms = ScaledTerms<T, X, DX, DX, std::remove_const_t<typename W::value_type>>;
   const Terms terms{ConstRows<X>(src), ConstRows<DX>(dx), Rows<DX>(d_src), w.data()};
   ColumnSums<T, 1>::template run_packed<pack_width<X, DX>(), Packs>(
       exec, "kgpt::skip::backward", src.extent(0), src.extent(1), partials, terms,
