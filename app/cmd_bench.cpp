@@ -160,10 +160,10 @@ int run_bench(const ParsedArgs& args) {
   if (parallel::world().rank != 0) return 0;
   char line[512];
   std::snprintf(line, sizeof(line),
-                "bench deck:%s family:%s backend:%s precision:%s attention:%s tokens:%s tokens_per_step:%lld micro_batch:%lldx%d grad_accum_steps:%d\n"
+                "bench deck:%s family:%s backend:%s precision:%s fp8:%s attention:%s tokens:%s tokens_per_step:%lld micro_batch:%lldx%d grad_accum_steps:%d\n"
                 "tok/s:%.0f step_ms:%.1f flops_per_token:%.4g model_gflops:%.1f sgemm_gflops:%.1f ratio:%.2f",
                 deck.path.c_str(), deck.config.model.family.c_str(), compat::enabled_backends().c_str(),
-                config::name_of(deck.config.model.precision), r.attention,
+                config::name_of(deck.config.model.precision), config::name_of(deck.config.model.fp8), r.attention,
                 options.tokens == train::TokenDistribution::zipf ? "zipf" : "uniform",
                 deck.config.train.global_batch_tokens, deck.plan.local_sequences, deck.plan.seq_len,
                 deck.plan.grad_accum_steps, r.tokens_per_s, r.step_ms, r.flops_per_token, r.model_flops / 1e9,

@@ -23,7 +23,7 @@
 #           tokens/s, the ceilings measured in the same run, the five costliest ops
 #   variants  the same benches with the decks' deterministic backward, with Zipf tokens, in fp32,
 #           for golf as one rank of 8 sharing Muon (--muon-share 8) and at parallel.zero_stage: 1,
-#           and for gpt2 with GELU apart from its products
+#           for gpt2 with GELU apart from its products, and both with model.fp8: mlp and all
 #   train_bench  kgpt train of the golf deck for 12 steps (tokens/s against the bench's)
 #   torch   bench/torch_reference.py (compiled whole, flash SDPA pinned, Newton-Schulz compiled, gpt2
 #           padded to 50,304) for golf, golf as one rank of 8 sharing Muon, gpt2-124M and the 1.3B
@@ -247,7 +247,7 @@ for step in "${steps[@]}"; do
       for deck in golf gpt2; do
         bench_deck "$deck"
         variants=("deterministic:--set model.attention_deterministic=true" "zipf:--tokens zipf"
-                  "fp32:--set train.precision=fp32")
+                  "fp32:--set train.precision=fp32" "fp8_mlp:--set model.fp8=mlp" "fp8_all:--set model.fp8=all")
         if [ "$deck" = gpt2 ]; then
           deck_args+=("${gelu[@]}")
           [ ${#gelu[@]} -eq 0 ] && variants=("gelu_apart:--set model.gelu_epilogue=false" "${variants[@]}")

@@ -18,6 +18,7 @@ enum class Schedule { constant, cosine };
 enum class Precision { fp32, bf16 };
 enum class MatrixOptimizer { muon, adamw };
 enum class Recompute { none, block };
+enum class Fp8 { none, mlp, all };
 
 template <class E>
 struct ChoiceNames;
@@ -44,6 +45,10 @@ struct ChoiceNames<MatrixOptimizer> {
 template <>
 struct ChoiceNames<Recompute> {
   static constexpr const char* names[] = {"none", "block"};
+};
+template <>
+struct ChoiceNames<Fp8> {
+  static constexpr const char* names[] = {"none", "mlp", "all"};
 };
 
 // "golf", "auto", ... : the deck spelling of a value.
@@ -91,6 +96,7 @@ struct ModelConfig {
   Attention attention = Attention::automatic;
   bool attention_deterministic = true;  // cudnn: the deterministic backward algorithm
   bool gelu_epilogue = true;  // GELU and its gradient in the MLP's products, where the backend has them
+  Fp8 fp8 = Fp8::none;        // which blocks' linear layers run FP8 products (model/ops/fp8.hpp)
   // The deck key is train.precision; it lives here because the model is built for it, so that
   // eval, sample and resume run a checkpoint in the precision it was trained in.
   Precision precision = Precision::fp32;

@@ -345,6 +345,11 @@ void check_cross_field(ResolvedDeck& deck, std::vector<std::string>& problems) {
                          "); use gemm or auto");
     }
   }
+  if (m.fp8 != Fp8::none && m.precision != Precision::bf16) {
+    problems.push_back(deck.where("model.fp8") + ": model.fp8 = " + name_of(m.fp8) + " takes train.precision: bf16 (the FP8 " +
+                       "products give bf16 activations); train.precision is " + name_of(m.precision) + " (" +
+                       deck.origin("train.precision").describe() + ")");
+  }
   if (m.n_head % m.n_kv_head != 0) {
     problems.push_back(deck.where("model.n_head") + ": n_head = " + std::to_string(m.n_head) +
                        " is not divisible by " + value_of("model.n_kv_head", m.n_kv_head));

@@ -275,6 +275,15 @@ std::vector<KeySpec> build_schema() {
                  "products and GELU's own kernels apart, as the host always runs them. The same function either "
                  "way."),
              read_by_family("model.gelu_epilogue"), readers("model.gelu_epilogue")),
+      key("model", "fp8", &Config::model, &MC::fp8, VK::choice, none,
+          "Which linear layers of the blocks run FP8 products, as Hopper's FP8 GEMMs with per-tensor scales do "
+          "(torchtitan's float8 tensorwise recipe): none; mlp (each block's MLP); all (every linear layer of the "
+          "blocks; the embedding and the output head stay bf16). Inputs and weights are rounded to e4m3 and the "
+          "output's gradient to e5m2, each at a power-of-two scale from its largest magnitude in the same step; "
+          "the products then accumulate in fp32. Takes train.precision: bf16. This build rounds the operands and "
+          "runs the bf16 products on them (the same numbers an FP8 product reads, on the host and on a GPU); kgpt "
+          "check's memory plan shows the rounded operands' scratch. Part of the model: eval, sample and resume "
+          "use the checkpoint deck's."),
       key("model", "init_from", &Config::model, &MC::init_from, VK::string, none,
           "A safetensors file, or a folder holding model.safetensors (kgpt export --format hf, or a Hugging Face "
           "model's folder), whose weights start the run instead of the random initialisation; every tensor's name "

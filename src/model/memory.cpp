@@ -44,6 +44,12 @@ ModelMemory model_memory(const config::ModelConfig& m, int max_batch, int max_se
   memory.activations = family.activation_bytes(m, max_batch, max_seq) + attention.activations +
                        (bf16_acts ? base_bytes<bf16>(m, max_batch, max_seq, target)
                                   : base_bytes<float>(m, max_batch, max_seq, target));
+  if (m.fp8 != config::Fp8::none) {
+    const std::size_t rows = static_cast<std::size_t>(max_batch) * max_seq;
+    const Fp8Sizes s = fp8_sizes(m);
+    memory.fp8_operands = bf16_acts ? ops::Fp8Operands<bf16>::bytes(rows, s.input, s.output, s.weight)
+                                    : ops::Fp8Operands<float>::bytes(rows, s.input, s.output, s.weight);
+  }
   memory.library_workspace = attention.library_workspace + (target.gpu ? kCublasLtWorkspaceBytes : 0);
   return memory;
 }

@@ -22,6 +22,7 @@ struct ModelMemory {
   std::size_t gradients = 0;          // fp32, the same layout
   std::size_t weight_shadow = 0;      // the bf16 copy the products read (train.precision: bf16)
   std::size_t activations = 0;        // every activation, scratch and attention buffer
+  std::size_t fp8_operands = 0;       // the rounded operands of the FP8 products (model.fp8)
   std::size_t library_workspace = 0;  // cuBLASLt's and (estimated) cuDNN's
   config::Attention attention = config::Attention::gemm;  // what model.attention resolves to there
 };

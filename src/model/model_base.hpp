@@ -11,6 +11,7 @@
 //   tensors, visitor)`; T: parameters, gradients and statistics (float, or double in the finite-
 //   difference tests); A: activations (T, or bf16).
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -26,6 +27,8 @@
 #include "model/ops/cross_entropy.hpp"
 #include "model/ops/elementwise.hpp"
 #include "model/ops/embedding.hpp"
+#include "model/ops/fp8.hpp"
+#include "model/ops/linear.hpp"
 #include "model/parameters.hpp"
 #include "model/storage.hpp"
 
@@ -119,6 +122,18 @@ class OutputHead {
   std::size_t vocab_ = 0, rows_ = 0;
 };
 
+// The largest operands of any linear layer of kgpt's families, for the FP8 operands' scratch: an
+// input of C or F features; an output of a stacked q, k and v (at most 3 C) or a stacked gate and
+// up (2 F); a weight of such an output by C.
+struct Fp8Sizes {
+  std::size_t input, output, weight;
+};
+inline Fp8Sizes fp8_sizes(const config::ModelConfig& m) {
+  const auto c = static_cast<std::size_t>(m.d_model), f = c * static_cast<std::size_t>(m.mlp_mult);
+  const std::size_t output = std::max(3 * c, 2 * f);
+  return {std::max(c, f), output, output * c};
+}
+
 template <class T, class A, template <class> class Tensors>
 class ModelBase : public LanguageModel<T> {
  public:
@@ -173,6 +188,10 @@ class ModelBase : public LanguageModel<T> {
       shadow_ = Vector<A>(prefix_ + "weights_shadow", params_.layout().buffer_size());
       declare(wa_, ViewBinder<A>(params_.layout(), shadow_));
     }
+    if (config.fp8 != config::Fp8::none) {
+      const Fp8Sizes fp8 = fp8_sizes(config);
+      fp8_ = std::make_unique<ops::Fp8Operands<A>>(prefix_, max_rows_, fp8.input, fp8.output, fp8.weight);
+    }
     attention_ = make_attention<A>(resolve_attention(config), attention_shape(config, max_batch, max_seq), prefix_);
     // The table gradient's workspace, where this backend sorts the rows by token.
     if (backend::Traits::sorted_embedding_gradient) {
@@ -180,6 +199,26 @@ class ModelBase : public LanguageModel<T> {
                                                static_cast<std::size_t>(config.d_model));
     }
     prepare_gemm();
+  }
+
+  // The FP8 operands' scratch for a layer of this kind (model.fp8), or none: what a family's
+  // Linear takes in with_fp8.
+  const ops::Fp8Operands<A>* fp8_for(ops::LayerKind kind) const {
+    const bool on = config_.fp8 == config::Fp8::all || (config_.fp8 == config::Fp8::mlp && kind == ops::LayerKind::mlp);
+    return on ? fp8_.get() : nullptr;
+  }
+
+  // Gives a family's layers of one kind (a vector of Linears, or of vectors of them) their FP8
+  // operands where model.fp8 asks for them.
+  template <class Layers>
+  void use_fp8(ops::LayerKind kind, Layers& layers) const {
+    for (auto& layer : layers) {
+      if constexpr (std::is_same<std::decay_t<decltype(layer)>, ops::Linear<T, A>>::value) {
+        layer.with_fp8(fp8_for(kind));
+      } else {
+        use_fp8(kind, layer);
+      }
+    }
   }
 
   // The family's blocks: from the staged tokens to the input of the output head (N, C).
@@ -225,6 +264,7 @@ class ModelBase : public LanguageModel<T> {
   Buffer<A> d_final_;  // (N, C): the gradient reaching the head's input
   std::unique_ptr<Attention<A>> attention_;
   ops::EmbeddingSortSpace<T> sort_space_;
+  std::unique_ptr<ops::Fp8Operands<A>> fp8_;  // with model.fp8, else none
 };
 
 }  // namespace kgpt::model

@@ -95,6 +95,12 @@ MemoryPlan plan_memory(const config::ResolvedDeck& deck, const model::MemoryTarg
        target.gpu ? std::string("cuBLASLt") + (m.attention == config::Attention::cudnn ? ", cuDNN (estimated)" : "")
                   : "none on the host"},
   };
+  if (m.fp8_operands > 0) {
+    plan.parts.insert(plan.parts.begin() + 5, {"fp8 operands", static_cast<double>(m.fp8_operands),
+                                               std::string("a layer's input, output gradient and weight rounded to FP8 "
+                                                           "(model.fp8: ") +
+                                                   config::name_of(c.model.fp8) + ")"});
+  }
   for (const MemoryPart& part : plan.parts) plan.total += part.bytes;
   set_budget(deck, target, plan);
   return plan;

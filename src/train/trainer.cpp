@@ -231,7 +231,8 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
   log.line("params:" + std::to_string(model.parameters().layout().parameter_count()) +
            " tokens_per_step:" + std::to_string(c.train.global_batch_tokens) +
            " grad_accum_steps:" + std::to_string(plan.grad_accum_steps) + " world_size:" + std::to_string(plan.world_size) +
-           " backend:" + compat::enabled_backends() + " precision:" + config::name_of(c.model.precision));
+           " backend:" + compat::enabled_backends() + " precision:" + config::name_of(c.model.precision) +
+           " fp8:" + config::name_of(c.model.fp8));
   log.line("grad_averaging:" + std::string(train_step.averager().transport()) +
            " overlap:" + (c.parallel.overlap ? "on" : "off") + " bucket_mb:" + significant(c.parallel.bucket_mb) +
            " param_checksum:" + (world.size > 1 ? "equal on all ranks" : "single rank"));

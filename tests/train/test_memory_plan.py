@@ -5,8 +5,9 @@ usage: test_memory_plan.py KGPT MPIEXEC SOURCE_DIR WORKDIR
 
 For each deck (golf: the embedded default; gpt2: a small gpt2; llama: its tiny deck; the 1.3B deck
 scaled down to 2 layers of width 128 with its GPT-2 vocabulary and bf16 activations) at world sizes
-1, 2 and 4, and again with train.recompute: block and with parallel.zero_stage: 1 (where each
-rank's peak must fall as W grows), `kgpt bench` under mpiexec prints view_peak_mb (the high-water mark of every array kgpt
+1, 2 and 4, and again with train.recompute: block, with parallel.zero_stage: 1 (where each
+rank's peak must fall as W grows) and with gpt2 in bf16 with model.fp8: all (its FP8 operands'
+scratch), `kgpt bench` under mpiexec prints view_peak_mb (the high-water mark of every array kgpt
 allocated, counted by Kokkos' allocation callbacks while the model, the optimizer, the step and two
 warm-up steps ran) and plan_mb (the plan `kgpt check` prints, computed from the sizes alone). The
 plan must be within 10% of the measured peak (the contract; they agree far closer today, and a
@@ -43,6 +44,7 @@ DECKS = [
     ("golf, recompute", "inputs/tiny_cpu.yaml", ["train.recompute=block"]),
     ("1.3B, recompute", "inputs/llm_1p3b_8xh100.yaml", SCALED_1P3B + ["train.recompute=block"]),
     ("golf, zero 1", "inputs/tiny_cpu.yaml", ["parallel.zero_stage=1"]),
+    ("gpt2, bf16 + fp8 all", "inputs/tiny_cpu.yaml", GPT2_SMALL + ["train.precision=bf16", "model.fp8=all"]),
     ("gpt2, zero 1", "inputs/tiny_cpu.yaml", GPT2_SMALL + ["parallel.zero_stage=1"]),
     ("1.3B, zero 1 + recompute", "inputs/llm_1p3b_8xh100.yaml",
      SCALED_1P3B + ["parallel.zero_stage=1", "train.recompute=block"]),

@@ -9,12 +9,14 @@
 // sum (ops/launch.hpp). A layer whose output goes through GELU (gpt2's MLP) can have it in its
 // products (linear_gelu_forward, linear_backward_into_gelu; model.gelu_epilogue). Several layers whose
 // weights lie back to back and read the same x (q, k and v; an MLP's gate and up) are one Linear
-// over the stacked weights: one product instead of several.
+// over the stacked weights: one product instead of several. A layer given FP8 operands (model.fp8)
+// runs its three products on them (ops/fp8.hpp).
 
 #include "core/views.hpp"
 #include "model/gemm/gemm.hpp"
 #include "model/ops/activations.hpp"
 #include "model/ops/elementwise.hpp"
+#include "model/ops/fp8.hpp"
 #include "model/storage.hpp"
 
 namespace kgpt::model::ops {
@@ -25,6 +27,7 @@ struct Linear {
   Matrix<T> grad;       // (out, in), the parameters' gradient
   Vector<A> bias;       // (out), or empty
   Vector<T> bias_grad;  // (out), or empty
+  const Fp8Operands<A>* fp8 = nullptr;  // where the products' FP8 operands go, or none
 
   Linear() = default;
   Linear(const Matrix<A>& w, const Matrix<T>& g) : weight(w), grad(g) {}
@@ -35,6 +38,10 @@ struct Linear {
   static Linear stacked(const Matrix<A>& first_w, const Matrix<T>& first_g, std::size_t out) {
     return Linear(Matrix<A>(first_w.data(), out, first_w.extent(1)), Matrix<T>(first_g.data(), out, first_g.extent(1)));
   }
+  Linear& with_fp8(const Fp8Operands<A>* operands) {
+    fp8 = operands;
+    return *this;
+  }
   std::size_t out() const { return weight.extent(0); }
   std::size_t in() const { return weight.extent(1); }
 };
@@ -42,12 +49,22 @@ struct Linear {
 // y = x W^T (+ b).
 template <class T, class A, class X, class Y>
 void linear_forward(const ExecSpace& exec, const Linear<T, A>& layer, const X& x, const Y& y) {
+  if (layer.fp8 != nullptr) {
+    gemm_ex(exec, Op::none, Op::transpose, T(1), layer.fp8->input(exec, x), layer.fp8->weight(exec, layer.weight), T(0),
+            y, y, ConstVector<A>(layer.bias));
+    return;
+  }
   gemm_ex(exec, Op::none, Op::transpose, T(1), x, layer.weight, T(0), y, y, ConstVector<A>(layer.bias));
 }
 
 // y = r + x W^T (+ b): the residual add rides in the product.
 template <class T, class A, class X, class R, class Y>
 void linear_forward(const ExecSpace& exec, const Linear<T, A>& layer, const X& x, const R& residual, const Y& y) {
+  if (layer.fp8 != nullptr) {
+    gemm_ex(exec, Op::none, Op::transpose, T(1), layer.fp8->input(exec, x), layer.fp8->weight(exec, layer.weight), T(1),
+            residual, y, ConstVector<A>(layer.bias));
+    return;
+  }
   gemm_ex(exec, Op::none, Op::transpose, T(1), x, layer.weight, T(1), residual, y, ConstVector<A>(layer.bias));
 }
 
@@ -57,6 +74,15 @@ void linear_forward(const ExecSpace& exec, const Linear<T, A>& layer, const X& x
 template <class T, class A, class X, class Pre, class Act>
 void linear_gelu_forward(const ExecSpace& exec, const Linear<T, A>& layer, const X& x, const Pre& pre, const Act& act,
                          bool epilogue) {
+  if (layer.fp8 != nullptr) {
+    const Matrix<A> xq = layer.fp8->input(exec, x), wq = layer.fp8->weight(exec, layer.weight);
+    if (!epilogue ||
+        !gemm_gelu(exec, GeluEpilogue::forward, Op::none, Op::transpose, xq, wq, ConstVector<A>(layer.bias), pre, act)) {
+      gemm_ex(exec, Op::none, Op::transpose, T(1), xq, wq, T(0), pre, pre, ConstVector<A>(layer.bias));
+      gelu_tanh_forward<T>(exec, pre, act);
+    }
+    return;
+  }
   if (epilogue && gemm_gelu(exec, GeluEpilogue::forward, Op::none, Op::transpose, x, layer.weight,
                             ConstVector<A>(layer.bias), pre, act)) {
     return;
@@ -71,6 +97,14 @@ template <class T, class A, class X, class DY, class DX>
 void linear_backward(const ExecSpace& exec, const Linear<T, A>& layer, const X& x, const DY& dy, const DX& dx,
                      bool accumulate_dx = false, const Workspace<T>& partials = {}) {
   if (layer.bias_grad.extent(0) != 0) bias_backward<T>(exec, dy, layer.bias_grad, partials);
+  if (layer.fp8 != nullptr) {
+    const Matrix<A> dyq = layer.fp8->gradient(exec, dy);
+    if (dx.extent(0) != 0) {
+      gemm(exec, Op::none, Op::none, T(1), dyq, layer.fp8->weight(exec, layer.weight), T(accumulate_dx ? 1 : 0), dx);
+    }
+    gemm(exec, Op::transpose, Op::none, T(1), dyq, layer.fp8->input(exec, x), T(1), layer.grad);
+    return;
+  }
   if (dx.extent(0) != 0) gemm(exec, Op::none, Op::none, T(1), dy, layer.weight, T(accumulate_dx ? 1 : 0), dx);
   gemm(exec, Op::transpose, Op::none, T(1), dy, x, T(1), layer.grad);
 }
@@ -83,6 +117,15 @@ template <class T, class A, class Act, class Pre, class DY, class DPre>
 void linear_backward_into_gelu(const ExecSpace& exec, const Linear<T, A>& layer, const Act& act, const Pre& pre,
                                const DY& dy, const DPre& d_pre, bool epilogue, const Workspace<T>& partials = {}) {
   if (layer.bias_grad.extent(0) != 0) bias_backward<T>(exec, dy, layer.bias_grad, partials);
+  if (layer.fp8 != nullptr) {
+    const Matrix<A> dyq = layer.fp8->gradient(exec, dy), wq = layer.fp8->weight(exec, layer.weight);
+    if (!epilogue || !gemm_gelu(exec, GeluEpilogue::backward, Op::none, Op::none, dyq, wq, ConstVector<A>(), pre, d_pre)) {
+      gemm(exec, Op::none, Op::none, T(1), dyq, wq, T(0), d_pre);
+      gelu_tanh_backward<T>(exec, pre, d_pre, d_pre);
+    }
+    gemm(exec, Op::transpose, Op::none, T(1), dyq, layer.fp8->input(exec, act), T(1), layer.grad);
+    return;
+  }
   if (!epilogue ||
       !gemm_gelu(exec, GeluEpilogue::backward, Op::none, Op::none, dy, layer.weight, ConstVector<A>(), pre, d_pre)) {
     gemm(exec, Op::none, Op::none, T(1), dy, layer.weight, T(0), d_pre);

@@ -60,6 +60,10 @@ GolfModel<T, A>::GolfModel(const config::ModelConfig& config, int max_batch, int
       qkv_.emplace_back(Wa.c_v, G.c_v);
     }
   }
+  this->use_fp8(ops::LayerKind::attention, qkv_);
+  this->use_fp8(ops::LayerKind::attention, proj_);
+  this->use_fp8(ops::LayerKind::mlp, fc_);
+  this->use_fp8(ops::LayerKind::mlp, mlp_proj_);
 }
 
 template <class T, class A>
