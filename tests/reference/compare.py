@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference_models import Golf, Gpt2, Llama  # noqa: E402
+from reference_models import FAMILIES  # noqa: E402
 
 torch.set_default_dtype(torch.float64)
 failures = []
@@ -63,18 +63,8 @@ with h5py.File(sys.argv[1], "r") as f:
     matrix_optimizer = matrix_optimizer.decode() if isinstance(matrix_optimizer, bytes) else matrix_optimizer
 
 
-# Each family's independent model, from the dump's weights and settings.
-FAMILIES = {
-    "golf": lambda w: Golf(w, int(s["n_layer"]), int(s["n_head"]), int(s["n_kv_head"]), s["rope_base"],
-                           s["logit_softcap"], s["rms_eps"]),
-    "gpt2": lambda w: Gpt2(w, int(s["n_layer"]), int(s["n_head"]), s["logit_softcap"]),
-    "llama": lambda w: Llama(w, int(s["n_layer"]), int(s["n_head"]), int(s["n_kv_head"]), s["rope_base"],
-                             s["logit_softcap"]),
-}
-
-
 def build(weights):
-    return FAMILIES[family]({k: v.clone() for k, v in weights.items()})
+    return FAMILIES[family]({k: v.clone() for k, v in weights.items()}, s)
 
 
 print(f"family {family}, matrices {matrix_optimizer}, tied {bool(s['tie_embeddings'])}")

@@ -3,6 +3,7 @@
 // PyTorch model. usage: reference_dump FAMILY[-untied|-muon] OUT.h5, FAMILY a registered family
 // with its defaults (golf: tied, Muon; gpt2: tied, AdamW), -untied with model.tie_embeddings false
 // (an output head trained with optim.head_lr), -muon with optim.matrix_optimizer muon.
+// reference_dump --families lists the registered families, one a line.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -110,6 +111,10 @@ int dump(config::Config config, const char* path) {
 
 int main(int argc, char** argv) {
   compat::Runtime kokkos;
+  if (argc == 2 && std::string(argv[1]) == "--families") {  // the registry, one name a line
+    for (const model::Family* f : model::families()) std::printf("%s\n", f->name.c_str());
+    return 0;
+  }
   const std::string variant = argc == 3 ? argv[1] : "";
   const std::string name = variant.substr(0, variant.find('-'));
   const std::string modifier = variant.find('-') == std::string::npos ? "" : variant.substr(variant.find('-') + 1);

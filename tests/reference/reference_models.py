@@ -186,3 +186,14 @@ class Llama(torch.nn.Module):
     def forward(self, tokens, targets):
         z = self.logits(tokens)
         return F.cross_entropy(z.reshape(-1, z.size(-1)), targets.reshape(-1)), z
+
+
+# Each family's independent model, from a dump's weights and settings (compare.py). A family that
+# kgpt registers must have one here: tests/reference/test_coverage.py says so when it has not.
+FAMILIES = {
+    "golf": lambda w, s: Golf(w, int(s["n_layer"]), int(s["n_head"]), int(s["n_kv_head"]), s["rope_base"],
+                              s["logit_softcap"], s["rms_eps"]),
+    "gpt2": lambda w, s: Gpt2(w, int(s["n_layer"]), int(s["n_head"]), s["logit_softcap"]),
+    "llama": lambda w, s: Llama(w, int(s["n_layer"]), int(s["n_head"]), int(s["n_kv_head"]), s["rope_base"],
+                                s["logit_softcap"]),
+}
