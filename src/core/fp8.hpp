@@ -28,14 +28,12 @@ struct Fp8Traits<Fp8Format::e4m3> {
   static constexpr int mantissa_bits = 3;
   static constexpr int min_exponent = -6;         // of the normal numbers; subnormals below
   static constexpr std::uint32_t max_bits = 0x43e00000u;  // 448.0f, 1.75 x 2^8
-  static constexpr const char* name = "e4m3";
 };
 template <>
 struct Fp8Traits<Fp8Format::e5m2> {
   static constexpr int mantissa_bits = 2;
   static constexpr int min_exponent = -14;
   static constexpr std::uint32_t max_bits = 0x47600000u;  // 57344.0f, 1.75 x 2^15
-  static constexpr const char* name = "e5m2";
 };
 
 namespace detail {
