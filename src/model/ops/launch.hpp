@@ -288,35 +288,22 @@ struct ColumnSums {
     }
   }
 
+  // run_packed's first stage: block_pass over the packs of each row, each pack's K x W sums in one
+  // thread's accumulator (terms reads it as K rows of W).
   template <int W, class Term, class Finish>
   static void run_with(const ExecSpace& exec, const char* label, std::size_t n, std::size_t c,
                        const Workspace<T>& partials, const Term& term, const Finish& finish) {
     Kokkos::View<T*, MemSpace> owned;
     const Partials partial = first_partials(label, n, c, partials, owned);
-    const std::size_t packs = c / W, block_count = blocks(n);
-    if (block_count > 0 && packs > 0) {
-      const std::size_t threads = team_columns > 0 ? std::min<std::size_t>(packs, team_columns) : packs;
-      const std::size_t tiles = (packs + threads - 1) / threads;
-      const auto teams = static_cast<int>(block_count * tiles);
-      const auto policy = team_columns > 0 ? Kokkos::TeamPolicy<ExecSpace>(exec, teams, static_cast<int>(threads))
-                                           : Kokkos::TeamPolicy<ExecSpace>(exec, teams, Kokkos::AUTO);
-      kgpt::parallel_for(label, policy, KOKKOS_LAMBDA(const Team& team) {
-        const std::size_t block = static_cast<std::size_t>(team.league_rank()) / tiles;
-        const std::size_t first_pack = static_cast<std::size_t>(team.league_rank()) % tiles * threads;
-        const std::size_t last_pack = first_pack + threads < packs ? first_pack + threads : packs;
-        const std::size_t first = block * rows_per_block;
-        const std::size_t last = first + rows_per_block < n ? first + rows_per_block : n;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, first_pack, last_pack), [&](const std::size_t pack) {
-          const std::size_t j = pack * W;
-          T acc[K][W];
+    block_pass<K * W>(
+        exec, label, n, c / W,
+        KOKKOS_LAMBDA(const std::size_t i, const std::size_t pack, T* acc) {
+          term.template terms<W>(i, pack * W, reinterpret_cast<T(*)[W]>(acc));
+        },
+        KOKKOS_LAMBDA(const std::size_t block, const std::size_t pack, const T* acc) {
           for (int k = 0; k < K; ++k)
-            for (int w = 0; w < W; ++w) acc[k][w] = 0;
-          for (std::size_t i = first; i < last; ++i) term.template terms<W>(i, j, acc);
-          for (int k = 0; k < K; ++k)
-            for (int w = 0; w < W; ++w) partial(block, k * c + j + w) = acc[k][w];
+            for (int w = 0; w < W; ++w) partial(block, k * c + pack * W + w) = acc[k * W + w];
         });
-      });
-    }
     finish_sums(exec, n, c, partial, finish);
   }
 
@@ -369,10 +356,11 @@ struct ColumnSums {
                          const Store& store) {
     const std::size_t block_count = blocks(rows);
     if (block_count == 0 || cols == 0) return;
-    const std::size_t tile = team_columns > 0 ? static_cast<std::size_t>(team_columns) : cols;
+    // A team's threads: team_columns columns, or fewer where the rows are narrower.
+    const std::size_t tile = team_columns > 0 ? std::min<std::size_t>(cols, team_columns) : cols;
     const std::size_t tiles = (cols + tile - 1) / tile;
     const auto teams = static_cast<int>(block_count * tiles);
-    const auto policy = team_columns > 0 ? Kokkos::TeamPolicy<ExecSpace>(exec, teams, team_columns)
+    const auto policy = team_columns > 0 ? Kokkos::TeamPolicy<ExecSpace>(exec, teams, static_cast<int>(tile))
                                          : Kokkos::TeamPolicy<ExecSpace>(exec, teams, Kokkos::AUTO);
     kgpt::parallel_for(label, policy, KOKKOS_LAMBDA(const Team& team) {
       const std::size_t block = static_cast<std::size_t>(team.league_rank()) / tiles;
