@@ -76,6 +76,14 @@ struct Orthogonalised {
   std::size_t m, n, count;
   bool transposed;
   Matrix<X> item(std::size_t k) const { return Matrix<X>(x + k * m * n, m, n); }
+  // The matrices' shape as given: the iteration ran on their transposes where rows > cols.
+  std::size_t rows() const { return transposed ? n : m; }
+  std::size_t cols() const { return transposed ? m : n; }
+  // Element e of matrix k, row-major in that shape.
+  KOKKOS_INLINE_FUNCTION X at(std::size_t k, std::size_t e) const {
+    const std::size_t c = transposed ? m : n, i = e / c, j = e % c;
+    return x[k * m * n + (transposed ? j * n + i : i * n + j)];
+  }
 };
 
 namespace {  // kernels: internal linkage, see core/kernel.hpp

@@ -50,7 +50,7 @@ std::vector<Shard> shard_layout(const model::ParameterLayout& layout, int ranks)
 }
 
 std::vector<int> muon_owners(const model::ParameterLayout& layout, const config::Config& config, const Shard& shard,
-                             int ranks) {
+                             int ranks, std::vector<double>* loads) {
   const bool muon = config.optim.matrix_optimizer == config::MatrixOptimizer::muon;
   const auto& entries = layout.entries();
   std::vector<int> owners(shard.end_tensor - shard.first_tensor, -1);
@@ -67,6 +67,7 @@ std::vector<int> muon_owners(const model::ParameterLayout& layout, const config:
     load[rank] += cost;
     owners[tensor - shard.first_tensor] = static_cast<int>(rank);
   }
+  if (loads != nullptr) *loads = std::move(load);
   return owners;
 }
 
@@ -364,12 +365,6 @@ void Optimizer<T>::muon_step(const ExecSpace& exec, double lr, double mu, const 
   const bool shared = sharing_.ranks > 1;
   // Momentum for every matrix of the shard (replicated under sharing, so checkpoints and resumes
   // need no gather); the Nesterov update u of this rank's matrices into their batch's slots.
-  std::vector<T*> slot(entries.size(), nullptr);
-  for (const MuonBatch& batch : batches_) {
-    for (std::size_t k = 0; k < batch.tensors.size(); ++k) {
-      slot[batch.tensors[k]] = update_.data() + k * batch.rows * batch.cols;
-    }
-  }
   // The batches run one after another through one u buffer: a batch's momentum pass, its
   // Newton-Schulz, then the next batch.
   const auto momentum_of = [&](std::size_t index, T* u) {
@@ -386,8 +381,8 @@ void Optimizer<T>::muon_step(const ExecSpace& exec, double lr, double mu, const 
   }
   if (shared) Kokkos::deep_copy(exec, exchanged, X(0.0f));  // the others' matrices stay zero here
   for (const MuonBatch& batch : batches_) {
-    for (const std::size_t index : batch.tensors) momentum_of(index, slot[index]);
     const std::size_t count = batch.tensors.size();
+    for (std::size_t k = 0; k < count; ++k) momentum_of(batch.tensors[k], update_.data() + k * batch.rows * batch.cols);
     const Orthogonalised<X> o =
         newton_schulz_batch<X, T>(exec, update_.data(), batch.rows, batch.cols, count, optim_.muon_backend_steps, work);
     if (shared) {

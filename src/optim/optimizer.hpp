@@ -50,9 +50,10 @@ struct MuonSharing {
 // Which of `ranks` ranks orthogonalises each tensor of the shard (indexed from shard.first_tensor),
 // -1 for the tensors Muon does not update: whole matrices, balanced by their Newton-Schulz
 // arithmetic (newton_schulz_flops): the costliest first, each to the rank with the least so far
-// (ties to the lower tensor and the lower rank), the same on every rank.
+// (ties to the lower tensor and the lower rank), the same on every rank. With `loads`, each rank's
+// arithmetic is written there.
 std::vector<int> muon_owners(const model::ParameterLayout& layout, const config::Config& config, const Shard& shard,
-                             int ranks);
+                             int ranks, std::vector<double>* loads = nullptr);
 
 // Every rank's `bytes` at `data` (memory of exec's space, written by exec's earlier work) are
 // combined before exec's later work reads them: where one rank wrote a value and the others zeros,

@@ -327,14 +327,11 @@ void muon_update(const ExecSpace& exec, const Matrix<T>& p, const ConstMatrix<T>
 // out + at[k] (device memory): into the buffer the ranks exchange when they share Muon.
 template <class X>
 void muon_store_batch(const ExecSpace& exec, const Orthogonalised<X>& o, const std::size_t* at, X* out) {
-  const std::size_t rows = o.transposed ? o.n : o.m, cols = o.transposed ? o.m : o.n, size = rows * cols;
-  const X* const x = o.x;
-  const std::size_t n = o.n;
-  const bool transposed = o.transposed;
+  const std::size_t size = o.rows() * o.cols();
   kgpt::parallel_for(
       "kgpt::muon::store", Kokkos::RangePolicy<ExecSpace>(exec, 0, o.count * size), KOKKOS_LAMBDA(const std::size_t flat) {
-        const std::size_t k = flat / size, e = flat % size, i = e / cols, j = e % cols;
-        out[at[k] + e] = x[k * size + (transposed ? j * n + i : i * n + j)];
+        const std::size_t k = flat / size, e = flat % size;
+        out[at[k] + e] = o.at(k, e);
       });
 }
 
@@ -343,15 +340,13 @@ void muon_store_batch(const ExecSpace& exec, const Orthogonalised<X>& o, const s
 template <class T, class X>
 void muon_apply_batch(const ExecSpace& exec, const Orthogonalised<X>& o, const std::size_t* param, T* p, double lr,
                       double weight_decay) {
-  const std::size_t rows = o.transposed ? o.n : o.m, cols = o.transposed ? o.m : o.n, size = rows * cols;
-  const X* const x = o.x;
-  const std::size_t n = o.n;
-  const bool transposed = o.transposed, decays = weight_decay > 0;
-  const T step = T(lr * muon_shape_scale(rows, cols)), decay = T(1.0 - lr * weight_decay);
+  const std::size_t size = o.rows() * o.cols();
+  const bool decays = weight_decay > 0;
+  const T step = T(lr * muon_shape_scale(o.rows(), o.cols())), decay = T(1.0 - lr * weight_decay);
   kgpt::parallel_for(
       "kgpt::muon::apply", Kokkos::RangePolicy<ExecSpace>(exec, 0, o.count * size), KOKKOS_LAMBDA(const std::size_t flat) {
-        const std::size_t k = flat / size, e = flat % size, i = e / cols, j = e % cols;
-        muon_apply_element(p[param[k] + e], T(x[k * size + (transposed ? j * n + i : i * n + j)]), step, decay, decays);
+        const std::size_t k = flat / size, e = flat % size;
+        muon_apply_element(p[param[k] + e], T(o.at(k, e)), step, decay, decays);
       });
 }
 

@@ -140,13 +140,8 @@ BenchResult run_bench(const config::ResolvedDeck& deck, const BenchOptions& opti
   optim::MuonSharing sharing = muon_sharing(deck, parallel::world().rank);
   if (options.muon_share_of > 1) {
     // The busiest rank's share: the one that sets the step's time.
-    const std::vector<int> owners = optim::muon_owners(layout, c, optimizer_shard(deck, layout), options.muon_share_of);
-    std::vector<double> load(static_cast<std::size_t>(options.muon_share_of), 0.0);
-    for (std::size_t i = 0; i < owners.size(); ++i) {
-      if (owners[i] < 0) continue;
-      const auto& shape = layout.entries()[i].spec.shape;
-      load[static_cast<std::size_t>(owners[i])] += optim::newton_schulz_flops(shape[0], shape[1], c.optim.muon_backend_steps);
-    }
+    std::vector<double> load;
+    optim::muon_owners(layout, c, optimizer_shard(deck, layout), options.muon_share_of, &load);
     sharing = {static_cast<int>(std::max_element(load.begin(), load.end()) - load.begin()), options.muon_share_of};
   }
   optim::Optimizer<float> optimizer(model->parameters(), c, optimizer_shard(deck, layout), sharing);
