@@ -2,10 +2,12 @@
 // What every family's model shares, written once: the parameters and their typed views (values,
 // gradients, and the bf16 shadow the products read), the staged micro-batch, the output head (the
 // logits, the softcap, the cross-entropy and their backward, tied or untied), the attention, the
-// column sums' workspace, the embedding gradient's workspace, and the spans the backward reports to
-// gradient averaging. A family derives from ModelBase with its tensor struct and writes only its
-// blocks: forward_blocks fills `final_input()` from the staged tokens, backward_blocks takes the
-// gradient of that input and fills the parameter gradients.
+// embedding gradient's workspace, and the loop over blocks. The loop runs the blocks forward, and
+// backward in reverse, with recompute (a rebuilt block runs its forward again just before its
+// backward; model/recompute.hpp) and the spans reported to gradient averaging as each block's
+// gradients are final. A family derives from ModelBase with its tensor struct and supplies the
+// pieces: the embedding (staged tokens to block 0's input), a block's forward and backward, and
+// the final stage (the last block's output to the head's input), each forward and backward.
 //
 //   Tensors<X>: the family's struct of Views (its parameters), declared by `declare(config, max_seq,
 //   tensors, visitor)`; T: parameters, gradients and statistics (float, or double in the finite-
@@ -30,6 +32,7 @@
 #include "model/ops/fp8.hpp"
 #include "model/ops/linear.hpp"
 #include "model/parameters.hpp"
+#include "model/recompute.hpp"
 #include "model/storage.hpp"
 
 namespace kgpt::model {
@@ -153,17 +156,26 @@ class ModelBase : public LanguageModel<T> {
     if constexpr (!std::is_same<A, T>::value) {
       if (!reuse_shadow) refresh_shadow(exec, params_.values(), shadow_);
     }
-    const Matrix<A> final = forward_blocks(exec);
+    embedding_forward(exec);
+    for (int l = 0; l < config_.n_layer; ++l) block_forward(exec, l);
+    const Matrix<A> final = final_forward(exec);
     head_.forward(exec, final, head_weights(), stage_.targets(), T(config_.logit_softcap), loss_sum);
   }
 
   using LanguageModel<T>::backward;
   void backward(const ExecSpace& exec, T grad_scale, const GradientsReady& ready) override {
-    const Matrix<A> d_final = d_final_.mat(rows_, static_cast<std::size_t>(config_.d_model));
     head_.backward(exec, final_input(), head_weights(), head_grad(), stage_.targets(), T(config_.logit_softcap), grad_scale,
-                   d_final);
+                   d_final());
     if (!config_.tie_embeddings) report(ready, head_grad());
-    backward_blocks(exec, d_final, ready);
+    final_backward(exec, ready);
+    for (int l = config_.n_layer - 1; l >= 0; --l) {
+      // The rebuilt block writes its output again too: the same kernels on the same input give the
+      // same values, and its readers (the blocks above, the final stage) are done with it.
+      if (recompute_.rebuilt(l)) block_forward(exec, l);
+      block_backward(exec, l, ready);
+      report_block(ready, l);
+    }
+    embedding_backward(exec, ready);
   }
 
  protected:
@@ -177,6 +189,7 @@ class ModelBase : public LanguageModel<T> {
         max_seq_(max_seq),
         max_rows_(static_cast<std::size_t>(max_batch) * max_seq),
         params_(std::move(layout)),
+        recompute_(config),
         stage_(max_batch, max_seq),
         head_(prefix_, max_rows_, static_cast<std::size_t>(config.vocab_size), static_cast<std::size_t>(config.d_model)),
         d_final_(prefix_ + "d_final", max_rows_ * static_cast<std::size_t>(config.d_model)) {
@@ -221,16 +234,31 @@ class ModelBase : public LanguageModel<T> {
     }
   }
 
-  // The family's blocks: from the staged tokens to the input of the output head (N, C).
-  virtual Matrix<A> forward_blocks(const ExecSpace& exec) = 0;
-  // What forward_blocks returned, as it stands (the head's backward reads it).
+  // The family's pieces, which the loop above runs in order. Each reads and writes the family's own
+  // activations, with the shapes of the staged micro-batch (rows(), batch_, seq_).
+  // The staged tokens to block 0's input.
+  virtual void embedding_forward(const ExecSpace& exec) = 0;
+  // Block l: its input to its output, keeping what its backward reads. Under recompute the loop
+  // runs it again, unchanged, just before the block's backward.
+  virtual void block_forward(const ExecSpace& exec, int l) = 0;
+  // The last block's output to the head's input (N, C), returned.
+  virtual Matrix<A> final_forward(const ExecSpace& exec) = 0;
+  // What final_forward returned, as it stands (the head's backward reads it).
   virtual Matrix<A> final_input() const = 0;
-  // From the gradient reaching that input (in d_final_, which is the family's scratch from then on),
-  // the gradients of every other parameter.
-  virtual void backward_blocks(const ExecSpace& exec, const Matrix<A>& d_final, const GradientsReady& ready) = 0;
+  // From d_final() to the gradient of the last block's output; d_final() is the family's scratch
+  // from then on. Reports the gradients of the final stage's own parameters.
+  virtual void final_backward(const ExecSpace& exec, const GradientsReady& ready) = 0;
+  // Block l: the gradient of its output to that of its input, and its parameters' gradients (the
+  // loop reports the block's span). Reports any tensor outside the blocks it finishes.
+  virtual void block_backward(const ExecSpace& exec, int l, const GradientsReady& ready) = 0;
+  // The gradient of block 0's input to the embedding's gradients, reported.
+  virtual void embedding_backward(const ExecSpace& exec, const GradientsReady& ready) = 0;
   // The matrix the logits are made with (the token embedding when tied, else the head), and its gradient.
   virtual const Matrix<A>& head_weights() const = 0;
   virtual const Matrix<T>& head_grad() const = 0;
+
+  // The gradient reaching the head's input (N, C); after final_backward, the family's scratch.
+  Matrix<A> d_final() const { return d_final_.mat(rows_, static_cast<std::size_t>(config_.d_model)); }
 
   // Tells gradient averaging that the gradients of a block (its index in the declaration), or of the
   // tensor whose gradient view this is, are final for this micro-step.
@@ -259,6 +287,7 @@ class ModelBase : public LanguageModel<T> {
   Tensors<T> w_, g_;   // views into the values and the gradients
   Vector<A> shadow_;   // the values rounded to A, when A is not T
   Tensors<A> wa_;      // the weights the products read: the values, or their shadow
+  RecomputePlan recompute_;
   TokenStage stage_;
   OutputHead<T, A> head_;
   Buffer<A> d_final_;  // (N, C): the gradient reaching the head's input

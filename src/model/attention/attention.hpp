@@ -17,6 +17,7 @@
 #include "core/views.hpp"
 #include "model/attention/capabilities.hpp"
 #include "model/attention/heads.hpp"
+#include "model/recompute.hpp"
 
 namespace kgpt::model {
 
@@ -40,17 +41,15 @@ struct AttentionShape {
 };
 
 // The attention of a model of this configuration built for micro-batches of up to max_batch
-// sequences of up to max_seq tokens. What it keeps per layer for the backward (statistics or
-// probabilities) is kept for one layer only when blocks are recomputed (train.recompute: block):
-// each block then runs its attention again, as layer attention_layer(), just before its backward.
+// sequences of up to max_seq tokens. What it keeps for the backward (statistics or probabilities)
+// is kept per working set of the recompute plan (model/recompute.hpp): per layer, or one shared by
+// the rebuilt blocks, which run their attention again, as layer attention_layer(), just before
+// their backward.
 inline AttentionShape attention_shape(const config::ModelConfig& m, int max_batch, int max_seq) {
-  const int kept = m.recompute == config::Recompute::block ? 1 : m.n_layer;
-  return AttentionShape{kept, max_batch, m.n_head, m.n_kv_head, max_seq, m.d_model / m.n_head,
+  return AttentionShape{RecomputePlan(m).sets(), max_batch, m.n_head, m.n_kv_head, max_seq, m.d_model / m.n_head,
                         m.attention_deterministic};
 }
-inline int attention_layer(const config::ModelConfig& m, int layer) {
-  return m.recompute == config::Recompute::block ? 0 : layer;
-}
+inline int attention_layer(const config::ModelConfig& m, int layer) { return RecomputePlan(m).set(layer); }
 
 // The implementation model.attention names. auto takes, in order: cudnn where this build has it,
 // the precision is bf16 and the head dimension suits it; else gemm. (The fused kernels run on CUDA

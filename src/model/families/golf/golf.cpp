@@ -67,35 +67,44 @@ GolfModel<T, A>::GolfModel(const config::ModelConfig& config, int max_batch, int
 }
 
 template <class T, class A>
+Matrix<A> GolfModel<T, A>::block_input(int l) const {
+  const std::size_t n = this->rows_, c = this->config_.d_model;
+  return l == 0 ? acts_.x0.mat(n, c) : acts_.blocks.kept(l - 1).x_out.mat(n, c);
+}
+
+template <class T, class A>
 Matrix<A> GolfModel<T, A>::final_input() const {
   return acts_.final.mat(this->rows_, static_cast<std::size_t>(this->config_.d_model));
 }
 
 template <class T, class A>
-Matrix<A> GolfModel<T, A>::forward_blocks(const ExecSpace& exec) {
+void GolfModel<T, A>::embedding_forward(const ExecSpace& exec) {
   const std::size_t n = this->rows_, c = this->config_.d_model;
   ops::embedding_rmsnorm_forward<T>(exec, this->stage_.inputs(), this->w_.tok_emb, acts_.x0.mat(n, c), acts_.rstd0.vec(n),
                                     T(kRmsEps));
-  for (int l = 0; l < this->config_.n_layer; ++l) {
-    block_forward(exec, l, l == 0 ? acts_.x0.mat(n, c) : acts_.layers[static_cast<std::size_t>(l - 1)].x_out.mat(n, c));
-  }
-  ops::rmsnorm_forward<T>(exec, acts_.layers.back().x_out.mat(n, c), acts_.final.mat(n, c), acts_.rstd_final.vec(n),
+}
+
+template <class T, class A>
+Matrix<A> GolfModel<T, A>::final_forward(const ExecSpace& exec) {
+  const std::size_t n = this->rows_, c = this->config_.d_model;
+  ops::rmsnorm_forward<T>(exec, block_input(this->config_.n_layer), acts_.final.mat(n, c), acts_.rstd_final.vec(n),
                           T(kRmsEps));
   return acts_.final.mat(n, c);
 }
 
 template <class T, class A>
-void GolfModel<T, A>::block_forward(const ExecSpace& exec, int l, const Matrix<A>& x_prev) {
-  auto& L = acts_.layers[static_cast<std::size_t>(l)];
+void GolfModel<T, A>::block_forward(const ExecSpace& exec, int l) {
+  const auto& L = acts_.blocks.working(l);
   const GolfBlockTensors<T>& W = this->w_.blocks[static_cast<std::size_t>(l)];
   const std::size_t n = this->rows_, c = this->config_.d_model, kvd = static_cast<std::size_t>(kv_heads_) * head_dim_;
   const std::size_t f = hidden_, w = qkv_width_;
   const int b = this->batch_;
   using CM = ConstMatrix<A>;
+  const Matrix<A> x_prev = block_input(l);
   const Matrix<A> x_mix = L.x_mix.mat(n, c), h_attn = L.h_attn.mat(n, c), qkv = L.qkv.mat(n, w);
   const int decoder = l - encoders_;
   if (decoder >= 0 && decoder < skips_) {
-    const Matrix<A> skip = acts_.layers[static_cast<std::size_t>(encoders_ - 1 - decoder)].x_out.mat(n, c);
+    const Matrix<A> skip = acts_.blocks.kept(encoders_ - 1 - decoder).x_out.mat(n, c);
     ops::mix_rmsnorm_forward<T>(exec, CM(x_prev), CM(skip),
                                 Kokkos::subview(ConstMatrix<T>(this->w_.skip_weights), decoder, Kokkos::ALL()),
                                 CM(acts_.x0.mat(n, c)), ConstMatrix<T>(W.resid_mix), L.x_in.mat(n, c), x_mix, h_attn,
@@ -130,53 +139,42 @@ void GolfModel<T, A>::block_forward(const ExecSpace& exec, int l, const Matrix<A
   ops::linear_forward(exec, fc_[static_cast<std::size_t>(l)], h_mlp, fc);
   ops::relu_squared_forward<T>(exec, fc, act);
   ops::linear_forward(exec, mlp_proj_[static_cast<std::size_t>(l)], act, mlp_out);
-  ops::scaled_add_forward<T>(exec, x_attn, W.mlp_scale, mlp_out, L.x_out.mat(n, c));
+  ops::scaled_add_forward<T>(exec, x_attn, W.mlp_scale, mlp_out, acts_.blocks.kept(l).x_out.mat(n, c));
 }
 
 template <class T, class A>
-void GolfModel<T, A>::backward_blocks(const ExecSpace& exec, const Matrix<A>& d_final, const GradientsReady& ready) {
+void GolfModel<T, A>::final_backward(const ExecSpace& exec, const GradientsReady&) {
   const std::size_t n = this->rows_, c = this->config_.d_model;
-  const Matrix<A> dx = acts_.dx.mat(n, c), dx0 = acts_.dx0.mat(n, c);
-  ops::rmsnorm_backward<T>(exec, acts_.layers.back().x_out.mat(n, c), acts_.rstd_final.vec(n), d_final, dx);
+  ops::rmsnorm_backward<T>(exec, block_input(this->config_.n_layer), acts_.rstd_final.vec(n), this->d_final(),
+                           acts_.dx.mat(n, c));
   Kokkos::deep_copy(exec, acts_.dx0.vec(n * c), store<A>(0.0f));
-  for (int l = this->config_.n_layer - 1; l >= 0; --l) {
-    // An encoder's output also feeds a decoder through its skip.
-    if (l < skips_) ops::add_into<T>(exec, acts_.d_skips[static_cast<std::size_t>(l)].mat(n, c), dx);
-    block_backward(exec, l, dx);
-    this->report_block(ready, l);
-    const int decoder = l - encoders_;
-    if (decoder >= 0 && decoder < skips_) {
-      const int source = encoders_ - 1 - decoder;
-      ops::skip_backward<T>(exec, acts_.layers[static_cast<std::size_t>(source)].x_out.mat(n, c),
-                            Kokkos::subview(ConstMatrix<T>(this->w_.skip_weights), decoder, Kokkos::ALL()), dx,
-                            acts_.d_skips[static_cast<std::size_t>(source)].mat(n, c),
-                            Kokkos::subview(this->g_.skip_weights, decoder, Kokkos::ALL()), partials());
-    }
-  }
-  if (skips_ > 0) this->report(ready, this->g_.skip_weights);
-  ops::add_into<T>(exec, dx, dx0);  // x0 is the first block's input and every block's mix input
+}
+
+template <class T, class A>
+void GolfModel<T, A>::embedding_backward(const ExecSpace& exec, const GradientsReady&) {
+  const std::size_t n = this->rows_, c = this->config_.d_model;
+  const Matrix<A> dx0 = acts_.dx0.mat(n, c), d_rows = this->d_final();
+  ops::add_into<T>(exec, acts_.dx.mat(n, c), dx0);  // x0 is the first block's input and every block's mix input
   const ConstTokenMatrix tokens = this->stage_.inputs();
   // d_final is free now: the gradient reaching the gathered embedding rows.
-  ops::embedding_rmsnorm_backward<T>(exec, tokens, this->w_.tok_emb, acts_.rstd0.vec(n), dx0, d_final);
-  ops::embedding_backward<T>(exec, tokens, d_final, this->g_.tok_emb, this->sort_space_);
+  ops::embedding_rmsnorm_backward<T>(exec, tokens, this->w_.tok_emb, acts_.rstd0.vec(n), dx0, d_rows);
+  ops::embedding_backward<T>(exec, tokens, d_rows, this->g_.tok_emb, this->sort_space_);
 }
 
 template <class T, class A>
-void GolfModel<T, A>::block_backward(const ExecSpace& exec, int l, const Matrix<A>& dx) {
-  auto& L = acts_.layers[static_cast<std::size_t>(l)];
+void GolfModel<T, A>::block_backward(const ExecSpace& exec, int l, const GradientsReady& ready) {
+  const auto& L = acts_.blocks.working(l);
   const GolfBlockTensors<T>& W = this->w_.blocks[static_cast<std::size_t>(l)];
   const GolfBlockTensors<T>& G = this->g_.blocks[static_cast<std::size_t>(l)];
   const std::size_t n = this->rows_, c = this->config_.d_model, kvd = static_cast<std::size_t>(kv_heads_) * head_dim_;
   const std::size_t f = hidden_, w = qkv_width_;
   const int b = this->batch_;
   using CM = ConstMatrix<A>;
+  const Matrix<A> dx = acts_.dx.mat(n, c);
   const Matrix<A> d_branch = acts_.d_branch.mat(n, c), d_hidden = acts_.d_hidden.mat(n, f);
-  const Matrix<A> d_h = this->d_final_.mat(n, c);  // scratch once the head's gradient is consumed
-  // Recomputing writes the block's output again too: the same kernels on the same input give the
-  // same values, and its readers (the block above, the final norm, a decoder's skip) are done with it.
-  if (this->config_.recompute == config::Recompute::block) {
-    block_forward(exec, l, l == 0 ? acts_.x0.mat(n, c) : acts_.layers[static_cast<std::size_t>(l - 1)].x_out.mat(n, c));
-  }
+  const Matrix<A> d_h = this->d_final();  // scratch once the head's gradient is consumed
+  // An encoder's output also feeds a decoder through its skip.
+  if (l < skips_) ops::add_into<T>(exec, acts_.d_skips[static_cast<std::size_t>(l)].mat(n, c), dx);
   // x_out = x_attn + mlp_scale * mlp_out; dx continues as the gradient of x_attn.
   ops::scaled_add_backward<T>(exec, L.mlp_out.mat(n, c), W.mlp_scale, dx, d_branch, G.mlp_scale, partials());
   ops::linear_backward(exec, mlp_proj_[static_cast<std::size_t>(l)], L.act.mat(n, f), d_branch, d_hidden);
@@ -214,12 +212,19 @@ void GolfModel<T, A>::block_backward(const ExecSpace& exec, int l, const Matrix<
   // x_mix = mix0 * x_in + mix1 * x0, h_attn = rmsnorm(x_mix): dx becomes the gradient of x_in; x0's
   // share accumulates in dx0.
   const int decoder = l - encoders_;
-  const bool own_input = decoder >= 0 && decoder < skips_;
-  const Matrix<A> x_in = own_input ? L.x_in.mat(n, c)
-                         : l == 0  ? acts_.x0.mat(n, c)
-                                   : acts_.layers[static_cast<std::size_t>(l - 1)].x_out.mat(n, c);
+  const bool adds_skip = decoder >= 0 && decoder < skips_;
+  const Matrix<A> x_in = adds_skip ? L.x_in.mat(n, c) : block_input(l);
   ops::mix_rmsnorm_backward<T>(exec, L.x_mix.mat(n, c), ConstVector<T>(L.rstd_attn.vec(n)), d_h, x_in,
                                acts_.x0.mat(n, c), W.resid_mix, dx, acts_.dx0.mat(n, c), G.resid_mix, partials());
+  if (adds_skip) {
+    // x_in = x_prev + skip_weight * (the source encoder's output): the source's share waits in its d_skip.
+    const int source = encoders_ - 1 - decoder;
+    ops::skip_backward<T>(exec, acts_.blocks.kept(source).x_out.mat(n, c),
+                          Kokkos::subview(ConstMatrix<T>(this->w_.skip_weights), decoder, Kokkos::ALL()), dx,
+                          acts_.d_skips[static_cast<std::size_t>(source)].mat(n, c),
+                          Kokkos::subview(this->g_.skip_weights, decoder, Kokkos::ALL()), partials());
+    if (decoder == 0) this->report(ready, this->g_.skip_weights);  // the last decoder the backward reaches
+  }
 }
 
 template class GolfModel<float, float>;

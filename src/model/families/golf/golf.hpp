@@ -16,6 +16,7 @@
 #include "model/model_base.hpp"
 #include "model/ops/linear.hpp"
 #include "model/parameters.hpp"
+#include "model/recompute.hpp"
 #include "model/storage.hpp"
 
 namespace kgpt::model {
@@ -86,21 +87,16 @@ void declare_golf(const config::ModelConfig& m, Tensors& t, Declare&& declare) {
 // golf's activations and workspaces, kept from the forward for the backward or shared scratch.
 template <class T, class A>
 struct GolfActivations {
-  struct Layer {
-    Buffer<A> x_out;  // the block's output (the next block's input, a skip's source): always kept
-    // The rest, kept per block, or (train.recompute: block) one set shared by every block and
-    // filled again by the block's forward just before its backward. x_in only in decoder blocks
-    // that add a skip (in the shared set when any does).
+  struct Kept {
+    Buffer<A> x_out;  // the block's output: the next block's input, a skip's source
+  };
+  // What a block's backward reads, its own or (rebuilt blocks, model/recompute.hpp) shared. x_in
+  // only where a user is a decoder block that adds a skip.
+  struct Working {
     Buffer<A> x_in, x_mix, h_attn, qkv, q_final, k_final, o, attn_out, x_attn, h_mlp, fc, act, mlp_out;
     Buffer<T> rstd_attn, q_rstd, k_rstd, rstd_mlp;
-    void share_recomputed(const Layer& from) {
-      x_in = from.x_in, x_mix = from.x_mix, h_attn = from.h_attn, qkv = from.qkv, q_final = from.q_final;
-      k_final = from.k_final, o = from.o, attn_out = from.attn_out, x_attn = from.x_attn, h_mlp = from.h_mlp;
-      fc = from.fc, act = from.act, mlp_out = from.mlp_out;
-      rstd_attn = from.rstd_attn, q_rstd = from.q_rstd, k_rstd = from.k_rstd, rstd_mlp = from.rstd_mlp;
-    }
   };
-  std::vector<Layer> layers;
+  BlockActivations<Kept, Working> blocks;
   Buffer<A> x0, final;
   Buffer<T> rstd0, rstd_final;
   // Backward scratch, shared by all layers, and the gradients the U-Net skips carry.
@@ -110,41 +106,43 @@ struct GolfActivations {
   Matrix<T> rope_cos, rope_sin;
 };
 
+// Whether golf's block l is a decoder that adds an encoder's output through a U-Net skip.
+inline bool golf_adds_skip(const config::ModelConfig& m, int l) {
+  const int decoder = l - golf_encoder_layers(m.n_layer);
+  return decoder >= 0 && decoder < golf_skip_count(m.n_layer);
+}
+
 // The one declaration of golf's activations: per token of the micro-batch, or fixed.
 template <class T, class A, class Declare>
 void declare_golf_activations(const config::ModelConfig& m, std::size_t max_tokens, GolfActivations<T, A>& a,
                               Declare&& declare) {
   const std::size_t c = m.d_model, heads = m.n_head, kv_heads = m.n_kv_head, d = c / heads;
   const std::size_t kvd = kv_heads * d, f = c * m.mlp_mult, w = c + 2 * kvd;
-  const int encoders = golf_encoder_layers(m.n_layer), skips = golf_skip_count(m.n_layer);
-  a.layers.resize(static_cast<std::size_t>(m.n_layer));
-  const bool recompute = m.recompute == config::Recompute::block;
-  for (int l = 0; l < m.n_layer; ++l) {
-    auto& L = a.layers[static_cast<std::size_t>(l)];
-    declare(L.x_out, ActivationSpec{"x_out", c});
-    if (recompute && l > 0) {
-      L.share_recomputed(a.layers.front());
-      continue;
-    }
-    const int decoder = l - encoders;
-    if ((decoder >= 0 && decoder < skips) || (recompute && skips > 0)) declare(L.x_in, ActivationSpec{"x_in", c});
-    declare(L.x_mix, ActivationSpec{"x_mix", c});
-    declare(L.h_attn, ActivationSpec{"h_attn", c});
-    declare(L.rstd_attn, ActivationSpec{"rstd_attn", 1});
-    declare(L.qkv, ActivationSpec{"qkv", w});
-    declare(L.q_final, ActivationSpec{"q_final", c});
-    declare(L.k_final, ActivationSpec{"k_final", kvd});
-    declare(L.q_rstd, ActivationSpec{"q_rstd", heads});
-    declare(L.k_rstd, ActivationSpec{"k_rstd", kv_heads});
-    declare(L.o, ActivationSpec{"o", c});
-    declare(L.attn_out, ActivationSpec{"attn_out", c});
-    declare(L.x_attn, ActivationSpec{"x_attn", c});
-    declare(L.h_mlp, ActivationSpec{"h_mlp", c});
-    declare(L.rstd_mlp, ActivationSpec{"rstd_mlp", 1});
-    declare(L.fc, ActivationSpec{"fc", f});
-    declare(L.act, ActivationSpec{"act", f});
-    declare(L.mlp_out, ActivationSpec{"mlp_out", c});
-  }
+  const int skips = golf_skip_count(m.n_layer);
+  using Acts = GolfActivations<T, A>;
+  a.blocks.declare(
+      m, [&](typename Acts::Kept& k) { declare(k.x_out, ActivationSpec{"x_out", c}); },
+      [&](typename Acts::Working& L, const std::vector<int>& users) {
+        bool skip = false;
+        for (int l : users) skip = skip || golf_adds_skip(m, l);
+        if (skip) declare(L.x_in, ActivationSpec{"x_in", c});
+        declare(L.x_mix, ActivationSpec{"x_mix", c});
+        declare(L.h_attn, ActivationSpec{"h_attn", c});
+        declare(L.rstd_attn, ActivationSpec{"rstd_attn", 1});
+        declare(L.qkv, ActivationSpec{"qkv", w});
+        declare(L.q_final, ActivationSpec{"q_final", c});
+        declare(L.k_final, ActivationSpec{"k_final", kvd});
+        declare(L.q_rstd, ActivationSpec{"q_rstd", heads});
+        declare(L.k_rstd, ActivationSpec{"k_rstd", kv_heads});
+        declare(L.o, ActivationSpec{"o", c});
+        declare(L.attn_out, ActivationSpec{"attn_out", c});
+        declare(L.x_attn, ActivationSpec{"x_attn", c});
+        declare(L.h_mlp, ActivationSpec{"h_mlp", c});
+        declare(L.rstd_mlp, ActivationSpec{"rstd_mlp", 1});
+        declare(L.fc, ActivationSpec{"fc", f});
+        declare(L.act, ActivationSpec{"act", f});
+        declare(L.mlp_out, ActivationSpec{"mlp_out", c});
+      });
   declare(a.x0, ActivationSpec{"x0", c});
   declare(a.rstd0, ActivationSpec{"rstd0", 1});
   declare(a.final, ActivationSpec{"final", c});
@@ -170,15 +168,18 @@ class GolfModel final : public ModelBase<T, A, GolfTensors> {
   GolfModel(const config::ModelConfig& config, int max_batch, int max_seq);
 
  protected:
-  Matrix<A> forward_blocks(const ExecSpace& exec) override;
+  void embedding_forward(const ExecSpace& exec) override;
+  void block_forward(const ExecSpace& exec, int l) override;
+  Matrix<A> final_forward(const ExecSpace& exec) override;
   Matrix<A> final_input() const override;
-  void backward_blocks(const ExecSpace& exec, const Matrix<A>& d_final, const GradientsReady& ready) override;
+  void final_backward(const ExecSpace& exec, const GradientsReady& ready) override;
+  void block_backward(const ExecSpace& exec, int l, const GradientsReady& ready) override;
+  void embedding_backward(const ExecSpace& exec, const GradientsReady& ready) override;
   const Matrix<A>& head_weights() const override { return this->config_.tie_embeddings ? this->wa_.tok_emb : this->wa_.lm_head; }
   const Matrix<T>& head_grad() const override { return this->config_.tie_embeddings ? this->g_.tok_emb : this->g_.lm_head; }
 
  private:
-  void block_forward(const ExecSpace& exec, int l, const Matrix<A>& x_prev);
-  void block_backward(const ExecSpace& exec, int l, const Matrix<A>& dx);
+  Matrix<A> block_input(int l) const;  // x0 for block 0, else block l - 1's output
   Workspace<T> partials() const { return Workspace<T>(acts_.partials); }
 
   int heads_, kv_heads_, head_dim_, hidden_, qkv_width_, encoders_, skips_;

@@ -37,8 +37,7 @@ Gpt2Model<T, A>::Gpt2Model(const config::ModelConfig& config, int max_batch, int
 template <class T, class A>
 Matrix<A> Gpt2Model<T, A>::block_input(int l) const {
   const std::size_t n = this->rows_, c = this->config_.d_model;
-  return l < static_cast<int>(acts_.layers.size()) ? acts_.layers[static_cast<std::size_t>(l)].x_in.mat(n, c)
-                                                   : acts_.x_last.mat(n, c);
+  return l < this->config_.n_layer ? acts_.blocks.kept(l).x_in.mat(n, c) : acts_.x_last.mat(n, c);
 }
 
 template <class T, class A>
@@ -47,76 +46,86 @@ Matrix<A> Gpt2Model<T, A>::final_input() const {
 }
 
 template <class T, class A>
-Matrix<A> Gpt2Model<T, A>::forward_blocks(const ExecSpace& exec) {
-  const std::size_t n = this->rows_, c = this->config_.d_model;
+void Gpt2Model<T, A>::embedding_forward(const ExecSpace& exec) {
   ops::embedding_forward<T>(exec, this->stage_.inputs(), this->w_.wte, this->w_.wpe, block_input(0));
-  for (std::size_t l = 0; l < acts_.layers.size(); ++l) block_forward(exec, l);
+}
+
+template <class T, class A>
+Matrix<A> Gpt2Model<T, A>::final_forward(const ExecSpace& exec) {
+  const std::size_t n = this->rows_, c = this->config_.d_model;
   ops::layernorm_forward<T>(exec, acts_.x_last.mat(n, c), this->w_.ln_f_w, this->w_.ln_f_b, acts_.final.mat(n, c),
                             acts_.mean_final.vec(n), acts_.rstd_final.vec(n), T(kLayerNormEps));
   return acts_.final.mat(n, c);
 }
 
 template <class T, class A>
-void Gpt2Model<T, A>::block_forward(const ExecSpace& exec, std::size_t l) {
+void Gpt2Model<T, A>::block_forward(const ExecSpace& exec, int l) {
   const std::size_t n = this->rows_, c = this->config_.d_model, f = hidden_;
   const int b = this->batch_;
   using CM = ConstMatrix<A>;
-  auto& L = acts_.layers[l];
-  const Gpt2BlockTensors<T>& W = this->w_.blocks[l];
-  const Matrix<A> x_in = L.x_in.mat(n, c), h1 = L.h1.mat(n, c), qkv = L.qkv.mat(n, 3 * c), o = L.o.mat(n, c);
+  const auto& L = acts_.blocks.working(l);
+  const Gpt2BlockTensors<T>& W = this->w_.blocks[static_cast<std::size_t>(l)];
+  const std::size_t i = static_cast<std::size_t>(l);
+  const Matrix<A> x_in = block_input(l), h1 = L.h1.mat(n, c), qkv = L.qkv.mat(n, 3 * c), o = L.o.mat(n, c);
   ops::layernorm_forward<T>(exec, x_in, W.ln_1_w, W.ln_1_b, h1, L.mean1.vec(n), L.rstd1.vec(n), T(kLayerNormEps));
-  ops::linear_forward(exec, attn_[l], h1, qkv);
-  this->attention_->forward(exec, attention_layer(this->config_, static_cast<int>(l)), heads_of(CM(qkv), 0, b, heads_, head_dim_),
+  ops::linear_forward(exec, attn_[i], h1, qkv);
+  this->attention_->forward(exec, attention_layer(this->config_, l), heads_of(CM(qkv), 0, b, heads_, head_dim_),
                             heads_of(CM(qkv), static_cast<int>(c), b, heads_, head_dim_),
                             heads_of(CM(qkv), static_cast<int>(2 * c), b, heads_, head_dim_),
                             heads_of(o, 0, b, heads_, head_dim_));
   const Matrix<A> x_attn = L.x_attn.mat(n, c), h2 = L.h2.mat(n, c), fc = L.fc.mat(n, f), act = L.act.mat(n, f);
   // x_attn = x_in + o W^T + b: the residual add and the bias ride in the product.
-  ops::linear_forward(exec, attn_proj_[l], o, x_in, x_attn);
+  ops::linear_forward(exec, attn_proj_[i], o, x_in, x_attn);
   ops::layernorm_forward<T>(exec, x_attn, W.ln_2_w, W.ln_2_b, h2, L.mean2.vec(n), L.rstd2.vec(n), T(kLayerNormEps));
-  ops::linear_gelu_forward(exec, fc_[l], h2, fc, act, this->config_.gelu_epilogue);
-  ops::linear_forward(exec, mlp_proj_[l], act, x_attn, block_input(static_cast<int>(l) + 1));
+  ops::linear_gelu_forward(exec, fc_[i], h2, fc, act, this->config_.gelu_epilogue);
+  ops::linear_forward(exec, mlp_proj_[i], act, x_attn, block_input(l + 1));
 }
 
 template <class T, class A>
-void Gpt2Model<T, A>::backward_blocks(const ExecSpace& exec, const Matrix<A>& d_final, const GradientsReady& ready) {
+void Gpt2Model<T, A>::final_backward(const ExecSpace& exec, const GradientsReady& ready) {
+  const std::size_t n = this->rows_, c = this->config_.d_model;
+  ops::layernorm_backward<T>(exec, acts_.x_last.mat(n, c), this->w_.ln_f_w, acts_.mean_final.vec(n),
+                             acts_.rstd_final.vec(n), this->d_final(), acts_.dx.mat(n, c), this->g_.ln_f_w,
+                             this->g_.ln_f_b, partials());
+  this->report(ready, this->g_.ln_f_w);
+  this->report(ready, this->g_.ln_f_b);
+}
+
+template <class T, class A>
+void Gpt2Model<T, A>::block_backward(const ExecSpace& exec, int l, const GradientsReady&) {
   const std::size_t n = this->rows_, c = this->config_.d_model, f = hidden_;
   const int b = this->batch_;
   using CM = ConstMatrix<A>;
   const Matrix<A> dx = acts_.dx.mat(n, c), d_o = acts_.d_o.mat(n, c);
   const Matrix<A> d_hidden = acts_.d_hidden.mat(n, f), d_qkv = acts_.d_qkv.mat(n, 3 * c);
-  const Matrix<A> d_h = d_final;  // scratch once the final norm's backward has read it
-  ops::layernorm_backward<T>(exec, acts_.x_last.mat(n, c), this->w_.ln_f_w, acts_.mean_final.vec(n),
-                             acts_.rstd_final.vec(n), d_final, dx, this->g_.ln_f_w, this->g_.ln_f_b, partials());
-  this->report(ready, this->g_.ln_f_w);
-  this->report(ready, this->g_.ln_f_b);
-  for (int l = static_cast<int>(acts_.layers.size()) - 1; l >= 0; --l) {
-    auto& L = acts_.layers[static_cast<std::size_t>(l)];
-    const Gpt2BlockTensors<T>& W = this->w_.blocks[static_cast<std::size_t>(l)];
-    const Gpt2BlockTensors<T>& G = this->g_.blocks[static_cast<std::size_t>(l)];
-    const std::size_t i = static_cast<std::size_t>(l);
-    // Recomputing writes the block's output again too: the same kernels on the same input give the
-    // same values, and the block above, the only reader, is done with it.
-    if (this->config_.recompute == config::Recompute::block) block_forward(exec, i);
-    // x_out = x_attn + mlp: dx flows to x_attn unchanged and into the MLP.
-    ops::linear_backward_into_gelu(exec, mlp_proj_[i], L.act.mat(n, f), L.fc.mat(n, f), dx, d_hidden,
-                                   this->config_.gelu_epilogue, partials());
-    ops::linear_backward(exec, fc_[i], L.h2.mat(n, c), d_hidden, d_h, false, partials());
-    ops::layernorm_backward<T>(exec, L.x_attn.mat(n, c), W.ln_2_w, L.mean2.vec(n), L.rstd2.vec(n), d_h, dx, G.ln_2_w,
-                               G.ln_2_b, partials(), true);
-    // x_attn = x_in + attention: dx flows to x_in unchanged and into attention.
-    const Matrix<A> o = L.o.mat(n, c), qkv = L.qkv.mat(n, 3 * c);
-    ops::linear_backward(exec, attn_proj_[i], o, dx, d_o, false, partials());
-    const int ci = static_cast<int>(c);
-    this->attention_->backward(exec, attention_layer(this->config_, l), heads_of(CM(qkv), 0, b, heads_, head_dim_), heads_of(CM(qkv), ci, b, heads_, head_dim_),
-                               heads_of(CM(qkv), 2 * ci, b, heads_, head_dim_), heads_of(CM(o), 0, b, heads_, head_dim_),
-                               heads_of(CM(d_o), 0, b, heads_, head_dim_), heads_of(d_qkv, 0, b, heads_, head_dim_),
-                               heads_of(d_qkv, ci, b, heads_, head_dim_), heads_of(d_qkv, 2 * ci, b, heads_, head_dim_));
-    ops::linear_backward(exec, attn_[i], L.h1.mat(n, c), d_qkv, d_h, false, partials());
-    ops::layernorm_backward<T>(exec, L.x_in.mat(n, c), W.ln_1_w, L.mean1.vec(n), L.rstd1.vec(n), d_h, dx, G.ln_1_w,
-                               G.ln_1_b, partials(), true);
-    this->report_block(ready, l);
-  }
+  const Matrix<A> d_h = this->d_final();  // scratch once the final norm's backward has read it
+  const auto& L = acts_.blocks.working(l);
+  const Gpt2BlockTensors<T>& W = this->w_.blocks[static_cast<std::size_t>(l)];
+  const Gpt2BlockTensors<T>& G = this->g_.blocks[static_cast<std::size_t>(l)];
+  const std::size_t i = static_cast<std::size_t>(l);
+  // x_out = x_attn + mlp: dx flows to x_attn unchanged and into the MLP.
+  ops::linear_backward_into_gelu(exec, mlp_proj_[i], L.act.mat(n, f), L.fc.mat(n, f), dx, d_hidden,
+                                 this->config_.gelu_epilogue, partials());
+  ops::linear_backward(exec, fc_[i], L.h2.mat(n, c), d_hidden, d_h, false, partials());
+  ops::layernorm_backward<T>(exec, L.x_attn.mat(n, c), W.ln_2_w, L.mean2.vec(n), L.rstd2.vec(n), d_h, dx, G.ln_2_w,
+                             G.ln_2_b, partials(), true);
+  // x_attn = x_in + attention: dx flows to x_in unchanged and into attention.
+  const Matrix<A> o = L.o.mat(n, c), qkv = L.qkv.mat(n, 3 * c);
+  ops::linear_backward(exec, attn_proj_[i], o, dx, d_o, false, partials());
+  const int ci = static_cast<int>(c);
+  this->attention_->backward(exec, attention_layer(this->config_, l), heads_of(CM(qkv), 0, b, heads_, head_dim_),
+                             heads_of(CM(qkv), ci, b, heads_, head_dim_), heads_of(CM(qkv), 2 * ci, b, heads_, head_dim_),
+                             heads_of(CM(o), 0, b, heads_, head_dim_), heads_of(CM(d_o), 0, b, heads_, head_dim_),
+                             heads_of(d_qkv, 0, b, heads_, head_dim_), heads_of(d_qkv, ci, b, heads_, head_dim_),
+                             heads_of(d_qkv, 2 * ci, b, heads_, head_dim_));
+  ops::linear_backward(exec, attn_[i], L.h1.mat(n, c), d_qkv, d_h, false, partials());
+  ops::layernorm_backward<T>(exec, block_input(l), W.ln_1_w, L.mean1.vec(n), L.rstd1.vec(n), d_h, dx, G.ln_1_w, G.ln_1_b,
+                             partials(), true);
+}
+
+template <class T, class A>
+void Gpt2Model<T, A>::embedding_backward(const ExecSpace& exec, const GradientsReady&) {
+  const Matrix<A> dx = acts_.dx.mat(this->rows_, static_cast<std::size_t>(this->config_.d_model));
   ops::position_embedding_backward<T>(exec, this->seq_, dx, this->g_.wpe);
   ops::embedding_backward<T>(exec, this->stage_.inputs(), dx, this->g_.wte, this->sort_space_);
 }

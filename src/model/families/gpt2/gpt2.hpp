@@ -15,6 +15,7 @@
 #include "model/model_base.hpp"
 #include "model/ops/linear.hpp"
 #include "model/parameters.hpp"
+#include "model/recompute.hpp"
 #include "model/storage.hpp"
 
 namespace kgpt::model {
@@ -84,18 +85,15 @@ void declare_gpt2(const config::ModelConfig& m, int block_size, Tensors& t, Decl
 // gpt2's activations and workspaces.
 template <class T, class A>
 struct Gpt2Activations {
-  struct Layer {
-    Buffer<A> x_in;  // the block's input: always kept
-    // The rest, kept per block, or (train.recompute: block) one set shared by every block and
-    // filled again by the block's forward just before its backward.
+  struct Kept {
+    Buffer<A> x_in;  // the block's input
+  };
+  // What a block's backward reads, its own or (rebuilt blocks, model/recompute.hpp) shared.
+  struct Working {
     Buffer<A> h1, qkv, o, x_attn, h2, fc, act;
     Buffer<T> mean1, rstd1, mean2, rstd2;
-    void share_recomputed(const Layer& from) {
-      h1 = from.h1, qkv = from.qkv, o = from.o, x_attn = from.x_attn, h2 = from.h2, fc = from.fc, act = from.act;
-      mean1 = from.mean1, rstd1 = from.rstd1, mean2 = from.mean2, rstd2 = from.rstd2;
-    }
   };
-  std::vector<Layer> layers;
+  BlockActivations<Kept, Working> blocks;
   Buffer<A> x_last, final;
   Buffer<T> mean_final, rstd_final;
   Buffer<A> dx, d_o, d_hidden, d_qkv;  // backward scratch, shared by all layers
@@ -106,25 +104,22 @@ template <class T, class A, class Declare>
 void declare_gpt2_activations(const config::ModelConfig& m, std::size_t max_tokens, Gpt2Activations<T, A>& a,
                               Declare&& declare) {
   const std::size_t c = m.d_model, f = c * m.mlp_mult;
-  a.layers.resize(static_cast<std::size_t>(m.n_layer));
-  for (auto& L : a.layers) {
-    declare(L.x_in, ActivationSpec{"x_in", c});
-    if (&L != &a.layers.front() && m.recompute == config::Recompute::block) {
-      L.share_recomputed(a.layers.front());
-      continue;
-    }
-    declare(L.h1, ActivationSpec{"h1", c});
-    declare(L.mean1, ActivationSpec{"mean1", 1});
-    declare(L.rstd1, ActivationSpec{"rstd1", 1});
-    declare(L.qkv, ActivationSpec{"qkv", 3 * c});
-    declare(L.o, ActivationSpec{"o", c});
-    declare(L.x_attn, ActivationSpec{"x_attn", c});
-    declare(L.h2, ActivationSpec{"h2", c});
-    declare(L.mean2, ActivationSpec{"mean2", 1});
-    declare(L.rstd2, ActivationSpec{"rstd2", 1});
-    declare(L.fc, ActivationSpec{"fc", f});
-    declare(L.act, ActivationSpec{"act", f});
-  }
+  using Acts = Gpt2Activations<T, A>;
+  a.blocks.declare(
+      m, [&](typename Acts::Kept& k) { declare(k.x_in, ActivationSpec{"x_in", c}); },
+      [&](typename Acts::Working& L, const std::vector<int>&) {
+        declare(L.h1, ActivationSpec{"h1", c});
+        declare(L.mean1, ActivationSpec{"mean1", 1});
+        declare(L.rstd1, ActivationSpec{"rstd1", 1});
+        declare(L.qkv, ActivationSpec{"qkv", 3 * c});
+        declare(L.o, ActivationSpec{"o", c});
+        declare(L.x_attn, ActivationSpec{"x_attn", c});
+        declare(L.h2, ActivationSpec{"h2", c});
+        declare(L.mean2, ActivationSpec{"mean2", 1});
+        declare(L.rstd2, ActivationSpec{"rstd2", 1});
+        declare(L.fc, ActivationSpec{"fc", f});
+        declare(L.act, ActivationSpec{"act", f});
+      });
   declare(a.x_last, ActivationSpec{"x_out", c});
   declare(a.final, ActivationSpec{"final", c});
   declare(a.mean_final, ActivationSpec{"mean_final", 1});
@@ -145,15 +140,18 @@ class Gpt2Model final : public ModelBase<T, A, Gpt2Tensors> {
   Gpt2Model(const config::ModelConfig& config, int max_batch, int max_seq);
 
  protected:
-  Matrix<A> forward_blocks(const ExecSpace& exec) override;
+  void embedding_forward(const ExecSpace& exec) override;
+  void block_forward(const ExecSpace& exec, int l) override;
+  Matrix<A> final_forward(const ExecSpace& exec) override;
   Matrix<A> final_input() const override;
-  void backward_blocks(const ExecSpace& exec, const Matrix<A>& d_final, const GradientsReady& ready) override;
+  void final_backward(const ExecSpace& exec, const GradientsReady& ready) override;
+  void block_backward(const ExecSpace& exec, int l, const GradientsReady& ready) override;
+  void embedding_backward(const ExecSpace& exec, const GradientsReady& ready) override;
   const Matrix<A>& head_weights() const override { return this->config_.tie_embeddings ? this->wa_.wte : this->wa_.lm_head; }
   const Matrix<T>& head_grad() const override { return this->config_.tie_embeddings ? this->g_.wte : this->g_.lm_head; }
 
  private:
   Matrix<A> block_input(int l) const;  // x_in of block l: the embedding's output or block l - 1's
-  void block_forward(const ExecSpace& exec, std::size_t l);
   Workspace<T> partials() const { return Workspace<T>(acts_.partials); }
 
   int heads_, head_dim_, hidden_;

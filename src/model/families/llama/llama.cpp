@@ -96,8 +96,7 @@ LlamaModel<T, A>::LlamaModel(const config::ModelConfig& config, int max_batch, i
 template <class T, class A>
 Matrix<A> LlamaModel<T, A>::block_input(int l) const {
   const std::size_t n = this->rows_, c = this->config_.d_model;
-  return l < static_cast<int>(acts_.layers.size()) ? acts_.layers[static_cast<std::size_t>(l)].x_in.mat(n, c)
-                                                   : acts_.x_last.mat(n, c);
+  return l < this->config_.n_layer ? acts_.blocks.kept(l).x_in.mat(n, c) : acts_.x_last.mat(n, c);
 }
 
 template <class T, class A>
@@ -106,44 +105,56 @@ Matrix<A> LlamaModel<T, A>::final_input() const {
 }
 
 template <class T, class A>
-Matrix<A> LlamaModel<T, A>::forward_blocks(const ExecSpace& exec) {
-  const std::size_t n = this->rows_, c = this->config_.d_model;
+void LlamaModel<T, A>::embedding_forward(const ExecSpace& exec) {
   ops::embedding_forward<T>(exec, this->stage_.inputs(), this->w_.embed, block_input(0));
-  for (std::size_t l = 0; l < acts_.layers.size(); ++l) block_forward(exec, l);
+}
+
+template <class T, class A>
+Matrix<A> LlamaModel<T, A>::final_forward(const ExecSpace& exec) {
+  const std::size_t n = this->rows_, c = this->config_.d_model;
   llama::rmsnorm_forward<T>(exec, acts_.x_last.mat(n, c), this->w_.norm, acts_.final.mat(n, c), acts_.rstd_final.vec(n),
                             T(kRmsEps));
   return acts_.final.mat(n, c);
 }
 
 template <class T, class A>
-void LlamaModel<T, A>::block_forward(const ExecSpace& exec, std::size_t l) {
+void LlamaModel<T, A>::block_forward(const ExecSpace& exec, int l) {
   const std::size_t n = this->rows_, c = this->config_.d_model, kvd = static_cast<std::size_t>(kv_heads_) * head_dim_;
   const std::size_t f = hidden_, w = qkv_width_;
   const int b = this->batch_;
   using CM = ConstMatrix<A>;
   const ops::QkShape shape{heads_, kv_heads_, head_dim_, this->seq_, 0, static_cast<int>(c)};
-  auto& L = acts_.layers[l];
-  const LlamaBlockTensors<T>& W = this->w_.blocks[l];
-  const Matrix<A> x_in = L.x_in.mat(n, c), h1 = L.h1.mat(n, c), qkv = L.qkv.mat(n, w);
+  const auto& L = acts_.blocks.working(l);
+  const std::size_t i = static_cast<std::size_t>(l);
+  const LlamaBlockTensors<T>& W = this->w_.blocks[i];
+  const Matrix<A> x_in = block_input(l), h1 = L.h1.mat(n, c), qkv = L.qkv.mat(n, w);
   const Matrix<A> q_rot = L.q_rot.mat(n, c), k_rot = L.k_rot.mat(n, kvd), o = L.o.mat(n, c);
   llama::rmsnorm_forward<T>(exec, x_in, W.input_norm, h1, L.rstd1.vec(n), T(kRmsEps));
-  forward_pieces(exec, qkv_[l], h1, qkv);
+  forward_pieces(exec, qkv_[i], h1, qkv);
   llama::rope_forward<T>(exec, CM(qkv), shape, ConstMatrix<T>(acts_.rope_cos), ConstMatrix<T>(acts_.rope_sin), q_rot,
                          k_rot);
-  this->attention_->forward(exec, attention_layer(this->config_, static_cast<int>(l)),
-                            heads_of(CM(q_rot), 0, b, heads_, head_dim_), heads_of(CM(k_rot), 0, b, kv_heads_, head_dim_),
+  this->attention_->forward(exec, attention_layer(this->config_, l), heads_of(CM(q_rot), 0, b, heads_, head_dim_),
+                            heads_of(CM(k_rot), 0, b, kv_heads_, head_dim_),
                             heads_of(CM(qkv), static_cast<int>(c + kvd), b, kv_heads_, head_dim_),
                             heads_of(o, 0, b, heads_, head_dim_));
   const Matrix<A> x_attn = L.x_attn.mat(n, c), h2 = L.h2.mat(n, c), gu = L.gu.mat(n, 2 * f), act = L.act.mat(n, f);
-  ops::linear_forward(exec, o_[l], o, x_in, x_attn);  // x_attn = x_in + o W_o^T
+  ops::linear_forward(exec, o_[i], o, x_in, x_attn);  // x_attn = x_in + o W_o^T
   llama::rmsnorm_forward<T>(exec, x_attn, W.post_norm, h2, L.rstd2.vec(n), T(kRmsEps));
-  forward_pieces(exec, gate_up_[l], h2, gu);
+  forward_pieces(exec, gate_up_[i], h2, gu);
   llama::swiglu_forward<T>(exec, gu, act);
-  ops::linear_forward(exec, down_[l], act, x_attn, block_input(static_cast<int>(l) + 1));
+  ops::linear_forward(exec, down_[i], act, x_attn, block_input(l + 1));
 }
 
 template <class T, class A>
-void LlamaModel<T, A>::backward_blocks(const ExecSpace& exec, const Matrix<A>& d_final, const GradientsReady& ready) {
+void LlamaModel<T, A>::final_backward(const ExecSpace& exec, const GradientsReady& ready) {
+  const std::size_t n = this->rows_, c = this->config_.d_model;
+  llama::rmsnorm_backward<T>(exec, acts_.x_last.mat(n, c), this->w_.norm, ConstVector<T>(acts_.rstd_final.vec(n)),
+                             this->d_final(), acts_.dx.mat(n, c), this->g_.norm, partials(), false);
+  this->report(ready, this->g_.norm);
+}
+
+template <class T, class A>
+void LlamaModel<T, A>::block_backward(const ExecSpace& exec, int l, const GradientsReady&) {
   const std::size_t n = this->rows_, c = this->config_.d_model, kvd = static_cast<std::size_t>(kv_heads_) * head_dim_;
   const std::size_t f = hidden_, w = qkv_width_;
   const int b = this->batch_;
@@ -151,41 +162,37 @@ void LlamaModel<T, A>::backward_blocks(const ExecSpace& exec, const Matrix<A>& d
   const Matrix<A> dx = acts_.dx.mat(n, c), d_o = acts_.d_o.mat(n, c), d_qr = acts_.d_qr.mat(n, c);
   const Matrix<A> d_kr = acts_.d_kr.mat(n, kvd), d_qkv = acts_.d_qkv.mat(n, w);
   const Matrix<A> d_act = acts_.d_act.mat(n, f), d_gu = acts_.d_gu.mat(n, 2 * f);
-  const Matrix<A> d_h = d_final;  // scratch once the final norm's backward has read it
-  llama::rmsnorm_backward<T>(exec, acts_.x_last.mat(n, c), this->w_.norm, ConstVector<T>(acts_.rstd_final.vec(n)), d_final,
-                             dx, this->g_.norm, partials(), false);
-  this->report(ready, this->g_.norm);
+  const Matrix<A> d_h = this->d_final();  // scratch once the final norm's backward has read it
   const ops::QkShape shape{heads_, kv_heads_, head_dim_, this->seq_, 0, static_cast<int>(c)};
-  for (int l = static_cast<int>(acts_.layers.size()) - 1; l >= 0; --l) {
-    const std::size_t i = static_cast<std::size_t>(l);
-    auto& L = acts_.layers[i];
-    const LlamaBlockTensors<T>& W = this->w_.blocks[i];
-    const LlamaBlockTensors<T>& G = this->g_.blocks[i];
-    // Recomputing writes the block's output again too: the same kernels on the same input give the
-    // same values, and the block above, the only reader, is done with it.
-    if (this->config_.recompute == config::Recompute::block) block_forward(exec, i);
-    // x_out = x_attn + mlp: dx flows to x_attn unchanged and into the MLP.
-    ops::linear_backward(exec, down_[i], L.act.mat(n, f), dx, d_act);
-    llama::swiglu_backward<T>(exec, L.gu.mat(n, 2 * f), d_act, d_gu);
-    backward_pieces(exec, gate_up_[i], L.h2.mat(n, c), d_gu, d_h);
-    llama::rmsnorm_backward<T>(exec, L.x_attn.mat(n, c), W.post_norm, ConstVector<T>(L.rstd2.vec(n)), d_h, dx,
-                               G.post_norm, partials(), true);
-    // x_attn = x_in + attention: dx flows to x_in unchanged and into attention.
-    const Matrix<A> o = L.o.mat(n, c), qkv = L.qkv.mat(n, w);
-    ops::linear_backward(exec, o_[i], o, dx, d_o);
-    this->attention_->backward(exec, attention_layer(this->config_, l), heads_of(CM(L.q_rot.mat(n, c)), 0, b, heads_, head_dim_),
-                               heads_of(CM(L.k_rot.mat(n, kvd)), 0, b, kv_heads_, head_dim_),
-                               heads_of(CM(qkv), static_cast<int>(c + kvd), b, kv_heads_, head_dim_),
-                               heads_of(CM(o), 0, b, heads_, head_dim_), heads_of(CM(d_o), 0, b, heads_, head_dim_),
-                               heads_of(d_qr, 0, b, heads_, head_dim_), heads_of(d_kr, 0, b, kv_heads_, head_dim_),
-                               heads_of(d_qkv, static_cast<int>(c + kvd), b, kv_heads_, head_dim_));
-    llama::rope_backward<T>(exec, shape, ConstMatrix<T>(acts_.rope_cos), ConstMatrix<T>(acts_.rope_sin), CM(d_qr), CM(d_kr),
-                            d_qkv);
-    backward_pieces(exec, qkv_[i], L.h1.mat(n, c), d_qkv, d_h);
-    llama::rmsnorm_backward<T>(exec, L.x_in.mat(n, c), W.input_norm, ConstVector<T>(L.rstd1.vec(n)), d_h, dx,
-                               G.input_norm, partials(), true);
-    this->report_block(ready, l);
-  }
+  const std::size_t i = static_cast<std::size_t>(l);
+  const auto& L = acts_.blocks.working(l);
+  const LlamaBlockTensors<T>& W = this->w_.blocks[i];
+  const LlamaBlockTensors<T>& G = this->g_.blocks[i];
+  // x_out = x_attn + mlp: dx flows to x_attn unchanged and into the MLP.
+  ops::linear_backward(exec, down_[i], L.act.mat(n, f), dx, d_act);
+  llama::swiglu_backward<T>(exec, L.gu.mat(n, 2 * f), d_act, d_gu);
+  backward_pieces(exec, gate_up_[i], L.h2.mat(n, c), d_gu, d_h);
+  llama::rmsnorm_backward<T>(exec, L.x_attn.mat(n, c), W.post_norm, ConstVector<T>(L.rstd2.vec(n)), d_h, dx, G.post_norm,
+                             partials(), true);
+  // x_attn = x_in + attention: dx flows to x_in unchanged and into attention.
+  const Matrix<A> o = L.o.mat(n, c), qkv = L.qkv.mat(n, w);
+  ops::linear_backward(exec, o_[i], o, dx, d_o);
+  this->attention_->backward(exec, attention_layer(this->config_, l), heads_of(CM(L.q_rot.mat(n, c)), 0, b, heads_, head_dim_),
+                             heads_of(CM(L.k_rot.mat(n, kvd)), 0, b, kv_heads_, head_dim_),
+                             heads_of(CM(qkv), static_cast<int>(c + kvd), b, kv_heads_, head_dim_),
+                             heads_of(CM(o), 0, b, heads_, head_dim_), heads_of(CM(d_o), 0, b, heads_, head_dim_),
+                             heads_of(d_qr, 0, b, heads_, head_dim_), heads_of(d_kr, 0, b, kv_heads_, head_dim_),
+                             heads_of(d_qkv, static_cast<int>(c + kvd), b, kv_heads_, head_dim_));
+  llama::rope_backward<T>(exec, shape, ConstMatrix<T>(acts_.rope_cos), ConstMatrix<T>(acts_.rope_sin), CM(d_qr), CM(d_kr),
+                          d_qkv);
+  backward_pieces(exec, qkv_[i], L.h1.mat(n, c), d_qkv, d_h);
+  llama::rmsnorm_backward<T>(exec, block_input(l), W.input_norm, ConstVector<T>(L.rstd1.vec(n)), d_h, dx, G.input_norm,
+                             partials(), true);
+}
+
+template <class T, class A>
+void LlamaModel<T, A>::embedding_backward(const ExecSpace& exec, const GradientsReady&) {
+  const Matrix<A> dx = acts_.dx.mat(this->rows_, static_cast<std::size_t>(this->config_.d_model));
   ops::embedding_backward<T>(exec, this->stage_.inputs(), dx, this->g_.embed, this->sort_space_);
 }
 

@@ -16,6 +16,7 @@
 #include "model/model_base.hpp"
 #include "model/ops/linear.hpp"
 #include "model/parameters.hpp"
+#include "model/recompute.hpp"
 #include "model/storage.hpp"
 
 namespace kgpt::model {
@@ -69,18 +70,15 @@ void declare_llama(const config::ModelConfig& m, Tensors& t, Declare&& declare) 
 
 template <class T, class A>
 struct LlamaActivations {
-  struct Layer {
-    Buffer<A> x_in;  // the block's input: always kept
-    // The rest, kept per block, or (train.recompute: block) one set shared by every block and
-    // filled again by the block's forward just before its backward.
+  struct Kept {
+    Buffer<A> x_in;  // the block's input
+  };
+  // What a block's backward reads, its own or (rebuilt blocks, model/recompute.hpp) shared.
+  struct Working {
     Buffer<A> h1, qkv, q_rot, k_rot, o, x_attn, h2, gu, act;
     Buffer<T> rstd1, rstd2;
-    void share_recomputed(const Layer& from) {
-      h1 = from.h1, qkv = from.qkv, q_rot = from.q_rot, k_rot = from.k_rot, o = from.o, x_attn = from.x_attn;
-      h2 = from.h2, gu = from.gu, act = from.act, rstd1 = from.rstd1, rstd2 = from.rstd2;
-    }
   };
-  std::vector<Layer> layers;
+  BlockActivations<Kept, Working> blocks;
   Buffer<A> x_last, final;
   Buffer<T> rstd_final;
   Buffer<A> dx, d_o, d_qr, d_kr, d_qkv, d_act, d_gu;  // backward scratch, shared by all layers
@@ -93,25 +91,22 @@ void declare_llama_activations(const config::ModelConfig& m, std::size_t max_tok
                                Declare&& declare) {
   const std::size_t c = m.d_model, kvd = static_cast<std::size_t>(m.n_kv_head) * (c / m.n_head);
   const std::size_t f = c * m.mlp_mult, w = c + 2 * kvd;
-  a.layers.resize(static_cast<std::size_t>(m.n_layer));
-  for (auto& L : a.layers) {
-    declare(L.x_in, ActivationSpec{"x_in", c});
-    if (&L != &a.layers.front() && m.recompute == config::Recompute::block) {
-      L.share_recomputed(a.layers.front());
-      continue;
-    }
-    declare(L.h1, ActivationSpec{"h1", c});
-    declare(L.rstd1, ActivationSpec{"rstd1", 1});
-    declare(L.qkv, ActivationSpec{"qkv", w});
-    declare(L.q_rot, ActivationSpec{"q_rot", c});
-    declare(L.k_rot, ActivationSpec{"k_rot", kvd});
-    declare(L.o, ActivationSpec{"o", c});
-    declare(L.x_attn, ActivationSpec{"x_attn", c});
-    declare(L.h2, ActivationSpec{"h2", c});
-    declare(L.rstd2, ActivationSpec{"rstd2", 1});
-    declare(L.gu, ActivationSpec{"gate_up", 2 * f});
-    declare(L.act, ActivationSpec{"act", f});
-  }
+  using Acts = LlamaActivations<T, A>;
+  a.blocks.declare(
+      m, [&](typename Acts::Kept& k) { declare(k.x_in, ActivationSpec{"x_in", c}); },
+      [&](typename Acts::Working& L, const std::vector<int>&) {
+        declare(L.h1, ActivationSpec{"h1", c});
+        declare(L.rstd1, ActivationSpec{"rstd1", 1});
+        declare(L.qkv, ActivationSpec{"qkv", w});
+        declare(L.q_rot, ActivationSpec{"q_rot", c});
+        declare(L.k_rot, ActivationSpec{"k_rot", kvd});
+        declare(L.o, ActivationSpec{"o", c});
+        declare(L.x_attn, ActivationSpec{"x_attn", c});
+        declare(L.h2, ActivationSpec{"h2", c});
+        declare(L.rstd2, ActivationSpec{"rstd2", 1});
+        declare(L.gu, ActivationSpec{"gate_up", 2 * f});
+        declare(L.act, ActivationSpec{"act", f});
+      });
   declare(a.x_last, ActivationSpec{"x_out", c});
   declare(a.final, ActivationSpec{"final", c});
   declare(a.rstd_final, ActivationSpec{"rstd_final", 1});
@@ -131,15 +126,18 @@ class LlamaModel final : public ModelBase<T, A, LlamaTensors> {
   LlamaModel(const config::ModelConfig& config, int max_batch, int max_seq);
 
  protected:
-  Matrix<A> forward_blocks(const ExecSpace& exec) override;
+  void embedding_forward(const ExecSpace& exec) override;
+  void block_forward(const ExecSpace& exec, int l) override;
+  Matrix<A> final_forward(const ExecSpace& exec) override;
   Matrix<A> final_input() const override;
-  void backward_blocks(const ExecSpace& exec, const Matrix<A>& d_final, const GradientsReady& ready) override;
+  void final_backward(const ExecSpace& exec, const GradientsReady& ready) override;
+  void block_backward(const ExecSpace& exec, int l, const GradientsReady& ready) override;
+  void embedding_backward(const ExecSpace& exec, const GradientsReady& ready) override;
   const Matrix<A>& head_weights() const override { return this->config_.tie_embeddings ? this->wa_.embed : this->wa_.lm_head; }
   const Matrix<T>& head_grad() const override { return this->config_.tie_embeddings ? this->g_.embed : this->g_.lm_head; }
 
  private:
-  Matrix<A> block_input(int l) const;
-  void block_forward(const ExecSpace& exec, std::size_t l);
+  Matrix<A> block_input(int l) const;  // x_in of block l: the embedding's output or block l - 1's
   Workspace<T> partials() const { return Workspace<T>(acts_.partials); }
 
   int heads_, kv_heads_, head_dim_, hidden_, qkv_width_;
