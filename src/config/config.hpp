@@ -102,6 +102,9 @@ struct ModelConfig {
   Precision precision = Precision::fp32;
   // The deck key is train.recompute; the model keeps what its backward needs by it.
   Recompute recompute = Recompute::none;
+  // train.recompute_every: under recompute block, blocks 0, N, 2N, ... are rebuilt; the others keep
+  // their activations (model/recompute.hpp).
+  int recompute_every = 1;
   // A safetensors file (or a folder holding model.safetensors) whose weights start the run.
   std::string init_from = "";
 };

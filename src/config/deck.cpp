@@ -350,6 +350,13 @@ void check_cross_field(ResolvedDeck& deck, std::vector<std::string>& problems) {
                        "products give bf16 activations); train.precision is " + name_of(m.precision) + " (" +
                        deck.origin("train.precision").describe() + ")");
   }
+  // One rebuilt block has no other to share its working set with: the memory of none, for more compute.
+  if (m.recompute == Recompute::block && m.recompute_every > 1 && m.recompute_every >= m.n_layer) {
+    problems.push_back(deck.where("train.recompute_every") + ": recompute_every = " + std::to_string(m.recompute_every) +
+                       " with " + value_of("model.n_layer", m.n_layer) +
+                       " rebuilds block 0 alone, which keeps as much memory as train.recompute: none for more "
+                       "compute: use a value below n_layer");
+  }
   if (m.n_head % m.n_kv_head != 0) {
     problems.push_back(deck.where("model.n_head") + ": n_head = " + std::to_string(m.n_head) +
                        " is not divisible by " + value_of("model.n_kv_head", m.n_kv_head));

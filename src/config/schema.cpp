@@ -348,7 +348,17 @@ std::vector<KeySpec> build_schema() {
           "What the forward keeps for the backward: none keeps every activation of every block; block "
           "keeps only each transformer block's input and runs the block's forward again, with the same "
           "kernels, just before its backward (the same losses and gradients, bit for bit, for about a "
-          "third more compute; kgpt check's memory plan shows what it saves)."),
+          "third more compute; kgpt check's memory plan shows what it saves). train.recompute_every rebuilds "
+          "only some blocks."),
+      acting(key("train", "recompute_every", &Config::model, &MC::recompute_every, VK::integer, positive_int,
+                 "Which blocks train.recompute: block rebuilds: every Nth (blocks 0, N, 2N, ...), as Megatron's "
+                 "partial recompute; the others keep their activations. 1 rebuilds every block; larger N keeps "
+                 "more memory for less recompute (a rebuilt block costs one more forward). Below "
+                 "model.n_layer (one rebuilt block saves nothing). kgpt check's memory plan shows what each choice keeps."),
+             [](const Config& c) -> std::string {
+               return c.model.recompute == Recompute::block ? "" : "train.recompute is none";
+             },
+             "train.recompute: block"),
       // optim
       by_family(key("optim", "matrix_optimizer", &Config::optim, &OC::matrix_optimizer, VK::choice, none,
                     "Optimizer of the 2-D block matrices: muon (Newton-Schulz orthogonalised momentum) or "

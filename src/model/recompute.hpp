@@ -1,6 +1,7 @@
 #pragma once
 // Which blocks keep their activations from the forward for the backward, and which rebuild them
-// there by running their forward again (train.recompute). A rebuilt block keeps only what the
+// there by running their forward again (train.recompute: block; train.recompute_every: N rebuilds
+// blocks 0, N, 2N, ... only, as Megatron's partial recompute does). A rebuilt block keeps only what the
 // blocks around it read (its input or its output) and borrows one working set of buffers that
 // every rebuilt block shares; a block that is not rebuilt has a working set of its own. The same
 // numbering picks a block's attention statistics (attention_layer), so the two always agree.
@@ -18,15 +19,22 @@ namespace kgpt::model {
 class RecomputePlan {
  public:
   explicit RecomputePlan(const config::ModelConfig& m)
-      : blocks_(m.n_layer), recompute_(m.recompute == config::Recompute::block) {}
+      : blocks_(m.n_layer),
+        recompute_(m.recompute == config::Recompute::block),
+        every_(m.recompute_every > 0 ? m.recompute_every : 1) {}
 
   int blocks() const { return blocks_; }
   // Whether block l runs its forward again just before its backward.
-  bool rebuilt(int) const { return recompute_; }
-  // The working set block l uses.
-  int set(int l) const { return recompute_ ? 0 : l; }
+  bool rebuilt(int l) const { return recompute_ && l % every_ == 0; }
+  // How many blocks are rebuilt.
+  int rebuilt_blocks() const { return recompute_ ? (blocks_ + every_ - 1) / every_ : 0; }
+  // The working set block l uses: 0 when rebuilt, else 1 + the blocks before it that are not.
+  int set(int l) const {
+    if (!recompute_) return l;
+    return rebuilt(l) ? 0 : l - l / every_;
+  }
   // How many working sets the model holds.
-  int sets() const { return recompute_ ? 1 : blocks_; }
+  int sets() const { return recompute_ ? 1 + blocks_ - rebuilt_blocks() : blocks_; }
   // The blocks that use working set s, in order (for a declaration that sizes a set by its users).
   std::vector<int> users(int s) const {
     std::vector<int> found;
@@ -41,6 +49,7 @@ class RecomputePlan {
  private:
   int blocks_;
   bool recompute_;
+  int every_;
 };
 
 // The activations of a model's blocks, split as the plan splits them: per block, what it always

@@ -9,6 +9,7 @@
 #include "model/attention/attention.hpp"
 #include "model/family.hpp"
 #include "model/parameters.hpp"
+#include "model/recompute.hpp"
 #include "optim/optimizer.hpp"
 #include "train/step.hpp"
 
@@ -29,6 +30,14 @@ std::string mib(double bytes) {
   char s[32];
   std::snprintf(s, sizeof(s), "%.1f MiB", bytes / kMiB);
   return s;
+}
+
+// ", 8 of 24 blocks rebuilt in the backward" under train.recompute: block, else "".
+std::string rebuilt_blocks(const config::ModelConfig& m) {
+  const model::RecomputePlan plan(m);
+  if (plan.rebuilt_blocks() == 0) return "";
+  return ", " + std::to_string(plan.rebuilt_blocks()) + " of " + std::to_string(plan.blocks()) +
+         " blocks rebuilt in the backward";
 }
 
 // The memory the plan must fit in, and where that figure comes from.
@@ -88,7 +97,7 @@ MemoryPlan plan_memory(const config::ResolvedDeck& deck, const model::MemoryTarg
       {"bf16 weight shadow", static_cast<double>(m.weight_shadow),
        m.weight_shadow > 0 ? n + " bf16 values" : "none (fp32 activations)"},
       {"activations", static_cast<double>(m.activations),
-       "micro-batch of " + tokens + ", attention " + plan.attention + ", logits included"},
+       "micro-batch of " + tokens + ", attention " + plan.attention + ", logits included" + rebuilt_blocks(c.model)},
       {"step buffers", static_cast<double>(TrainStep<float>::buffer_bytes(batch, target.gpu)),
        "the tokens of the step's " + std::to_string(batch.grad_accum_steps) + " micro-step(s)"},
       {"library workspaces", static_cast<double>(m.library_workspace),
@@ -160,14 +169,23 @@ void require_fit(const config::ResolvedDeck& deck, const MemoryPlan& plan, const
              deck.origin("train.accum_total").describe() + ")";
     break;
   }
-  // Keeping only each block's input.
+  // Rebuilding blocks in the backward: the fewest that fit (the largest train.recompute_every).
   if (deck.config.model.recompute == config::Recompute::none) {
     config::ResolvedDeck recomputed = deck;
     recomputed.config.model.recompute = config::Recompute::block;
-    const MemoryPlan plan_block = plan_memory(recomputed, target);
-    if (plan_block.fits()) {
-      remedy += std::string(remedy.empty() ? "" : "; or ") + "train.recompute = block would fit at this micro-batch (" +
-                gib(plan_block.total) + ", for about a third more compute)";
+    const int layers = deck.config.model.n_layer;
+    for (int every = std::max(1, layers - 1); every >= 1; --every) {
+      recomputed.config.model.recompute_every = every;
+      const MemoryPlan plan_block = plan_memory(recomputed, target);
+      if (!plan_block.fits()) continue;
+      // A rebuilt block runs its forward twice: about a third more of that block's compute.
+      const int rebuilt = model::RecomputePlan(recomputed.config.model).rebuilt_blocks();
+      remedy += std::string(remedy.empty() ? "" : "; or ") + "train.recompute = block" +
+                (every > 1 ? " with train.recompute_every = " + std::to_string(every) : std::string()) +
+                " would fit at this micro-batch (" + gib(plan_block.total) + ", rebuilding " + std::to_string(rebuilt) +
+                " of " + std::to_string(layers) + " blocks, for about " +
+                text::fixed(100.0 * rebuilt / (3.0 * layers), 0) + "% more compute)";
+      break;
     }
   }
   // Sharding the optimizer's state over the ranks.

@@ -5,7 +5,8 @@ usage: test_memory_plan.py KGPT MPIEXEC SOURCE_DIR WORKDIR
 
 For each deck (golf: the embedded default; gpt2: a small gpt2; llama: its tiny deck; the 1.3B deck
 scaled down to 2 layers of width 128 with its GPT-2 vocabulary and bf16 activations) at world sizes
-1, 2 and 4, and again with train.recompute: block, with parallel.zero_stage: 1 (where each
+1, 2 and 4, and again with train.recompute: block (every block, and llama's every second with
+train.recompute_every: 2), with parallel.zero_stage: 1 (where each
 rank's peak must fall as W grows) and with gpt2 in bf16 with model.fp8: all (its FP8 operands'
 scratch), `kgpt bench` under mpiexec prints view_peak_mb (the high-water mark of every array kgpt
 allocated, counted by Kokkos' allocation callbacks while the model, the optimizer, the step and two
@@ -16,7 +17,8 @@ plan that misses an array by 10% would mislead a user sizing a run).
 Then the refusals, each with exit code 2 on every rank and a message naming the key:
 - `kgpt check` of the 1.3B deck for world size 8 planned for a CUDA build fits its 79 GiB;
 - the same deck with a micro-batch 8 times larger does not, and the message names the
-  train.accum_total that would fit; `kgpt train` of a deck that does not fit writes no run directory;
+  train.accum_total that would fit, and with a budget of 100 GiB the train.recompute_every that
+  would; `kgpt train` of a deck that does not fit writes no run directory;
   `kgpt sweep` names the point that does not fit and writes nothing.
 """
 
@@ -43,6 +45,7 @@ DECKS = [
     ("1.3B scaled down", "inputs/llm_1p3b_8xh100.yaml", SCALED_1P3B),
     ("golf, recompute", "inputs/tiny_cpu.yaml", ["train.recompute=block"]),
     ("1.3B, recompute", "inputs/llm_1p3b_8xh100.yaml", SCALED_1P3B + ["train.recompute=block"]),
+    ("llama, recompute every 2", "inputs/llama_tiny_cpu.yaml", ["train.recompute=block", "train.recompute_every=2"]),
     ("golf, zero 1", "inputs/tiny_cpu.yaml", ["parallel.zero_stage=1"]),
     ("gpt2, bf16 + fp8 all", "inputs/tiny_cpu.yaml", GPT2_SMALL + ["train.precision=bf16", "model.fp8=all"]),
     ("gpt2, zero 1", "inputs/tiny_cpu.yaml", GPT2_SMALL + ["parallel.zero_stage=1"]),
@@ -114,6 +117,18 @@ def refusals():
     r = kgpt(["check", deck, "--world-size", "8", "--no-data", "--plan-for", "cuda", "--set", "train.accum_total=8"])
     check("parallel.device_memory_gib" in r.stderr and "train.accum_total = 16 would fit" in r.stderr,
           f"the refusal does not name the key and the accum_total that fits:\n{r.stderr}")
+    # With 100 GiB, rebuilding every second block is the least recompute that fits (every third
+    # keeps 81.7 GiB of activations, every second 66.3 GiB, beside 26 GiB of the rest).
+    r = kgpt(["check", deck, "--world-size", "8", "--no-data", "--plan-for", "cuda", "--set", "train.accum_total=8",
+              "--set", "parallel.device_memory_gib=100"])
+    check(r.returncode == 2 and "train.recompute = block with train.recompute_every = 2 would fit" in r.stderr
+          and "rebuilding 12 of 24 blocks" in r.stderr,
+          f"the refusal does not name the recompute_every that fits:\n{r.stderr}")
+    r = kgpt(["check", deck, "--world-size", "8", "--no-data", "--plan-for", "cuda", "--set", "train.accum_total=8",
+              "--set", "parallel.device_memory_gib=100", "--set", "train.recompute=block",
+              "--set", "train.recompute_every=2"])
+    check(r.returncode == 0 and "12 of 24 blocks rebuilt in the backward" in r.stderr,
+          f"the deck with train.recompute_every = 2 does not fit 100 GiB or its plan does not say so:\n{r.stderr}")
 
     # Every rank refuses, before a run directory exists.
     run_dir = os.path.join(WORKDIR, "memory_plan_refused")

@@ -13,6 +13,7 @@
 #include "core/random.hpp"
 #include "model/family.hpp"
 #include "model/language_model.hpp"
+#include "model/recompute.hpp"
 #include "optim/optimizer.hpp"
 #include "parallel/world.hpp"
 #include "train/step.hpp"
@@ -175,11 +176,15 @@ TEST_CASE("train.recompute: block gives the losses, gradients and weights of non
   const std::string family = GENERATE(from_range(registered_families()));
   const std::string precision = GENERATE(as<std::string>{}, "fp32", "bf16");
   const std::string attention = GENERATE(as<std::string>{}, "gemm", "fused");
-  INFO(family << " " << precision << " attention " << attention);
+  // Every block rebuilt; blocks 0 and 2 (each rebuilt block between two that keep theirs); blocks 0
+  // and 3 (two kept blocks in a row).
+  const int every = GENERATE(1, 2, 3);
+  INFO(family << " " << precision << " attention " << attention << " recompute_every " << every);
   // Four layers: golf's U-Net then has two decoder blocks that add a skip.
   const auto deck = [&](const std::string& recompute) {
     const std::vector<std::string> overrides = {"model.n_layer=4", "model.attention=" + attention,
-                                                "train.recompute=" + recompute};
+                                                "train.recompute=" + recompute,
+                                                "train.recompute_every=" + std::to_string(recompute == "none" ? 1 : every)};
     config::ResolvedDeck d = tiny_deck(family, precision, 1.0);
     config::DeckOptions options;
     options.overrides = overrides;
@@ -187,6 +192,7 @@ TEST_CASE("train.recompute: block gives the losses, gradients and weights of non
   };
   Setup kept(deck("none")), recomputed(deck("block"));
   REQUIRE(recomputed.deck.config.model.recompute == config::Recompute::block);
+  REQUIRE(model::RecomputePlan(recomputed.deck.config.model).rebuilt_blocks() == (every == 1 ? 4 : 2));
   const ExecSpace exec;
   for (int step = 0; step < 3; ++step) {
     const train::StepMetrics a = kept.step.run(exec, step, 0.0, kept.batches, false);
@@ -203,7 +209,14 @@ TEST_CASE("train.recompute: block gives the losses, gradients and weights of non
   };
   CHECK(same(kept.model->parameters().grads(), recomputed.model->parameters().grads()));
   CHECK(same(kept.model->parameters().values(), recomputed.model->parameters().values()));
-  // And it keeps less: one block's activations instead of four.
+  // And it keeps less: one working set for the rebuilt blocks instead of one each, and the fewer
+  // blocks rebuilt, the more it keeps.
   const model::Family& f = model::family(family);
-  CHECK(f.activation_bytes(recomputed.deck.config.model, 4, 16) < f.activation_bytes(kept.deck.config.model, 4, 16));
+  const std::size_t partial = f.activation_bytes(recomputed.deck.config.model, 4, 16);
+  CHECK(partial < f.activation_bytes(kept.deck.config.model, 4, 16));
+  if (every > 1) {
+    config::ModelConfig all = recomputed.deck.config.model;
+    all.recompute_every = 1;
+    CHECK(f.activation_bytes(all, 4, 16) < partial);
+  }
 }
