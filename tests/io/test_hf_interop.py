@@ -2,8 +2,10 @@
 """Models in and out: `kgpt export --format hf` and `model.init_from`, checked against files and a
 model written here, independently of kgpt.
 
-usage: test_hf_interop.py KGPT SOURCE_DIR WORKDIR
+usage: test_hf_interop.py KGPT SOURCE_DIR WORKDIR REFERENCE_DUMP
 
+- the families below are exactly those the registry gives a Hugging Face form
+  (REFERENCE_DUMP --hf-families): a family added with one and without its entry here fails, by name;
 - gpt2 (tied) and llama (untied, GQA) models trained for 6 steps on the embedded default's data are
   exported; model.safetensors, read here with json + numpy from the published format, holds every
   checkpoint tensor exactly (GPT-2's Conv1D weights transposed), 8-byte aligned data, the config.json
@@ -35,7 +37,7 @@ import h5py
 import numpy as np
 import torch
 
-KGPT, SOURCE_DIR, WORKDIR = sys.argv[1:4]
+KGPT, SOURCE_DIR, WORKDIR, REFERENCE_DUMP = sys.argv[1:5]
 sys.path.insert(0, os.path.join(SOURCE_DIR, "tests", "reference"))
 import reference_models  # noqa: E402
 
@@ -172,6 +174,15 @@ def expect_refused(args, needles, what, leaves=None):
 def main():
     shutil.rmtree(ROOT, ignore_errors=True)
     os.makedirs(ROOT)
+    exportable = subprocess.run([REFERENCE_DUMP, "--hf-families"], check=True, capture_output=True, text=True,
+                                timeout=60).stdout.split()
+    check(bool(exportable), f"{REFERENCE_DUMP} --hf-families listed no family")
+    for family in exportable:
+        check(family in FAMILIES, f"family {family} has a Hugging Face form but no entry in FAMILIES of "
+              "tests/io/test_hf_interop.py: add its deck overrides there")
+    for family in FAMILIES:
+        check(family in exportable, f"FAMILIES of tests/io/test_hf_interop.py names {family}, which the registry "
+              "gives no Hugging Face form")
     exported = {}
     for family, overrides in FAMILIES.items():
         run_dir = os.path.join(ROOT, family)

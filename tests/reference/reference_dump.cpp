@@ -3,7 +3,8 @@
 // PyTorch model. usage: reference_dump FAMILY[-untied|-muon] OUT.h5, FAMILY a registered family
 // with its defaults (golf: tied, Muon; gpt2: tied, AdamW), -untied with model.tie_embeddings false
 // (an output head trained with optim.head_lr), -muon with optim.matrix_optimizer muon.
-// reference_dump --families lists the registered families, one a line.
+// reference_dump --families lists the registered families, one a line; --hf-families those that
+// Hugging Face transformers holds (kgpt export --format hf, model.init_from).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -113,6 +114,12 @@ int main(int argc, char** argv) {
   compat::Runtime kokkos;
   if (argc == 2 && std::string(argv[1]) == "--families") {  // the registry, one name a line
     for (const model::Family* f : model::families()) std::printf("%s\n", f->name.c_str());
+    return 0;
+  }
+  if (argc == 2 && std::string(argv[1]) == "--hf-families") {
+    for (const model::Family* f : model::families()) {
+      if (f->hf_form != nullptr) std::printf("%s\n", f->name.c_str());
+    }
     return 0;
   }
   const std::string variant = argc == 3 ? argv[1] : "";
