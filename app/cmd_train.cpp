@@ -13,7 +13,7 @@
 #include "io/run_log.hpp"
 #include "model/attention/attention.hpp"
 #include "parallel/world.hpp"
-#include "train/checkpoint.hpp"
+#include "io/checkpoint.hpp"
 #include "train/memory_plan.hpp"
 #include "train/trainer.hpp"
 
@@ -86,7 +86,7 @@ int run_train(const ParsedArgs& args) {
     if (w.rank == 0) {
       if (auto_resume && io::holds_run(dir)) {
         io::require_same_run(dir, deck);
-        resume = !train::list_checkpoints(dir).empty();
+        resume = !io::list_checkpoints(dir).empty();
         if (!resume) {
           restart_note = "restart: " + dir + " holds no checkpoint; starting the run again from step 0";
           io::write_resolved_deck(dir, deck);

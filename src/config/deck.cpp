@@ -8,8 +8,8 @@
 #include <sstream>
 
 #include "config/schema.hpp"
-#include "model/attention/capabilities.hpp"
-#include "model/family.hpp"
+#include "config/attention_capabilities.hpp"
+#include "config/family_rules.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
 
@@ -322,12 +322,12 @@ void check_cross_field(ResolvedDeck& deck, std::vector<std::string>& problems) {
     problems.push_back(deck.where("model.d_model") + ": d_model = " + std::to_string(m.d_model) +
                        " is not divisible by " + value_of("model.n_head", m.n_head));
   }
-  // The family's own rules (model/family.hpp); model.family was checked against the registry.
-  model::family(m.family).check(deck, problems);
+  // The family's own rules (config/family_rules.hpp); model.family was checked against the registry.
+  family_rules(m.family).check(deck, problems);
   const int head_dim = m.d_model % m.n_head == 0 ? m.d_model / m.n_head : 0;
   if (m.attention != Attention::automatic) {
-    // What the chosen implementation runs (model/attention/capabilities.hpp).
-    const model::AttentionCapability& can = model::attention_capability(m.attention);
+    // What the chosen implementation runs (config/attention_capabilities.hpp).
+    const AttentionCapability& can = attention_capability(m.attention);
     const std::string kind = name_of(m.attention);
     if (!can.built) {
       problems.push_back(deck.where("model.attention") + ": " + kind + " attention needs a CUDA build of kgpt with cuDNN "
@@ -488,9 +488,9 @@ std::string render_resolved(const ResolvedDeck& deck) {
 namespace {
 
 // "- Rules of each family: golf: ...; gpt2: ...", from the registry.
-std::string family_rules() {
+std::string rules_of_families() {
   std::string text;
-  for (const model::Family* f : model::families()) {
+  for (const FamilyRules* f : family_rules()) {
     if (f->rules.empty()) continue;
     text += (text.empty() ? "- Rules of each family: " : "; ") + f->name + ": " + f->rules;
   }
@@ -511,11 +511,11 @@ std::string render_reference() {
       << "its line:column.\n\n"
       << "Rules between keys:\n"
       << "- `model.d_model` divisible by `model.n_head`; `model.n_head` divisible by `model.n_kv_head`.\n"
-      << family_rules()
+      << rules_of_families()
       << "- `model.attention: fused` needs a head dimension `d_model / n_head` of "
-      << model::attention_capability(Attention::fused).head_dims << ";\n"
+      << attention_capability(Attention::fused).head_dims << ";\n"
       << "  `cudnn` a CUDA build with cuDNN, `train.precision: bf16` and a head dimension of\n"
-      << "  " << model::attention_capability(Attention::cudnn).head_dims << ".\n"
+      << "  " << attention_capability(Attention::cudnn).head_dims << ".\n"
       << "- `train.accum_total` divisible by the world size; grad_accum_steps = accum_total / world_size.\n"
       << "- `train.global_batch_tokens` divisible by world_size x grad_accum_steps x `train.seq_len`.\n"
       << "- `data.tokenizer: byte` needs `model.vocab_size >= 257`; `sentencepiece` needs `data.vocab_file`.\n"

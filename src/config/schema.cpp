@@ -4,8 +4,8 @@
 #include <type_traits>
 
 #include "core/backend.hpp"
-#include "model/attention/capabilities.hpp"
-#include "model/family.hpp"
+#include "config/attention_capabilities.hpp"
+#include "config/family_rules.hpp"
 #include "core/text.hpp"
 
 namespace kgpt::config {
@@ -111,7 +111,7 @@ KeySpec acting(KeySpec spec, std::function<std::string(const Config&)> why_not, 
 // A key that only some families read: "" where the deck's family reads it.
 std::function<std::string(const Config&)> read_by_family(std::string dotted) {
   return [dotted](const Config& c) -> std::string {
-    const model::Family* f = model::find_family(c.model.family);
+    const FamilyRules* f = find_family_rules(c.model.family);
     return f == nullptr || f->reads_key(dotted) ? "" : "model.family is " + c.model.family;
   };
 }
@@ -119,7 +119,7 @@ std::function<std::string(const Config&)> read_by_family(std::string dotted) {
 // "the golf family", "the golf and llama families": those that read `dotted`.
 std::string readers(const std::string& dotted) {
   std::vector<std::string> names;
-  for (const model::Family* f : model::families()) {
+  for (const FamilyRules* f : family_rules()) {
     if (f->reads_key(dotted)) names.push_back(f->name);
   }
   std::string text = "the ";
@@ -132,9 +132,9 @@ std::string readers(const std::string& dotted) {
 // A default that each family sets (FamilyDefaults): the value for the deck's family, and, for the
 // reference, each family's.
 template <class Field>
-KeySpec by_family(KeySpec spec, Field model::FamilyDefaults::*field) {
+KeySpec by_family(KeySpec spec, Field FamilyDefaults::*field) {
   std::string doc;
-  for (const model::Family* f : model::families()) {
+  for (const FamilyRules* f : family_rules()) {
     Value v;
     if constexpr (std::is_enum_v<Field>) v = std::string(name_of(f->defaults.*field));
     else if constexpr (std::is_same_v<Field, bool>) v = f->defaults.*field;
@@ -145,8 +145,8 @@ KeySpec by_family(KeySpec spec, Field model::FamilyDefaults::*field) {
   return with_default(
       std::move(spec),
       [field](const Config& c) -> Value {
-        const model::Family* f = model::find_family(c.model.family);
-        const model::FamilyDefaults defaults = f != nullptr ? f->defaults : model::FamilyDefaults{};
+        const FamilyRules* f = find_family_rules(c.model.family);
+        const FamilyDefaults defaults = f != nullptr ? f->defaults : FamilyDefaults{};
         if constexpr (std::is_enum_v<Field>) return std::string(name_of(defaults.*field));
         else if constexpr (std::is_same_v<Field, bool>) return defaults.*field;
         else if constexpr (std::is_integral_v<Field>) return static_cast<long long>(defaults.*field);
@@ -158,15 +158,15 @@ KeySpec by_family(KeySpec spec, Field model::FamilyDefaults::*field) {
 // model.n_kv_head: the family's default, or n_head where the family uses multi-head attention.
 KeySpec kv_heads_key(KeySpec spec) {
   std::string doc;
-  for (const model::Family* f : model::families()) {
+  for (const FamilyRules* f : family_rules()) {
     const int kv_heads = f->defaults.n_kv_head;
     doc += (doc.empty() ? "" : ", ") + (kv_heads == 0 ? std::string("n_head") : std::to_string(kv_heads)) + " for " + f->name;
   }
   return with_default(
       std::move(spec),
       [](const Config& c) -> Value {
-        const model::Family* f = model::find_family(c.model.family);
-        const int kv_heads = f != nullptr ? f->defaults.n_kv_head : model::FamilyDefaults{}.n_kv_head;
+        const FamilyRules* f = find_family_rules(c.model.family);
+        const int kv_heads = f != nullptr ? f->defaults.n_kv_head : FamilyDefaults{}.n_kv_head;
         return static_cast<long long>(kv_heads == 0 ? c.model.n_head : kv_heads);
       },
       doc);
@@ -176,10 +176,10 @@ KeySpec kv_heads_key(KeySpec spec) {
 KeySpec family_key() {
   using MC = ModelConfig;
   std::string doc = "Model family:";
-  for (const model::Family* f : model::families()) doc += " " + f->name + " (" + f->summary + ");";
+  for (const FamilyRules* f : family_rules()) doc += " " + f->name + " (" + f->summary + ");";
   doc.back() = '.';
   KeySpec spec = key("model", "family", &Config::model, &MC::family, ValueKind::choice, Bounds{}, doc);
-  for (const model::Family* f : model::families()) spec.choices.push_back(f->name);
+  for (const FamilyRules* f : family_rules()) spec.choices.push_back(f->name);
   return spec;
 }
 
@@ -235,22 +235,22 @@ std::vector<KeySpec> build_schema() {
                        "n_head: see the rules of each family above).")),
       by_family(key("model", "mlp_mult", &Config::model, &MC::mlp_mult, VK::integer, between(1, 64),
                     "MLP hidden width as a multiple of d_model."),
-                &model::FamilyDefaults::mlp_mult),
+                &FamilyDefaults::mlp_mult),
       acting(key("model", "rope_base", &Config::model, &MC::rope_base, VK::real, above(0), "RoPE frequency base."),
              read_by_family("model.rope_base"), readers("model.rope_base")),
       by_family(key("model", "logit_softcap", &Config::model, &MC::logit_softcap, VK::real, at_least(0),
                     "Logits become c*tanh(z/c); 0 turns the cap off."),
-                &model::FamilyDefaults::logit_softcap),
+                &FamilyDefaults::logit_softcap),
       acting(key("model", "qk_gain_init", &Config::model, &MC::qk_gain_init, VK::real, above(0),
                  "Initial per-head query gain."),
              read_by_family("model.qk_gain_init"), readers("model.qk_gain_init")),
       by_family(key("model", "tie_embeddings", &Config::model, &MC::tie_embeddings, VK::boolean, none,
                     "true: the logits use the token embedding (tied); false: a separate output head lm_head.weight "
                     "(vocab_size x d_model, trained with optim.head_lr), as parameter-golf's untied option."),
-                &model::FamilyDefaults::tie_embeddings),
+                &FamilyDefaults::tie_embeddings),
       acting(by_family(key("model", "tied_embed_init_std", &Config::model, &MC::tied_embed_init_std, VK::real,
                            above(0), "Standard deviation of the tied embedding's normal initialisation."),
-                       &model::FamilyDefaults::tied_embed_init_std),
+                       &FamilyDefaults::tied_embed_init_std),
              [](const Config& c) -> std::string {
                return c.model.tie_embeddings ? "" : "model.tie_embeddings is false";
              },
@@ -258,10 +258,10 @@ std::vector<KeySpec> build_schema() {
       key("model", "attention", &Config::model, &MC::attention, VK::choice, none,
           std::string("Attention kernels, all computing the same function: cudnn (cuDNN's fused flash attention on "
                       "the tensor cores; CUDA builds with cuDNN, train.precision: bf16, head dimension ") +
-              model::attention_capability(Attention::cudnn).head_dims +
+              attention_capability(Attention::cudnn).head_dims +
               "); gemm (strided batched GEMMs, keeps the (B, H, T, T) probabilities for the backward); fused "
               "(Kokkos kernels on CUDA cores, head dimension " +
-              model::attention_capability(Attention::fused).head_dims +
+              attention_capability(Attention::fused).head_dims +
               ", keeps only a log-sum-exp per row); auto takes cudnn where this build and deck allow it, else "
               "gemm."),
       acting(key("model", "attention_deterministic", &Config::model, &MC::attention_deterministic, VK::boolean, none,
@@ -363,7 +363,7 @@ std::vector<KeySpec> build_schema() {
       by_family(key("optim", "matrix_optimizer", &Config::optim, &OC::matrix_optimizer, VK::choice, none,
                     "Optimizer of the 2-D block matrices: muon (Newton-Schulz orthogonalised momentum) or "
                     "adamw. Embeddings, the head, vectors and scalars always use Adam(W)."),
-                &model::FamilyDefaults::matrix_optimizer),
+                &FamilyDefaults::matrix_optimizer),
       key("optim", "matrix_lr", &Config::optim, &OC::matrix_lr, VK::real, at_least(0),
           "Learning rate of the 2-D block matrices (optim.matrix_optimizer)."),
       key("optim", "scalar_lr", &Config::optim, &OC::scalar_lr, VK::real, at_least(0),

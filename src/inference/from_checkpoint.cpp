@@ -22,7 +22,7 @@
 #include "io/hdf5_file.hpp"
 #include "model/language_model.hpp"
 #include "io/artifact.hpp"
-#include "train/checkpoint.hpp"
+#include "io/checkpoint.hpp"
 #include "inference/evaluator.hpp"
 
 namespace kgpt::inference {
@@ -42,7 +42,7 @@ std::unique_ptr<model::LanguageModel<Real>> loaded_model(const config::ResolvedD
     step = artifact.step;
     return model;
   }
-  step = train::load_checkpoint_weights(path, model->parameters(), deck.config).step;
+  step = io::load_checkpoint_weights(path, model->parameters(), deck.config).step;
   return model;
 }
 

@@ -5,24 +5,11 @@
 
 namespace kgpt::model {
 
-bool Family::reads_key(const std::string& dotted) const {
-  for (const auto& key : reads) {
-    if (key == dotted) return true;
-  }
-  return false;
-}
-
 const Family* find_family(const std::string& name) {
   for (const Family* f : families()) {
     if (f->name == name) return f;
   }
   return nullptr;
-}
-
-std::string family_names() {
-  std::string names;
-  for (const Family* f : families()) names += (names.empty() ? "" : ", ") + f->name;
-  return names;
 }
 
 const Family& family(const std::string& name) {

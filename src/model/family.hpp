@@ -12,10 +12,7 @@
 #include <vector>
 
 #include "config/config.hpp"
-
-namespace kgpt::config {
-struct ResolvedDeck;
-}
+#include "config/family_rules.hpp"
 
 namespace kgpt::model {
 
@@ -23,15 +20,8 @@ class ParameterLayout;
 template <class T>
 class LanguageModel;
 
-// The deck defaults that depend on the family (the schema's contextual defaults).
-struct FamilyDefaults {
-  int mlp_mult = 2;
-  double tied_embed_init_std = 0.005;
-  double logit_softcap = 30.0;
-  bool tie_embeddings = true;
-  config::MatrixOptimizer matrix_optimizer = config::MatrixOptimizer::muon;
-  int n_kv_head = 4;  // 0: as many as model.n_head (multi-head attention)
-};
+// The deck's side of a family (config/family_rules.hpp): its name, defaults and rules.
+using FamilyDefaults = config::FamilyDefaults;
 
 // How Hugging Face transformers holds a model of a family (kgpt export --format hf, model.init_from).
 struct HfForm {
@@ -45,17 +35,8 @@ struct HfForm {
   std::vector<std::string> position_tables;
 };
 
-struct Family {
-  std::string name;     // model.family
-  std::string summary;  // one line for the deck reference
-  FamilyDefaults defaults;
-  // Deck keys that act only in the families that read them ("model.rope_base"): those this one reads.
-  std::vector<std::string> reads;
-  // Its own rules between deck keys, in words for the deck reference; `check` enforces them.
-  std::string rules;
-  // The family's own rules between deck keys: one message per problem, each naming its keys
-  // (deck.where(key)), appended to `problems`.
-  void (*check)(const config::ResolvedDeck& deck, std::vector<std::string>& problems) = nullptr;
+// A family: the deck's side (name, summary, defaults, the keys it reads, its rules), and its model.
+struct Family : config::FamilyRules {
   // The parameters of a model of this configuration learning up to max_seq positions (where the
   // family learns positions).
   ParameterLayout (*layout)(const config::ModelConfig& model, int max_seq) = nullptr;
@@ -74,8 +55,6 @@ struct Family {
   double (*flops_per_token)(const config::ModelConfig& model, int seq) = nullptr;
   // nullptr where transformers has no class for the family. Otherwise the form of the deck's model.
   HfForm (*hf_form)(const config::ResolvedDeck& deck) = nullptr;
-
-  bool reads_key(const std::string& dotted) const;
 };
 
 // Every registered family, in registration order.
@@ -83,8 +62,7 @@ const std::vector<const Family*>& families();
 // The family named `name`; throws Error naming the registered ones when there is none.
 const Family& family(const std::string& name);
 const Family* find_family(const std::string& name);
-// "golf, gpt2, llama"
-std::string family_names();
+using config::family_names;  // "golf, gpt2, llama"
 
 // 6 N + 12 L H D T with N the layout's parameters without those named in `outside_products`.
 double standard_flops_per_token(const config::ModelConfig& model, const ParameterLayout& layout, int seq,

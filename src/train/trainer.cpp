@@ -18,7 +18,7 @@
 #include "optim/optimizer.hpp"
 #include "parallel/watchdog.hpp"
 #include "parallel/world.hpp"
-#include "train/checkpoint.hpp"
+#include "io/checkpoint.hpp"
 #include "inference/evaluator.hpp"
 #include "inference/hf.hpp"
 #include "train/blas_report.hpp"
@@ -118,13 +118,13 @@ Run build_run(const config::ResolvedDeck& deck, bool resume, inference::InitWeig
 }
 
 // Every rank reads the checkpoint itself; the newest one that loads wins.
-CheckpointState resume_from_newest(const std::string& run_dir, Run& run, io::RunLog& log, std::string& from) {
-  CheckpointState resumed;
+io::CheckpointState resume_from_newest(const std::string& run_dir, Run& run, io::RunLog& log, std::string& from) {
+  io::CheckpointState resumed;
   parallel::agreed([&] {
     std::string problems;
-    for (const std::string& path : list_checkpoints(run_dir)) {
+    for (const std::string& path : io::list_checkpoints(run_dir)) {
       try {
-        resumed = load_checkpoint(path, run.model->parameters(), *run.optimizer);
+        resumed = io::load_checkpoint(path, run.model->parameters(), *run.optimizer);
         from = path;
         log.line("resumed_from:" + path + " step:" + std::to_string(resumed.step));
         return;
@@ -133,7 +133,7 @@ CheckpointState resume_from_newest(const std::string& run_dir, Run& run, io::Run
         problems += std::string("\n  ") + e.what();
       }
     }
-    throw InputError(checkpoint_folder(run_dir) + ": no checkpoint to resume from" +
+    throw InputError(io::checkpoint_folder(run_dir) + ": no checkpoint to resume from" +
                      (problems.empty() ? " (the folder holds none)" : ":" + problems));
   });
   run.loader->stream().seek(resumed.stream_position);
@@ -157,7 +157,7 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
   Run run = build_run(deck, options.resume, options.init_weights);
   model::LanguageModel<Real>& model = *run.model;
   const Vector<Real>& values = model.parameters().values();
-  CheckpointState resumed;
+  io::CheckpointState resumed;
   if (options.resume) {
     std::string from;
     resumed = resume_from_newest(options.run_dir, run, log, from);
@@ -196,7 +196,7 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
                                                 ? io::History::resume(path, resumed.step, metadata)
                                                 : io::History::create(path, metadata));
   }
-  CheckpointPolicy keep;
+  io::CheckpointPolicy keep;
   keep.keep_last = c.run.checkpoint_keep_last;
   keep.keep_every = c.run.checkpoint_keep_every;
   std::int64_t tokens_seen = resumed.tokens_seen;
@@ -209,17 +209,17 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
     // Under zero stage 1 every rank sends its shard of the optimizer's state to rank 0 first; at
     // stage 0 only the rank that writes copies it to the host.
     const bool gathers = !options.run_dir.empty() && (shards.size() > 1 || writes_files);
-    const HostState optimizer_state =
-        gathers ? checkpoint_state(*run.optimizer, shards, model.parameters().layout().buffer_size()) : HostState{};
+    const io::HostState optimizer_state =
+        gathers ? io::checkpoint_state(*run.optimizer, shards, model.parameters().layout().buffer_size()) : io::HostState{};
     parallel::agreed([&] {
       if (!writes_files) return;
-      CheckpointState state;
+      io::CheckpointState state;
       state.step = steps_done;
       state.tokens_seen = tokens_seen;
       state.stream_position = run.loader->stream().tokens_consumed();
       state.training_seconds = training_seconds;
       state.seed = c.run.seed;
-      const std::string path = write_checkpoint(options.run_dir, model.parameters(), optimizer_state, state, metadata, keep);
+      const std::string path = io::write_checkpoint(options.run_dir, model.parameters(), optimizer_state, state, metadata, keep);
       log.line("checkpoint:" + path + " step:" + std::to_string(steps_done));
     });
   };

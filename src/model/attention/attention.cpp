@@ -9,12 +9,12 @@
 namespace kgpt::model {
 
 config::Attention resolve_attention(const config::ModelConfig& m) {
-  return resolve_attention(m, attention_capability(config::Attention::cudnn).built);
+  return resolve_attention(m, config::attention_capability(config::Attention::cudnn).built);
 }
 
 config::Attention resolve_attention(const config::ModelConfig& m, bool cudnn_available) {
   if (m.attention != config::Attention::automatic) return m.attention;
-  const AttentionCapability& cudnn = attention_capability(config::Attention::cudnn);
+  const config::AttentionCapability& cudnn = config::attention_capability(config::Attention::cudnn);
   const bool runs = cudnn_available && cudnn.head_dim(m.d_model / m.n_head) &&
                     (!cudnn.bf16_only || m.precision == config::Precision::bf16);
   return runs ? config::Attention::cudnn : config::Attention::gemm;

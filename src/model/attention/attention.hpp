@@ -15,7 +15,7 @@
 
 #include "config/config.hpp"
 #include "core/views.hpp"
-#include "model/attention/capabilities.hpp"
+#include "config/attention_capabilities.hpp"
 #include "model/attention/heads.hpp"
 #include "model/recompute.hpp"
 

@@ -107,7 +107,7 @@ struct CudnnAttention::Graphs {
 
 CudnnAttention::CudnnAttention(const AttentionShape& shape, const std::string& prefix)
     : graphs_(new Graphs()), deterministic_(shape.deterministic) {
-  const AttentionCapability& can = attention_capability(config::Attention::cudnn);
+  const config::AttentionCapability& can = config::attention_capability(config::Attention::cudnn);
   if (!can.head_dim(shape.head_dim)) {
     throw Error(ExitCode::failure, "cudnn attention: head dimension " + std::to_string(shape.head_dim) + " is not " +
                                        can.head_dims + " (use model.attention: gemm)");

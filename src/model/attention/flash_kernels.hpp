@@ -18,7 +18,7 @@
 #include "core/error.hpp"
 #include "core/kokkos_compat.hpp"
 #include "core/views.hpp"
-#include "model/attention/capabilities.hpp"
+#include "config/attention_capabilities.hpp"
 #include "model/attention/heads.hpp"
 #include "core/kernel.hpp"
 
@@ -141,7 +141,7 @@ struct BackwardKey {
 };
 
 // The head dimensions the kernels are compiled for: those the capability table lists for fused
-// (attention/capabilities.hpp); a test keeps the two equal.
+// (config/attention_capabilities.hpp); a test keeps the two equal.
 template <class A, template <class, int> class Kernel, class Make>
 void launch(const ExecSpace& exec, const char* label, int rows, int d, const Make& make) {
   const Kokkos::RangePolicy<ExecSpace> policy(exec, 0, rows);
@@ -154,7 +154,7 @@ void launch(const ExecSpace& exec, const char* label, int rows, int d, const Mak
     default: break;
   }
   throw Error(ExitCode::failure, "fused attention: head dimension " + std::to_string(d) + " is not " +
-                                     attention_capability(config::Attention::fused).head_dims +
+                                     config::attention_capability(config::Attention::fused).head_dims +
                                      " (use model.attention: gemm)");
 }
 

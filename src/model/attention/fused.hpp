@@ -20,7 +20,7 @@ class FusedAttention final : public Attention<A> {
 
  public:
   FusedAttention(const AttentionShape& s, const std::string& prefix) {
-    const AttentionCapability& can = attention_capability(config::Attention::fused);
+    const config::AttentionCapability& can = config::attention_capability(config::Attention::fused);
     if (!can.head_dim(s.head_dim)) {
       throw Error(ExitCode::failure, "fused attention: head dimension " + std::to_string(s.head_dim) + " is not " +
                                          can.head_dims + " (use model.attention: gemm)");

@@ -99,7 +99,7 @@ AttentionProbe probe(const config::ModelConfig& m, int batch, int seq) {
   }
 
   // One sequence against another implementation, in fp32, on the same (rounded) inputs.
-  const bool fused_fits = attention_runs(config::Attention::fused, result.head_dim, m.precision);
+  const bool fused_fits = config::attention_runs(config::Attention::fused, result.head_dim, m.precision);
   const config::Attention other = choice != config::Attention::gemm ? config::Attention::gemm
                                   : fused_fits                      ? config::Attention::fused
                                                                     : config::Attention::gemm;

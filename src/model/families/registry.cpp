@@ -20,3 +20,17 @@ const std::vector<const Family*>& families() {
 }
 
 }  // namespace kgpt::model
+
+namespace kgpt::config {
+
+// The deck's side of the same list (config/family_rules.hpp).
+const std::vector<const FamilyRules*>& family_rules() {
+  static const std::vector<const FamilyRules*> all = [] {
+    std::vector<const FamilyRules*> rules;
+    for (const model::Family* f : model::families()) rules.push_back(f);
+    return rules;
+  }();
+  return all;
+}
+
+}  // namespace kgpt::config

@@ -19,7 +19,7 @@ TEST_CASE("every attention implementation's backward matches finite differences,
   const AttentionShape s{2, 4, 2, 6, 8};
   int checked = 0;
   for (const config::Attention kind : {config::Attention::gemm, config::Attention::fused, config::Attention::cudnn}) {
-    if (!model::attention_runs(kind, s.d, config::Precision::fp32)) continue;
+    if (!config::attention_runs(kind, s.d, config::Precision::fp32)) continue;
     INFO("attention " << config::name_of(kind));
     AttentionInputs<double> in(s, 91);
     TokenHeads<double> o("o", s.b, s.t, s.h, s.d), w("w", s.b, s.t, s.h, s.d);

@@ -121,7 +121,7 @@ TEST_CASE("fused attention in bf16 agrees with double", "[model][attention][flas
 
 TEST_CASE("fused attention names an unsupported head dimension, and its kernels cover what the capability table says",
           "[model][attention][flash]") {
-  const auto& fused = model::attention_capability(config::Attention::fused);
+  const auto& fused = config::attention_capability(config::Attention::fused);
   CHECK(fused.head_dim(64));
   CHECK_FALSE(fused.head_dim(48));
   // The kernels run exactly the head dimensions the table lists.

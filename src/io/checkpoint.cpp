@@ -1,4 +1,4 @@
-#include "train/checkpoint.hpp"
+#include "io/checkpoint.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -18,7 +18,7 @@
 #include "parallel/watchdog.hpp"
 #include "parallel/world.hpp"
 
-namespace kgpt::train {
+namespace kgpt::io {
 
 namespace {
 
@@ -262,4 +262,4 @@ CheckpointState load_checkpoint_weights(const std::string& path, const model::Pa
   return load(path, params, optim::state_names(config), nullptr);
 }
 
-}  // namespace kgpt::train
+}  // namespace kgpt::io

@@ -17,7 +17,7 @@
 #include "model/parameters.hpp"
 #include "optim/optimizer.hpp"
 
-namespace kgpt::train {
+namespace kgpt::io {
 
 struct CheckpointState {
   std::int64_t step = 0;              // optimizer steps done
@@ -64,4 +64,4 @@ CheckpointState load_checkpoint(const std::string& path, const model::Parameters
 CheckpointState load_checkpoint_weights(const std::string& path, const model::Parameters<float>& params,
                                         const config::Config& config);
 
-}  // namespace kgpt::train
+}  // namespace kgpt::io

@@ -16,7 +16,7 @@
 #include "model/families/golf/golf.hpp"
 #include "optim/optimizer.hpp"
 #include "support/temp_dir.hpp"
-#include "train/checkpoint.hpp"
+#include "io/checkpoint.hpp"
 
 using namespace kgpt;
 
@@ -46,10 +46,10 @@ struct Trained {
   }
   // Writes its checkpoint of `step` (no other training state, no metadata) into run_dir.
   std::string write(const std::string& run_dir, std::int64_t step,
-                    const train::CheckpointPolicy& policy = train::CheckpointPolicy{}) const {
-    train::CheckpointState state;
+                    const io::CheckpointPolicy& policy = io::CheckpointPolicy{}) const {
+    io::CheckpointState state;
     state.step = step;
-    return train::write_checkpoint(run_dir, model.parameters(), optimizer, state, io::RunMetadata{}, policy);
+    return io::write_checkpoint(run_dir, model.parameters(), optimizer, state, io::RunMetadata{}, policy);
   }
   model::GolfModel<float> model;
   optim::Optimizer<float> optimizer;
@@ -85,7 +85,7 @@ TEST_CASE("a checkpoint reads back bit for bit into a fresh model and optimizer"
   test::TempDir dir;
   const config::Config c = tiny_config();
   Trained saved(c, 7);
-  train::CheckpointState state;
+  io::CheckpointState state;
   state.step = 2;
   state.tokens_seen = 4096;
   state.stream_position = 4112;
@@ -93,13 +93,13 @@ TEST_CASE("a checkpoint reads back bit for bit into a fresh model and optimizer"
   state.seed = 7;
   io::RunMetadata metadata;
   metadata.deck_text = "model:\n  family: golf\n";
-  const std::string path = train::write_checkpoint(dir.path(), saved.model.parameters(), saved.optimizer, state,
-                                                   metadata, train::CheckpointPolicy{});
-  CHECK(path == train::checkpoint_path(dir.path(), 2));
+  const std::string path = io::write_checkpoint(dir.path(), saved.model.parameters(), saved.optimizer, state,
+                                                   metadata, io::CheckpointPolicy{});
+  CHECK(path == io::checkpoint_path(dir.path(), 2));
 
   Trained loaded(c, 99);  // different weights and state before loading
   REQUIRE(to_host(loaded.model.parameters().values()) != to_host(saved.model.parameters().values()));
-  const train::CheckpointState back = train::load_checkpoint(path, loaded.model.parameters(), loaded.optimizer);
+  const io::CheckpointState back = io::load_checkpoint(path, loaded.model.parameters(), loaded.optimizer);
   CHECK(back.step == 2);
   CHECK(back.tokens_seen == 4096);
   CHECK(back.stream_position == 4112u);
@@ -131,13 +131,13 @@ TEST_CASE("checkpoints are pruned to the newest keep_last plus every keep_every-
   test::TempDir dir;
   const config::Config c = tiny_config();
   Trained t(c, 3);
-  train::CheckpointPolicy policy;
+  io::CheckpointPolicy policy;
   policy.keep_last = 2;
   policy.keep_every = 4;
   for (int step = 1; step <= 9; ++step) t.write(dir.path(), step, policy);
-  CHECK(train::list_checkpoints(dir.path()) ==
-        std::vector<std::string>{train::checkpoint_path(dir.path(), 9), train::checkpoint_path(dir.path(), 8),
-                                 train::checkpoint_path(dir.path(), 4)});
+  CHECK(io::list_checkpoints(dir.path()) ==
+        std::vector<std::string>{io::checkpoint_path(dir.path(), 9), io::checkpoint_path(dir.path(), 8),
+                                 io::checkpoint_path(dir.path(), 4)});
 }
 
 TEST_CASE("loading refuses another architecture, a corrupted file and a missing one", "[train][checkpoint]") {
@@ -145,7 +145,7 @@ TEST_CASE("loading refuses another architecture, a corrupted file and a missing 
   Trained saved(tiny_config(), 5);
   const std::string path = saved.write(dir.path(), 1);
   Trained wider(tiny_config(32), 5);
-  CHECK_THROWS_WITH(train::load_checkpoint(path, wider.model.parameters(), wider.optimizer),
+  CHECK_THROWS_WITH(io::load_checkpoint(path, wider.model.parameters(), wider.optimizer),
                     Catch::Contains(path) && Catch::Contains("'/params/tok_emb.weight' is (61, 16) in the checkpoint") &&
                         Catch::Contains("(61, 32) in this model"));
 
@@ -155,11 +155,11 @@ TEST_CASE("loading refuses another architecture, a corrupted file and a missing 
   copy_with_bit_flipped(path, copy, to_host(saved.model.parameters().values())[5]);
   Trained fresh(tiny_config(), 11);
   const auto before = to_host(fresh.model.parameters().values());
-  CHECK_THROWS_WITH(train::load_checkpoint(copy, fresh.model.parameters(), fresh.optimizer),
+  CHECK_THROWS_WITH(io::load_checkpoint(copy, fresh.model.parameters(), fresh.optimizer),
                     Catch::Contains(copy) && Catch::Contains("checksum mismatch"));
   CHECK(to_host(fresh.model.parameters().values()) == before);
 
-  CHECK_THROWS_WITH(train::load_checkpoint(dir.file("none.h5"), fresh.model.parameters(), fresh.optimizer),
+  CHECK_THROWS_WITH(io::load_checkpoint(dir.file("none.h5"), fresh.model.parameters(), fresh.optimizer),
                     Catch::Contains(dir.file("none.h5")));
 }
 
@@ -169,7 +169,7 @@ TEST_CASE("reading only the weights still checks the optimizer state's checksum"
   Trained saved(c, 5);
   const std::string path = saved.write(dir.path(), 3);
   model::GolfModel<float> weights(c.model, 2, 8);
-  CHECK(train::load_checkpoint_weights(path, weights.parameters(), c).step == 3);
+  CHECK(io::load_checkpoint_weights(path, weights.parameters(), c).step == 3);
   CHECK(to_host(weights.parameters().values()) == to_host(saved.model.parameters().values()));
 
   // A changed bit in the Muon momentum, which a weights-only read does not keep, is still caught.
@@ -179,6 +179,6 @@ TEST_CASE("reading only the weights still checks the optimizer state's checksum"
   const std::string copy = dir.file("changed.h5");
   copy_with_bit_flipped(path, copy, *stored);
   model::GolfModel<float> fresh(c.model, 2, 8);
-  CHECK_THROWS_WITH(train::load_checkpoint_weights(copy, fresh.parameters(), c),
+  CHECK_THROWS_WITH(io::load_checkpoint_weights(copy, fresh.parameters(), c),
                     Catch::Contains(copy) && Catch::Contains("checksum mismatch"));
 }
