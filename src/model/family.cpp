@@ -1,24 +1,14 @@
 #include "model/family.hpp"
 
-#include "core/error.hpp"
 #include "model/parameters.hpp"
 
 namespace kgpt::model {
 
-const Family* find_family(const std::string& name) {
-  for (const Family* f : families()) {
-    if (f->name == name) return f;
-  }
-  return nullptr;
-}
+// The registry's rules list holds the Family objects themselves (families/registry.cpp), so the
+// deck's lookup is the model's, with its message.
+const Family* find_family(const std::string& name) { return static_cast<const Family*>(config::find_family_rules(name)); }
 
-const Family& family(const std::string& name) {
-  const Family* f = find_family(name);
-  if (f == nullptr) {
-    throw Error(ExitCode::bad_input, "model.family: '" + name + "' is not a model family; the families are " + family_names());
-  }
-  return *f;
-}
+const Family& family(const std::string& name) { return static_cast<const Family&>(config::family_rules(name)); }
 
 double standard_flops_per_token(const config::ModelConfig& model, const ParameterLayout& layout, int seq,
                                 const std::vector<std::string>& outside_products) {
