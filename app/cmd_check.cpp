@@ -13,6 +13,7 @@
 #include "model/attention/probe.hpp"
 #include "model/family.hpp"
 #include "model/gelu_probe.hpp"
+#include "model/fp8_probe.hpp"
 #include "model/head_probe.hpp"
 #include "train/memory_plan.hpp"
 
@@ -41,7 +42,8 @@ const CommandSpec& check_spec() {
       "device, the cuDNN found at run time and the figures; exit code 1 with the library's message\n"
       "when the attention cannot run here or disagrees. Then it times the output head's three products\n"
       "at the same micro-batch with the logits' rows as training keeps them (the vocabulary rounded up\n"
-      "to 64 apart) and, where that differs, as wide as the vocabulary.",
+      "to 64 apart) and, where that differs, as wide as the vocabulary; for a bf16 deck, a block's\n"
+      "linear layers as bf16 and as FP8 products (model.fp8), side by side.",
       {
           {"set", "section.key=value", "override a deck key (repeatable; validated like the deck)"},
           {"world-size", "N", "number of MPI ranks the deck is meant for (default 1)"},
@@ -114,6 +116,24 @@ void check_device(const config::ResolvedDeck& deck) {
   } catch (const Error& e) {
     throw Error(ExitCode::failure, deck.where("model.vocab_size") + ": this machine cannot run the output head's products: " +
                                        e.what());
+  }
+  if (m.precision == config::Precision::bf16) {
+    try {
+      std::cerr << "kgpt check: fp8 products (forward, dx, dW; rounding passes included) at " << batch * seq
+                << " rows, bf16 against FP8:";
+      const char* separator = " ";
+      for (const model::Fp8ProbeLayer& l : model::probe_fp8(m, batch, seq)) {
+        std::cerr << separator << l.name << " " << l.in << "->" << l.out << " " << text::fixed(l.bf16_ms, 2) << " ms, "
+                  << text::fixed(l.fp8_ms, 2) << " ms (" << text::fixed(l.bf16_ms / l.fp8_ms, 2) << "x, "
+                  << (l.native ? "FP8 tensor cores" : "bf16 products of rounded operands") << ", y off by "
+                  << text::fixed(100 * l.relative_error, 1) << "% RMS)";
+        separator = "; ";
+      }
+      std::cerr << "\n";
+    } catch (const Error& e) {
+      std::cerr << "\n";
+      throw Error(ExitCode::failure, deck.where("model.fp8") + ": this machine cannot run FP8 products: " + e.what());
+    }
   }
   if (!model::family(m.family).reads_key("model.gelu_epilogue")) return;
   try {

@@ -50,6 +50,9 @@ struct BackendTraits<Host> {
   static constexpr bool padded_head_products = false;
   // Adam's tensors updated in one launch (else one launch per tensor, each a vectorised loop).
   static constexpr bool fused_adam = false;
+  // model.fp8's products on 1-byte operands in the tensor cores (else bf16 products of operands
+  // rounded to FP8 values, which compute the same up to the order of the sums).
+  static constexpr bool fp8_products = false;
 };
 
 // CUDA: a warp must read consecutive addresses and the GPU must hold tens of thousands of threads.
@@ -63,6 +66,7 @@ struct BackendTraits<Cuda> {
   static constexpr bool device_scalars = true;
   static constexpr bool padded_head_products = true;
   static constexpr bool fused_adam = true;
+  static constexpr bool fp8_products = true;
 };
 
 #if KGPT_BACKEND_CUDA

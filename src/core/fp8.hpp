@@ -10,7 +10,8 @@
 // PyTorch's clamp to the format's range does; NaN stays NaN. A tensor goes to FP8 at a scale of
 // its own: multiplied by 2^k, k the largest with amax 2^k <= the largest finite value
 // (fp8_scale_exponent). The scale is a power of two so that scaling and unscaling are exact: the
-// rounded tensor, unscaled, holds exactly what an FP8 product with that scale reads.
+// rounded tensor, unscaled, holds exactly what an FP8 product with that scale reads. fp8_bits gives
+// a rounded value's 8 bits, the operand a GPU's FP8 product reads.
 
 #include <Kokkos_Core.hpp>
 
@@ -86,6 +87,26 @@ KOKKOS_INLINE_FUNCTION int fp8_scale_exponent(float amax) {
   const bool larger_mantissa = (word & 0x7fffffu) > (Fp8Traits<F>::max_bits & 0x7fffffu);
   const int k = max_exponent - amax_exponent - (larger_mantissa ? 1 : 0);
   return k < 126 ? k : 126;
+}
+
+// The 8 bits of an FP8 value (what fp8_round returns): the sign, then the biased exponent and the
+// mantissa as the format lays them out, or exponent 0 and the value in steps of the smallest
+// subnormal; NaN as the format's NaN (0x7f with the sign). A float that is no FP8 value gets the
+// bits of its truncation; kgpt encodes rounded values only.
+template <Fp8Format F>
+KOKKOS_INLINE_FUNCTION std::uint8_t fp8_bits(float rounded) {
+  using Tr = Fp8Traits<F>;
+  constexpr int bias = 1 - Tr::min_exponent;
+  const std::uint32_t word = detail::bits_of(rounded);
+  const std::uint32_t sign = (word >> 24) & 0x80u, magnitude = word & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) return static_cast<std::uint8_t>(sign | 0x7fu);
+  const int exponent = static_cast<int>(magnitude >> 23) - 127;
+  const std::uint32_t code =
+      exponent >= Tr::min_exponent
+          ? (static_cast<std::uint32_t>(exponent + bias) << Tr::mantissa_bits) |
+                ((magnitude >> (23 - Tr::mantissa_bits)) & ((1u << Tr::mantissa_bits) - 1u))
+          : static_cast<std::uint32_t>(detail::float_of(magnitude) * power_of_two(bias - 1 + Tr::mantissa_bits));
+  return static_cast<std::uint8_t>(sign | code);
 }
 
 }  // namespace kgpt

@@ -22,8 +22,13 @@ std::string describe(const Product& p) {
   const char* epilogue = p.epilogue == Epilogue::gelu            ? ", GELU epilogue"
                          : p.epilogue == Epilogue::gelu_backward ? ", GELU backward epilogue"
                                                                  : "";
+  const auto name = [](Type t) {
+    return t == Type::bf16 ? "bf16" : t == Type::f32 ? "fp32" : t == Type::e4m3 ? "e4m3" : "e5m2";
+  };
+  const std::string inputs = p.a.type == p.b.type ? std::string(name(p.a.type)) + " inputs"
+                                                  : std::string(name(p.a.type)) + " and " + name(p.b.type) + " inputs";
   return "m " + std::to_string(p.m) + ", n " + std::to_string(p.n) + ", k " + std::to_string(p.k) + ", batch " +
-         std::to_string(p.count) + (p.a.type == Type::bf16 ? ", bf16 inputs" : ", fp32 inputs") + epilogue;
+         std::to_string(p.count) + ", " + inputs + ", " + name(p.out) + " output" + epilogue;
 }
 
 void check(cublasStatus_t status, const char* what, const Product& p) {
@@ -37,7 +42,14 @@ void check(cudaError_t status, const char* what) {
   if (status != cudaSuccess) throw Error(ExitCode::failure, std::string("CUDA: ") + what + ": " + cudaGetErrorString(status));
 }
 
-cudaDataType_t data_type(Type t) { return t == Type::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
+cudaDataType_t data_type(Type t) {
+  switch (t) {
+    case Type::bf16: return CUDA_R_16BF;
+    case Type::e4m3: return CUDA_R_8F_E4M3;
+    case Type::e5m2: return CUDA_R_8F_E5M2;
+    default: return CUDA_R_32F;
+  }
+}
 
 // The largest power of two up to 16 that divides the address: cuBLASLt picks kernels by alignment.
 int alignment(const void* pointer) {
@@ -51,7 +63,7 @@ int alignment(const void* pointer) {
 // before it is filled (no padding holds stray bytes).
 struct Key {
   std::int64_t m, n, k, count, lda, ldb, ldc, ldd, stride_a, stride_b, stride_c, stride_d, ldaux;
-  int types, ops, bias, align_a, align_b, align_c, align_d, epilogue, align_aux, unused;
+  int types, ops, bias, align_a, align_b, align_c, align_d, epilogue, align_aux, fp8;
   bool operator==(const Key& o) const { return std::memcmp(this, &o, sizeof(Key)) == 0; }
 };
 
@@ -178,6 +190,7 @@ class Engine {
       check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p.aux, sizeof p.aux),
             "GELU input pointer", p);
     }
+    if (p.a_scale != nullptr) set_scales(plan.desc, p);
     if (!plan.candidates.empty()) choose_by_time(stream, p, plan);
     const cublasStatus_t status = launch(stream, p, plan, plan.algo);
     if (status != CUBLAS_STATUS_SUCCESS && p.epilogue != Epilogue::none) {
@@ -205,7 +218,8 @@ class Engine {
     key.stride_b = p.b.stride;
     key.stride_c = p.beta != 0.0f ? p.stride_c : p.stride_d;
     key.stride_d = p.stride_d;
-    key.types = static_cast<int>(p.a.type) * 2 + static_cast<int>(p.out);
+    key.types = (static_cast<int>(p.a.type) * 4 + static_cast<int>(p.b.type)) * 4 + static_cast<int>(p.out);
+    key.fp8 = (p.a_scale != nullptr ? 1 : 0) + (p.fast_accumulation ? 2 : 0);
     key.ops = (p.a.transpose ? 1 : 0) + (p.b.transpose ? 2 : 0);
     key.bias = p.bias != nullptr ? 1 : 0;
     key.epilogue = static_cast<int>(p.epilogue);
@@ -218,6 +232,18 @@ class Engine {
     auto found = plans_.find(key);
     if (found != plans_.end()) return found->second;
     return plans_.emplace(key, make_plan(p, key)).first->second;
+  }
+
+  // cuBLASLt's A is kgpt's B (see make_plan): its A scale is B's. cuBLASLt takes a scale pointer
+  // that is not 16-byte aligned into its plan and refuses the product (status 15).
+  static void set_scales(cublasLtMatmulDesc_t desc, const Product& p) {
+    if (alignment(p.a_scale) < 16 || alignment(p.b_scale) < 16) {
+      check(CUBLAS_STATUS_INVALID_VALUE, "FP8 scales not 16-byte aligned", p);
+    }
+    check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &p.b_scale, sizeof p.b_scale),
+          "A scale pointer", p);
+    check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &p.a_scale, sizeof p.a_scale),
+          "B scale pointer", p);
   }
 
   // Row-major D = op(A) op(B) is column-major D^T = op(B)^T op(A)^T: cuBLASLt sees B first, and
@@ -236,6 +262,16 @@ class Engine {
     const cublasOperation_t trans_b = p.a.transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
     check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a), "transa", p);
     check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b), "transb", p);
+    if (p.a_scale != nullptr) {
+      // FP8 operands: Hopper's kernels take them with K contiguous in both (cuBLASLt's "TN").
+      if (p.a.transpose || !p.b.transpose || p.count != 1) {
+        check(CUBLAS_STATUS_INVALID_VALUE, "FP8 operands other than A (m x k) and B (n x k)", p);
+      }
+      set_scales(plan.desc, p);
+      const std::int8_t fast = p.fast_accumulation ? 1 : 0;
+      check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast),
+            "fast accumulation", p);
+    }
     if (p.bias != nullptr) {
       const cudaDataType_t bias_type = data_type(p.out);
       check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type),

@@ -24,7 +24,9 @@ namespace kgpt::model {
 
 namespace cuda_gemm {
 
-enum class Type { f32, bf16 };
+enum class Type { f32, bf16, e4m3, e5m2 };
+
+inline Type type_of(Fp8Format format) { return format == Fp8Format::e4m3 ? Type::e4m3 : Type::e5m2; }
 
 template <class T>
 constexpr Type type_of() {
@@ -58,6 +60,11 @@ struct Product {
   Epilogue epilogue = Epilogue::none;
   const void* aux = nullptr;                       // GELU's input (m x n, D's type), or none
   std::int64_t ldaux = 0;
+  // FP8 operands (A not transposed, B transposed: K contiguous in both): the device floats their
+  // values are multiplied by, and whether the tensor cores may keep narrower partial sums.
+  const float* a_scale = nullptr;
+  const float* b_scale = nullptr;
+  bool fast_accumulation = false;
 };
 
 // Enqueues the product on `stream`; throws Error naming the shape when cuBLASLt refuses it.
@@ -114,14 +121,27 @@ struct GemmBackend<backend::Cuda> {
       // the ones held to 1e-5 against the host and PyTorch, so they keep the activation's kernel.
       return false;
     } else {
-      cuda_gemm::Product p = product(op_a, op_b, a, b, d, bias, k);
-      p.epilogue = which == GeluEpilogue::forward ? cuda_gemm::Epilogue::gelu : cuda_gemm::Epilogue::gelu_backward;
-      p.aux = pre.data();
-      p.ldaux = static_cast<std::int64_t>(pre.stride(0));
-      if (!cuda_gemm::supported(p)) return false;
-      const profile::Region region(exec, label, flops);
-      return cuda_gemm::run_with_epilogue(exec.cuda_stream(), p);
+      return run_gelu(exec, product(op_a, op_b, a, b, d, bias, k), which, pre, label, flops);
     }
+  }
+
+  template <class CView, class DView, class BiasView>
+  static void gemm_fp8(const ExecSpace& exec, const Fp8Matrix& a, const Fp8Matrix& b, float beta, const CView& c,
+                       const DView& d, const BiasView& bias, bool fast_accumulation, const std::string& label,
+                       double flops) {
+    cuda_gemm::Product p = fp8_product(a, b, d, bias, fast_accumulation);
+    p.c = c.data();
+    p.ldc = static_cast<std::int64_t>(c.stride(0));
+    p.beta = beta;
+    const profile::Region region(exec, label, flops);
+    cuda_gemm::run(exec.cuda_stream(), p);
+  }
+
+  template <class BiasView, class PreView, class DView>
+  static bool gemm_fp8_gelu(const ExecSpace& exec, GeluEpilogue which, const Fp8Matrix& a, const Fp8Matrix& b,
+                            const BiasView& bias, const PreView& pre, const DView& d, bool fast_accumulation,
+                            const std::string& label, double flops) {
+    return run_gelu(exec, fp8_product(a, b, d, bias, fast_accumulation), which, pre, label, flops);
   }
 
   template <class TA, class TC>
@@ -152,6 +172,19 @@ struct GemmBackend<backend::Cuda> {
   }
 
  private:
+  // The product with GELU on its way out, where cuBLASLt has a kernel for it; false, having run
+  // nothing, where not.
+  template <class PreView>
+  static bool run_gelu(const ExecSpace& exec, cuda_gemm::Product p, GeluEpilogue which, const PreView& pre,
+                       const std::string& label, double flops) {
+    p.epilogue = which == GeluEpilogue::forward ? cuda_gemm::Epilogue::gelu : cuda_gemm::Epilogue::gelu_backward;
+    p.aux = pre.data();
+    p.ldaux = static_cast<std::int64_t>(pre.stride(0));
+    if (!cuda_gemm::supported(p)) return false;
+    const profile::Region region(exec, label, flops);
+    return cuda_gemm::run_with_epilogue(exec.cuda_stream(), p);
+  }
+
   // D = op(A) op(B) (+ bias), with D standing for C as well: what every product of D sets.
   template <class AView, class BView, class DView, class BiasView>
   static cuda_gemm::Product product(Op op_a, Op op_b, const AView& a, const BView& b, const DView& d,
@@ -166,6 +199,25 @@ struct GemmBackend<backend::Cuda> {
     p.c = p.d = d.data();
     p.ldc = p.ldd = static_cast<std::int64_t>(d.stride(0));
     p.bias = bias.extent(0) != 0 ? bias.data() : nullptr;
+    return p;
+  }
+  // D = scale_a scale_b A B^T (+ bias) on FP8 operands, D standing for C as well.
+  template <class DView, class BiasView>
+  static cuda_gemm::Product fp8_product(const Fp8Matrix& a, const Fp8Matrix& b, const DView& d, const BiasView& bias,
+                                        bool fast_accumulation) {
+    cuda_gemm::Product p;
+    p.m = static_cast<std::int64_t>(a.rows);
+    p.n = static_cast<std::int64_t>(b.rows);
+    p.k = static_cast<std::int64_t>(a.cols);
+    p.a = cuda_gemm::Operand{a.data, cuda_gemm::type_of(a.format), p.m, p.k, p.k, 0, false};
+    p.b = cuda_gemm::Operand{b.data, cuda_gemm::type_of(b.format), p.n, p.k, p.k, 0, true};
+    p.out = cuda_gemm::type_of<typename DView::value_type>();
+    p.c = p.d = d.data();
+    p.ldc = p.ldd = static_cast<std::int64_t>(d.stride(0));
+    p.bias = bias.extent(0) != 0 ? bias.data() : nullptr;
+    p.a_scale = a.scale;
+    p.b_scale = b.scale;
+    p.fast_accumulation = fast_accumulation;
     return p;
   }
   template <class View>

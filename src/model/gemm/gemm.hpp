@@ -140,6 +140,70 @@ bool gemm_gelu(const ExecSpace& exec, GeluEpilogue which, Op op_a, Op op_b, cons
                                                   product_flops(m, n, k));
 }
 
+namespace detail {
+
+inline const char* fp8_name(Fp8Format format) { return format == Fp8Format::e4m3 ? "e4m3" : "e5m2"; }
+
+// "gemm_fp8 65536x1536x512 e4m3*e4m3->bf16", and the shapes checked (`who` names the caller).
+template <class TD>
+std::string fp8_product(const char* who, const Fp8Matrix& a, const Fp8Matrix& b, std::size_t d_rows, std::size_t d_cols) {
+  if (a.cols != b.cols || d_rows != a.rows || d_cols != b.rows) {
+    shape_mismatch(who, a.rows, a.cols, b.cols, b.rows, d_rows, d_cols);
+  }
+  if (a.data == nullptr || b.data == nullptr || a.scale == nullptr || b.scale == nullptr) {
+    throw Error(ExitCode::failure, std::string(who) + ": an FP8 operand without its bytes or its scale");
+  }
+  if (!profile::enabled()) return std::string();
+  return std::string(who) + " " + std::to_string(a.rows) + "x" + std::to_string(b.rows) + "x" + std::to_string(a.cols) +
+         " " + fp8_name(a.format) + "*" + fp8_name(b.format) + "->" + type_name<TD>();
+}
+
+}  // namespace detail
+
+template <class CView, class DView, class BiasView>
+void gemm_fp8(const ExecSpace& exec, const Fp8Matrix& a, const Fp8Matrix& b, float beta, const CView& c, const DView& d,
+              const BiasView& bias, bool fast_accumulation) {
+  using TD = typename DView::value_type;
+  static_assert(detail::layout_right<CView, DView>(), "kgpt::model::gemm_fp8 takes LayoutRight operands only");
+  static_assert(std::is_same<std::remove_const_t<typename CView::value_type>, TD>::value &&
+                    (std::is_same<TD, bf16>::value || std::is_same<TD, float>::value) &&
+                    std::is_same<std::remove_const_t<typename BiasView::value_type>, TD>::value,
+                "kgpt::model::gemm_fp8: C, D and the bias of one type, bf16 or float");
+  const std::string label = detail::fp8_product<TD>("gemm_fp8", a, b, d.extent(0), d.extent(1));
+  if (c.extent(0) != d.extent(0) || c.extent(1) != d.extent(1)) {
+    detail::shape_mismatch("kgpt::model::gemm_fp8 (C)", a.rows, a.cols, b.cols, b.rows, c.extent(0), c.extent(1));
+  }
+  if (bias.extent(0) != 0 && bias.extent(0) != b.rows) {
+    throw Error(ExitCode::failure, "kgpt::model::gemm_fp8: a bias of " + std::to_string(bias.extent(0)) + " values for " +
+                                       std::to_string(b.rows) + " columns");
+  }
+  if (a.rows == 0 || b.rows == 0) return;
+  GemmBackend<backend::Current>::gemm_fp8(exec, a, b, beta, c, d, bias, fast_accumulation, label,
+                                          product_flops(a.rows, b.rows, a.cols));
+}
+
+template <class BiasView, class PreView, class DView>
+bool gemm_fp8_gelu(const ExecSpace& exec, GeluEpilogue which, const Fp8Matrix& a, const Fp8Matrix& b,
+                   const BiasView& bias, const PreView& pre, const DView& d, bool fast_accumulation) {
+  using TD = typename DView::value_type;
+  static_assert(detail::layout_right<PreView, DView>(), "kgpt::model::gemm_fp8_gelu takes LayoutRight operands only");
+  static_assert(std::is_same<std::remove_const_t<typename PreView::value_type>, TD>::value &&
+                    std::is_same<std::remove_const_t<typename BiasView::value_type>, TD>::value,
+                "kgpt::model::gemm_fp8_gelu: D, GELU's input and the bias of one type");
+  const std::string label = detail::fp8_product<TD>(
+      which == GeluEpilogue::forward ? "gemm_fp8+gelu" : "gemm_fp8+gelu_backward", a, b, d.extent(0), d.extent(1));
+  if (pre.extent(0) != d.extent(0) || pre.extent(1) != d.extent(1)) {
+    detail::shape_mismatch("kgpt::model::gemm_fp8_gelu (pre)", a.rows, a.cols, b.cols, b.rows, pre.extent(0), pre.extent(1));
+  }
+  if (bias.extent(0) != 0 && (bias.extent(0) != b.rows || which == GeluEpilogue::backward)) {
+    throw Error(ExitCode::failure, "kgpt::model::gemm_fp8_gelu: a bias of " + std::to_string(bias.extent(0)) +
+                                       " values for " + std::to_string(b.rows) + " columns");
+  }
+  if (a.rows == 0 || b.rows == 0 || a.cols == 0) return false;
+  return GemmBackend<backend::Current>::gemm_fp8_gelu(exec, which, a, b, bias, pre, d, fast_accumulation, label,
+                                                      product_flops(a.rows, b.rows, a.cols));
+}
+
 template <class AView, class BView, class CView>
 void gemm(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<typename CView::value_type> alpha, const AView& a,
           const BView& b, GemmScalar<typename CView::value_type> beta, const CView& c) {

@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/error.hpp"
 #include "core/kokkos_compat.hpp"
 #include "model/gemm/types.hpp"
 #include "core/kernel.hpp"
@@ -128,6 +129,19 @@ struct GemmBackend<backend::Host> {
       const auto di = host_gemm::item(d, i);
       model::gemm_ex(exec, op_a, op_b, alpha, ai, bi, beta, ci, di, Kokkos::View<const TC*, MemSpace>());
     }
+  }
+
+  // No FP8 products on the host (backend::Traits::fp8_products): ops/fp8.hpp runs bf16 products of
+  // operands rounded to FP8 values instead, and never calls these.
+  template <class CView, class DView, class BiasView>
+  static void gemm_fp8(const ExecSpace&, const Fp8Matrix&, const Fp8Matrix&, float, const CView&, const DView&,
+                       const BiasView&, bool, const std::string&, double) {
+    throw Error(ExitCode::failure, "kgpt::model::gemm_fp8: the host has no FP8 products");
+  }
+  template <class BiasView, class PreView, class DView>
+  static bool gemm_fp8_gelu(const ExecSpace&, GeluEpilogue, const Fp8Matrix&, const Fp8Matrix&, const BiasView&,
+                            const PreView&, const DView&, bool, const std::string&, double) {
+    return false;
   }
 
   // BLAS has no epilogues: the caller runs the product and the activation's kernel.

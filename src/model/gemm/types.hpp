@@ -8,9 +8,11 @@
 // (double for double) on every backend.
 
 #include <cstddef>
+#include <cstdint>
 
 #include "core/backend.hpp"
 #include "core/bf16.hpp"
+#include "core/fp8.hpp"
 #include "core/views.hpp"
 
 namespace kgpt::model {
@@ -33,6 +35,16 @@ struct Strided {
 template <class T>
 using GemmScalar = compute_t<std::remove_const_t<T>>;
 
+// A row-major matrix of FP8 values, one byte each, rows packed (leading dimension cols), as a GPU's
+// FP8 product reads it, and the device float that its values are multiplied by in the product
+// (2^-k: the scale that ops/fp8.hpp rounded it at, undone).
+struct Fp8Matrix {
+  const std::uint8_t* data;
+  std::size_t rows, cols;
+  Fp8Format format;
+  const float* scale;
+};
+
 template <class Backend>
 struct GemmBackend;
 
@@ -52,6 +64,21 @@ void gemm_ex(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<typename DView:
 template <class AView, class BView, class BiasView, class PreView, class DView>
 bool gemm_gelu(const ExecSpace& exec, GeluEpilogue which, Op op_a, Op op_b, const AView& a, const BView& b,
                const BiasView& bias, const PreView& pre, const DView& d);
+
+// D = scale_A scale_B A B^T + beta C + bias on FP8 operands A (M, K) and B (N, K), both with K
+// contiguous (the one layout of Hopper's FP8 products), C and D bf16 or float, accumulated in fp32;
+// `fast_accumulation` lets the tensor cores keep their partial sums in their own narrower format
+// (what FP8 training recipes use in the forward). Backends with FP8 products only
+// (backend::Traits::fp8_products); others throw.
+template <class CView, class DView, class BiasView>
+void gemm_fp8(const ExecSpace& exec, const Fp8Matrix& a, const Fp8Matrix& b, float beta, const CView& c, const DView& d,
+              const BiasView& bias, bool fast_accumulation);
+
+// The same product with GELU on its way out (GeluEpilogue; no C): false, having done nothing, where
+// the backend has no such product for the operands.
+template <class BiasView, class PreView, class DView>
+bool gemm_fp8_gelu(const ExecSpace& exec, GeluEpilogue which, const Fp8Matrix& a, const Fp8Matrix& b,
+                   const BiasView& bias, const PreView& pre, const DView& d, bool fast_accumulation);
 
 // C = alpha op(A) op(B) + beta C.
 template <class AView, class BView, class CView>

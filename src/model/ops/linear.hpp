@@ -10,7 +10,7 @@
 // products (linear_gelu_forward, linear_backward_into_gelu; model.gelu_epilogue). Several layers whose
 // weights lie back to back and read the same x (q, k and v; an MLP's gate and up) are one Linear
 // over the stacked weights: one product instead of several. A layer given FP8 operands (model.fp8)
-// runs its three products on them (ops/fp8.hpp).
+// runs its three products on them (ops/fp8.hpp: FP8 tensor-core products on a GPU).
 
 #include "core/views.hpp"
 #include "model/gemm/gemm.hpp"
@@ -50,8 +50,7 @@ struct Linear {
 template <class T, class A, class X, class Y>
 void linear_forward(const ExecSpace& exec, const Linear<T, A>& layer, const X& x, const Y& y) {
   if (layer.fp8 != nullptr) {
-    gemm_ex(exec, Op::none, Op::transpose, T(1), layer.fp8->input(exec, x), layer.fp8->weight(exec, layer.weight), T(0),
-            y, y, ConstVector<A>(layer.bias));
+    layer.fp8->forward(exec, x, layer.weight, T(0), y, y, ConstVector<A>(layer.bias));
     return;
   }
   gemm_ex(exec, Op::none, Op::transpose, T(1), x, layer.weight, T(0), y, y, ConstVector<A>(layer.bias));
@@ -61,8 +60,7 @@ void linear_forward(const ExecSpace& exec, const Linear<T, A>& layer, const X& x
 template <class T, class A, class X, class R, class Y>
 void linear_forward(const ExecSpace& exec, const Linear<T, A>& layer, const X& x, const R& residual, const Y& y) {
   if (layer.fp8 != nullptr) {
-    gemm_ex(exec, Op::none, Op::transpose, T(1), layer.fp8->input(exec, x), layer.fp8->weight(exec, layer.weight), T(1),
-            residual, y, ConstVector<A>(layer.bias));
+    layer.fp8->forward(exec, x, layer.weight, T(1), residual, y, ConstVector<A>(layer.bias));
     return;
   }
   gemm_ex(exec, Op::none, Op::transpose, T(1), x, layer.weight, T(1), residual, y, ConstVector<A>(layer.bias));
@@ -75,12 +73,8 @@ template <class T, class A, class X, class Pre, class Act>
 void linear_gelu_forward(const ExecSpace& exec, const Linear<T, A>& layer, const X& x, const Pre& pre, const Act& act,
                          bool epilogue) {
   if (layer.fp8 != nullptr) {
-    const Matrix<A> xq = layer.fp8->input(exec, x), wq = layer.fp8->weight(exec, layer.weight);
-    if (!epilogue ||
-        !gemm_gelu(exec, GeluEpilogue::forward, Op::none, Op::transpose, xq, wq, ConstVector<A>(layer.bias), pre, act)) {
-      gemm_ex(exec, Op::none, Op::transpose, T(1), xq, wq, T(0), pre, pre, ConstVector<A>(layer.bias));
-      gelu_tanh_forward<T>(exec, pre, act);
-    }
+    layer.fp8->forward_gelu(exec, x, layer.weight, ConstVector<A>(layer.bias), pre, act, epilogue,
+                            [&] { gelu_tanh_forward<T>(exec, pre, act); });
     return;
   }
   if (epilogue && gemm_gelu(exec, GeluEpilogue::forward, Op::none, Op::transpose, x, layer.weight,
@@ -98,11 +92,7 @@ void linear_backward(const ExecSpace& exec, const Linear<T, A>& layer, const X& 
                      bool accumulate_dx = false, const Workspace<T>& partials = {}) {
   if (layer.bias_grad.extent(0) != 0) bias_backward<T>(exec, dy, layer.bias_grad, partials);
   if (layer.fp8 != nullptr) {
-    const Matrix<A> dyq = layer.fp8->gradient(exec, dy);
-    if (dx.extent(0) != 0) {
-      gemm(exec, Op::none, Op::none, T(1), dyq, layer.fp8->weight(exec, layer.weight), T(accumulate_dx ? 1 : 0), dx);
-    }
-    gemm(exec, Op::transpose, Op::none, T(1), dyq, layer.fp8->input(exec, x), T(1), layer.grad);
+    layer.fp8->backward(exec, x, layer.weight, dy, dx, accumulate_dx, layer.grad);
     return;
   }
   if (dx.extent(0) != 0) gemm(exec, Op::none, Op::none, T(1), dy, layer.weight, T(accumulate_dx ? 1 : 0), dx);
@@ -118,12 +108,8 @@ void linear_backward_into_gelu(const ExecSpace& exec, const Linear<T, A>& layer,
                                const DY& dy, const DPre& d_pre, bool epilogue, const Workspace<T>& partials = {}) {
   if (layer.bias_grad.extent(0) != 0) bias_backward<T>(exec, dy, layer.bias_grad, partials);
   if (layer.fp8 != nullptr) {
-    const Matrix<A> dyq = layer.fp8->gradient(exec, dy), wq = layer.fp8->weight(exec, layer.weight);
-    if (!epilogue || !gemm_gelu(exec, GeluEpilogue::backward, Op::none, Op::none, dyq, wq, ConstVector<A>(), pre, d_pre)) {
-      gemm(exec, Op::none, Op::none, T(1), dyq, wq, T(0), d_pre);
-      gelu_tanh_backward<T>(exec, pre, d_pre, d_pre);
-    }
-    gemm(exec, Op::transpose, Op::none, T(1), dyq, layer.fp8->input(exec, act), T(1), layer.grad);
+    layer.fp8->backward_into_gelu(exec, act, layer.weight, pre, dy, d_pre, epilogue, layer.grad,
+                                  [&] { gelu_tanh_backward<T>(exec, pre, d_pre, d_pre); });
     return;
   }
   if (!epilogue ||

@@ -122,6 +122,21 @@ TEST_CASE("fp8 rounding equals the nearest value of the formats' decoded tables 
   CHECK(e5_wrong == 0);
 }
 
+TEST_CASE("fp8 bits: every finite value of each format gets its own code back, NaN the format's NaN", "[fp8]") {
+  std::size_t e4_wrong = 0, e5_wrong = 0;
+  for (const Decoded& d : decode_all(4, 3)) e4_wrong += fp8_bits<Fp8Format::e4m3>(static_cast<float>(d.value)) != d.code;
+  for (const Decoded& d : decode_all(5, 2)) e5_wrong += fp8_bits<Fp8Format::e5m2>(static_cast<float>(d.value)) != d.code;
+  CHECK(e4_wrong == 0);
+  CHECK(e5_wrong == 0);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  CHECK(fp8_bits<Fp8Format::e4m3>(nan) == 0x7f);
+  CHECK(fp8_bits<Fp8Format::e5m2>(-nan) == 0xff);
+  CHECK(fp8_bits<Fp8Format::e4m3>(-0.0f) == 0x80);
+  CHECK(fp8_bits<Fp8Format::e4m3>(448.0f) == 0x7e);    // S.1111.110
+  CHECK(fp8_bits<Fp8Format::e5m2>(57344.0f) == 0x7b);  // S.11110.11
+  CHECK(fp8_bits<Fp8Format::e4m3>(std::ldexp(3.0f, -9)) == 0x03);  // a subnormal: 3 steps of 2^-9
+}
+
 TEST_CASE("fp8 scale: the largest power of two that keeps the largest magnitude in range", "[fp8]") {
   CHECK(fp8_scale_exponent<Fp8Format::e4m3>(448.0f) == 0);
   CHECK(fp8_scale_exponent<Fp8Format::e4m3>(449.0f) == -1);
@@ -155,6 +170,17 @@ std::vector<double> rounded_operand(const std::vector<double>& x) {
   return out;
 }
 
+// Columns first .. first + cols - 1 of every row of `wide`, row by row: what a subview of them holds.
+template <class A>
+std::vector<double> column_block(const Matrix<A>& wide, std::size_t first, std::size_t cols) {
+  const auto values = host_values(wide);
+  std::vector<double> block;
+  for (std::size_t i = 0; i < wide.extent(0); ++i) {
+    for (std::size_t j = 0; j < cols; ++j) block.push_back(values[i * wide.extent(1) + first + j]);
+  }
+  return block;
+}
+
 }  // namespace
 
 TEMPLATE_TEST_CASE("fp8 operands: each a tensor rounded at its own scale, strided rows included", "[fp8]", float, bf16) {
@@ -166,11 +192,7 @@ TEMPLATE_TEST_CASE("fp8 operands: each a tensor rounded at its own scale, stride
   Fp8Operands<A> operands("test::", n, c, c, c * c);
   const Matrix<A> in = operands.input(ExecSpace(), x), grad = operands.gradient(ExecSpace(), x);
   const auto got_in = host_values(in), got_grad = host_values(grad);
-  std::vector<double> x_values;
-  const auto wide_host = host_values(wide);
-  for (std::size_t i = 0; i < n; ++i) {
-    for (std::size_t j = 0; j < c; ++j) x_values.push_back(wide_host[i * (c + 8) + 4 + j]);
-  }
+  const std::vector<double> x_values = column_block(wide, 4, c);
   const auto want_in = rounded_operand<Fp8Format::e4m3>(x_values), want_grad = rounded_operand<Fp8Format::e5m2>(x_values);
   double in_diff = 0, grad_diff = 0;
   std::size_t changed = 0;
@@ -184,18 +206,54 @@ TEMPLATE_TEST_CASE("fp8 operands: each a tensor rounded at its own scale, stride
   CHECK(changed > n * c / 2);  // e4m3 keeps 4 significant bits: most values move
 }
 
+TEMPLATE_TEST_CASE("fp8 bytes: each operand's FP8 codes at its own scale, as it is and transposed", "[fp8]", float, bf16) {
+  using A = TestType;
+  const std::size_t n = 32, c = 24;
+  Matrix<A> wide("wide", n, c + 8);
+  random::fill_normal(wide, 93, 0, 5.0);
+  const auto x = Kokkos::subview(wide, Kokkos::ALL(), std::make_pair(std::size_t(8), std::size_t(8 + c)));
+  Kokkos::View<std::uint8_t*, MemSpace> as_is("as_is", n * c), transposed("transposed", n * c);
+  Kokkos::View<float*, MemSpace> scalars("scalars", 2);
+  const ExecSpace exec;
+  model::ops::fp8_amax(exec, x, scalars.data());
+  model::ops::fp8_encode_scaled<Fp8Format::e4m3>(exec, x, as_is.data(), transposed.data(), scalars.data(),
+                                                 scalars.data() + 1);
+  exec.fence();
+  const auto got = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), as_is);
+  const auto got_t = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), transposed);
+  const auto got_scalars = host_values(scalars);
+  const std::vector<double> x_values = column_block(wide, 8, c);
+  double amax = 0;
+  for (const double v : x_values) amax = std::max(amax, std::fabs(v));
+  const int k = fp8_scale_exponent<Fp8Format::e4m3>(static_cast<float>(amax));
+  CHECK(got_scalars[1] == std::ldexp(1.0, -k));
+  // The codes decoded by the format's definition, times the scale, are the rounded operand.
+  std::vector<double> by_code(256, std::numeric_limits<double>::quiet_NaN());
+  for (const Decoded& d : decode_all(4, 3)) by_code[d.code] = d.value;
+  const auto want = rounded_operand<Fp8Format::e4m3>(x_values);
+  std::size_t wrong = 0, wrong_t = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t j = 0; j < c; ++j) {
+      wrong += by_code[got(i * c + j)] * got_scalars[1] != want[i * c + j];
+      wrong_t += got_t(j * n + i) != got(i * c + j);
+    }
+  }
+  CHECK(wrong == 0);
+  CHECK(wrong_t == 0);
+}
+
 namespace {
 
 // A layer of N x C inputs to F outputs, with bias, its products on FP8 operands.
 template <class T, class A>
 struct Fp8Layer {
-  std::size_t n = 10, c = 16, f = 24;
+  std::size_t n, c, f;
   Matrix<A> x{"x", n, c}, w{"w", f, c}, y{"y", n, f}, r{"r", n, f}, dy{"dy", n, f}, dx{"dx", n, c};
   Vector<A> b{"b", f};
   Matrix<T> g{"g", f, c};
   Vector<T> gb{"gb", f};
   Fp8Operands<A> operands{"test::", n, c, f, f * c};
-  Fp8Layer() {
+  Fp8Layer(std::size_t rows, std::size_t in, std::size_t out) : n(rows), c(in), f(out) {
     random::fill_normal(x, 17, 0, 2.0);
     random::fill_normal(w, 17, 1, 0.3);
     random::fill_normal(b, 17, 2, 0.5);
@@ -211,7 +269,11 @@ struct Fp8Layer {
 TEMPLATE_TEST_CASE("a linear layer's FP8 products equal the definitions on independently rounded operands", "[fp8]",
                    float, bf16) {
   using A = TestType;
-  Fp8Layer<float, A> t;
+  // 10 rows: bf16 products of rounded operands everywhere; 32: a GPU's FP8 products for bf16.
+  const std::size_t rows = GENERATE(10, 32);
+  Fp8Layer<float, A> t(rows, 16, 48);
+  CHECK(Fp8Operands<A>::native(t.n, t.c, t.f) ==
+        (backend::Traits::fp8_products && std::is_same<A, bf16>::value && rows % 16 == 0));
   const auto g_before = host_values(t.g);
   model::ops::linear_forward(ExecSpace(), t.layer(), t.x, t.r, t.y);
   model::ops::linear_backward(ExecSpace(), t.layer(), t.x, t.dy, t.dx);
@@ -258,7 +320,7 @@ TEMPLATE_TEST_CASE("a linear layer's FP8 products equal the definitions on indep
 
 TEMPLATE_TEST_CASE("gpt2's MLP with FP8 products gives the same with and without the GELU epilogue", "[fp8]", float, bf16) {
   using A = TestType;
-  const std::size_t n = 12, c = 16, f = 40;
+  const std::size_t n = GENERATE(12, 32), c = 16, f = n == 12 ? 40 : 48;
   Matrix<A> x("x", n, c), w_up("w_up", f, c), w_down("w_down", c, f), dy("dy", n, c);
   Vector<A> b_up("b_up", f);
   Matrix<float> g_up("g_up", f, c), g_down("g_down", c, f);
