@@ -15,6 +15,10 @@ synthetic tokens), as parameter-golf's train_gpt.py and nanoGPT's train.py set P
   python3 bench/torch_reference.py gpt2 --batch 16 --seq 1024 --accum 1 --steps 10 --warmup 3
   python3 bench/torch_reference.py gpt2 --size 1p3b --batch 4 --seq 2048 --accum 8 --steps 3 --warmup 2
 
+`--fp8 mlp|all` runs the blocks' MLP (or every) linear layer on FP8 tensor cores (torch._scaled_mm)
+with kgpt's model.fp8 recipe: per-tensor power-of-two scales taken in the same pass, e4m3 inputs
+and weights, e5m2 gradients, fast accumulation in the forward only.
+
 `--muon-world W` times one rank of W as train_gpt.py shares Muon: matrix i is orthogonalised by rank
 i % W, the rank with the most Newton-Schulz arithmetic is the one timed (it sets the step), and the
 update buffer's all-reduce is left out (one GPU has nobody to exchange with; bench/scaling.py adds it
@@ -169,6 +173,65 @@ class Gpt2(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
+E4M3_MAX, E5M2_MAX = 448.0, 57344.0
+
+
+def to_fp8(t, dtype, largest):
+    """t at a scale of its own, 2^k with k the largest that keeps max |t| within the format (kgpt's
+    model.fp8 recipe, torchtitan's "tensorwise"), and the scale undone, 2^-k, for _scaled_mm."""
+    amax = t.abs().amax().float().clamp(min=1e-30)
+    k = torch.floor(torch.log2(largest / amax))
+    return (t.float() * torch.exp2(k)).clamp(-largest, largest).to(dtype), torch.exp2(-k)
+
+
+class Fp8LinearFunction(torch.autograd.Function):
+    """y = x W^T (+ b) on FP8 tensor cores: x and W in e4m3, dy in e5m2, each operand rounded at its
+    own scale in the pass that uses it (the backward rounds x and W again, as kgpt does); the forward
+    with fast accumulation, the backward without; dW in fp32."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        x2 = x.reshape(-1, x.shape[-1]).to(torch.bfloat16)
+        w = weight.to(torch.bfloat16)
+        x8, sx = to_fp8(x2, torch.float8_e4m3fn, E4M3_MAX)
+        w8, sw = to_fp8(w, torch.float8_e4m3fn, E4M3_MAX)
+        y = torch._scaled_mm(x8, w8.t(), scale_a=sx, scale_b=sw, out_dtype=torch.bfloat16, use_fast_accum=True,
+                             bias=None if bias is None else bias.to(torch.bfloat16))
+        ctx.save_for_backward(x2, w)
+        ctx.x_shape, ctx.x_dtype, ctx.has_bias = x.shape, x.dtype, bias is not None
+        return y.view(*x.shape[:-1], -1)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x2, w = ctx.saved_tensors
+        dy2 = dy.reshape(-1, dy.shape[-1]).to(torch.bfloat16)
+        dy8, sdy = to_fp8(dy2, torch.float8_e5m2, E5M2_MAX)
+        dyt8, _ = to_fp8(dy2.t().contiguous(), torch.float8_e5m2, E5M2_MAX)
+        wt8, sw = to_fp8(w.t().contiguous(), torch.float8_e4m3fn, E4M3_MAX)
+        xt8, sx = to_fp8(x2.t().contiguous(), torch.float8_e4m3fn, E4M3_MAX)
+        dx = torch._scaled_mm(dy8, wt8.t(), scale_a=sdy, scale_b=sw, out_dtype=torch.bfloat16)
+        dw = torch._scaled_mm(dyt8, xt8.t(), scale_a=sdy, scale_b=sx, out_dtype=torch.float32)
+        db = dy2.float().sum(0) if ctx.has_bias else None
+        return dx.view(ctx.x_shape).to(ctx.x_dtype), dw, db
+
+
+class Fp8Linear(nn.Linear):
+    def forward(self, x):
+        return Fp8LinearFunction.apply(x, self.weight, self.bias)
+
+
+def use_fp8(model, which):
+    """The blocks' linear layers (`all`) or their MLPs' (`mlp`) on FP8 products, as kgpt's model.fp8."""
+    mlp = {"fc", "mlp_proj", "c_fc"}
+    count = 0
+    for block in model.blocks:
+        for name, layer in block.named_modules():
+            if isinstance(layer, nn.Linear) and (which == "all" or name.split(".")[-1] in mlp):
+                layer.__class__ = Fp8Linear
+                count += 1
+    return count
+
+
 def newton_schulz(g, steps: int = 5, eps: float = 1e-7):
     a, b, c = 3.4445, -4.7750, 2.0315
     x = g.bfloat16()
@@ -283,6 +346,8 @@ def main():
     parser.add_argument("--vocab-pad", type=int, default=64, help="gpt2: the model's vocabulary rounded up to this")
     parser.add_argument("--muon-world", type=int, default=1, help="golf: time one rank of this many sharing Muon")
     parser.add_argument("--no-compile", action="store_true", help="eager model and Newton-Schulz (the weaker form)")
+    parser.add_argument("--fp8", choices=["none", "mlp", "all"], default="none",
+                        help="the blocks' linear layers (all) or their MLPs' on FP8 products (torch._scaled_mm)")
     parser.add_argument("--json", help="write the result here as JSON")
     args = parser.parse_args()
 
@@ -294,6 +359,7 @@ def main():
     torch.manual_seed(0)
     model, optimizers, shape, extra = make(args)
     model = model.to(device)
+    fp8_layers = use_fp8(model, args.fp8) if args.fp8 != "none" else 0
     positions = model.wpe.weight.numel() if args.family == "gpt2" else 0
     n_all = sum(p.numel() for p in model.parameters())
     n_params = n_all - positions
@@ -346,7 +412,7 @@ def main():
         peak_reserved_gib=torch.cuda.max_memory_reserved() / 2**30,
         device_used_mb=(total - free) / 2**20, loss=float(loss),
         device=torch.cuda.get_device_name(), torch=torch.__version__, compiled=not args.no_compile,
-        sdpa="flash", **extra,
+        sdpa="flash", fp8=args.fp8, fp8_layers=fp8_layers, **extra,
     )
     print("torch_reference " + " ".join(f"{k}:{v:.4g}" if isinstance(v, float) else f"{k}:{v}"
                                         for k, v in result.items()), flush=True)

@@ -28,12 +28,14 @@
 #   torch   bench/torch_reference.py (compiled whole, flash SDPA pinned, Newton-Schulz compiled, gpt2
 #           padded to 50,304) for golf, golf as one rank of 8 sharing Muon, gpt2-124M and the 1.3B
 #           shape, on the same GPU
+#   torch_fp8  the same for gpt2-124M, 1.3B and golf with every block's linear layer on FP8
+#           products (--fp8 all)
 #   world8  one rank of an 8-GPU golf job without its communication (one micro-step, a share of
 #           Muon), kgpt and PyTorch: the per-rank figures of bench/scaling.py's 8-GPU model
 #   scale   the 1.3B deck: its memory plan against this GPU's memory (kgpt check), then kgpt bench
 #           of it on one GPU (8 micro-steps of 4 x 2048, non-deterministic backward) with
-#           train.recompute none and block: the plan beside the measured view_peak_mb (cuDNN's real
-#           workspace), tokens/s, MFU
+#           train.recompute none and block, and with model.fp8: all: the plan beside the measured
+#           view_peak_mb (cuDNN's real workspace), tokens/s, MFU
 # A device call runs "device tests train bench torch train_bench variants --budget 340" in one
 # command (247 s on an H100) and "scale" in a second (docs/cuda.md).
 #
@@ -160,7 +162,7 @@ for step in "${steps[@]}"; do
           bench_deck "$deck"
           run "check $deck --device ${fallback:-as the deck says}" 120 "${kgpt_env[@]}" "$kgpt" check "${deck_args[@]}" \
             --set train.precision=bf16 "${settings[@]}" --no-data --device
-          say "kgpt check --device $deck bf16 ${fallback:-as the deck says}: exit $status; $(output | grep -E '^kgpt check: (attention|head|gelu|device|error)' | tail -n 4 | paste -sd' ')"
+          say "kgpt check --device $deck bf16 ${fallback:-as the deck says}: exit $status; $(output | grep -E '^kgpt check: (attention|head|fp8|gelu|device|error)' | tail -n 5 | paste -sd' ')"
           # The attention ran if it printed its figures (the head's products are timed after it, and
           # their failure is no reason to change the attention).
           output | grep '^kgpt check: attention ' > /dev/null || { runs=0; break; }
@@ -279,12 +281,18 @@ for step in "${steps[@]}"; do
       say "train golf (12 steps): exit $status; tok/s of steps 3-12: $(grep -o 'tok/s:[0-9]*' "$work/train_golf/log.txt" 2>/dev/null | tail -n 10 | cut -d: -f2 | sort -n | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)] " (median)"}')"
       pack
       ;;
-    torch)
+    torch|torch_fp8)
       mkdir -p "$work/torch"
-      for job in "golf:golf --batch 64 --seq 1024 --accum 8 --steps 5 --warmup 3" \
-                 "golf_muon8:golf --batch 64 --seq 1024 --accum 8 --steps 5 --warmup 3 --muon-world 8" \
-                 "gpt2:gpt2 --batch 16 --seq 1024 --accum 1 --steps 10 --warmup 3" \
-                 "gpt2_1p3b:gpt2 --size 1p3b --batch 4 --seq 2048 --accum 8 --steps 3 --warmup 2"; do
+      jobs=("golf:golf --batch 64 --seq 1024 --accum 8 --steps 5 --warmup 3"
+            "golf_muon8:golf --batch 64 --seq 1024 --accum 8 --steps 5 --warmup 3 --muon-world 8"
+            "gpt2:gpt2 --batch 16 --seq 1024 --accum 1 --steps 10 --warmup 3"
+            "gpt2_1p3b:gpt2 --size 1p3b --batch 4 --seq 2048 --accum 8 --steps 3 --warmup 2")
+      if [ "$step" = torch_fp8 ]; then
+        jobs=("gpt2_fp8:gpt2 --batch 16 --seq 1024 --accum 1 --steps 10 --warmup 3 --fp8 all"
+              "gpt2_1p3b_fp8:gpt2 --size 1p3b --batch 4 --seq 2048 --accum 8 --steps 3 --warmup 2 --fp8 all"
+              "golf_fp8:golf --batch 64 --seq 1024 --accum 8 --steps 5 --warmup 3 --fp8 all")
+      fi
+      for job in "${jobs[@]}"; do
         label=${job%%:*} job_args=${job#*:}
         # shellcheck disable=SC2086
         run "torch $label" 240 "$python" "$tree/bench/torch_reference.py" $job_args --json "$work/torch/$label.json"
@@ -314,15 +322,17 @@ for step in "${steps[@]}"; do
       say "kgpt check 1.3B (world size 8, this GPU's memory): exit $status"
       output | grep -E '^  (parameters|optimizer|activations|library|total|budget)' | tee -a "$summary"
       pack
-      for recompute in none block; do
-        run "bench 1.3B $recompute" 200 "${kgpt_env[@]}" "$kgpt" bench "${big[@]}" --set train.global_batch_tokens=65536 \
-          --set train.accum_total=8 --set train.recompute=$recompute "${attention[@]}" "${like_torch[@]}" --steps 2 --warmup 1 --memory
-        say "bench 1.3B 8 x (4 x 2048) recompute $recompute: exit $status"
+      for variant in none block fp8; do
+        options=(--set train.recompute=$variant)
+        [ "$variant" = fp8 ] && options=(--set train.recompute=none --set model.fp8=all)
+        run "bench 1.3B $variant" 200 "${kgpt_env[@]}" "$kgpt" bench "${big[@]}" --set train.global_batch_tokens=65536 \
+          --set train.accum_total=8 "${options[@]}" "${attention[@]}" "${like_torch[@]}" --steps 2 --warmup 1 --memory
+        say "bench 1.3B 8 x (4 x 2048) ${options[*]}: exit $status"
         output | grep -E '^(tok/s|view_peak|device_mem)' | tee -a "$summary"
         pack
       done
       ;;
-    *) say "unknown step '$step' (device, tests, train, bench, variants, train_bench, torch, world8, scale)" ;;
+    *) say "unknown step '$step' (device, tests, train, bench, variants, train_bench, torch, torch_fp8, world8, scale)" ;;
   esac
 done
 say "== done in $(($(date +%s) - start_s))s"
