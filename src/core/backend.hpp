@@ -30,11 +30,10 @@ struct BackendTraits;
 // the compiler vectorises the inner loops.
 template <>
 struct BackendTraits<Host> {
-  // ops::ShortRows (the q/k norms over D = 64): rows per team, and vector lanes per row.
-  static constexpr int short_rows_per_team = 1, short_row_lanes = 1;
   // ops::ColumnSums: columns a team of threads takes (0: one team takes every column).
   static constexpr int column_sum_team_columns = 0;
-  // ops::map_elements: each thread converts 16 bytes at once (else one element, in a plain loop).
+  // ops::map_elements and the row kernels (PackedRows): each thread converts 16 bytes at once (else
+  // one element, in a plain loop).
   static constexpr bool packed_elementwise = false;
   // The cross-entropy over rows of logits: each thread reads 16 bytes of a row at once and the
   // forward reads the row once (a running maximum and sum), else two plain passes that vectorise.
@@ -58,7 +57,6 @@ struct BackendTraits<Host> {
 // CUDA: a warp must read consecutive addresses and the GPU must hold tens of thousands of threads.
 template <>
 struct BackendTraits<Cuda> {
-  static constexpr int short_rows_per_team = 8, short_row_lanes = 32;  // a warp per row of D = 64
   static constexpr int column_sum_team_columns = 128;
   static constexpr bool packed_elementwise = true;
   static constexpr bool packed_logits = true;

@@ -112,6 +112,36 @@ struct BiasTerms {
   }
 };
 
+// A norm's parameter gradients (norms in rmsnorm.hpp, layernorm.hpp): the weight's dy xhat, with
+// xhat = (x - mean) rstd where Centered (LayerNorm, whose bias adds dy as a second sum) and x rstd
+// otherwise (RMSNorm; mean is then not read).
+template <class T, class X, class DY, bool Centered>
+struct NormParamTerms {
+  ConstRows<X> x;
+  ConstRows<DY> dy;
+  const T* mean;
+  const T* rstd;
+  template <int W>
+  KOKKOS_INLINE_FUNCTION void terms(std::size_t i, std::size_t j, T (*acc)[W]) const {
+    T g[W], v[W];
+    detail::load_values<W>(&dy(i, j), g);
+    detail::load_values<W>(&x(i, j), v);
+    const T r = rstd[i];
+    for (int w = 0; w < W; ++w) {
+      if constexpr (Centered) {
+        acc[0][w] += g[w] * (v[w] - mean[i]) * r;
+        acc[1][w] += g[w];
+      } else {
+        acc[0][w] += g[w] * v[w] * r;
+      }
+    }
+  }
+  template <int W>
+  bool packs_fit() const {
+    return detail::packs_aligned<W>(x) && detail::packs_aligned<W>(dy);
+  }
+};
+
 template <class T, bool Packs = backend::Traits::packed_elementwise, class Y, class S, class DX, class DY, class DS>
 void scaled_add_backward(const ExecSpace& exec, const Y& y, const S& s, const DX& dx, const DY& dy, const DS& ds,
                          const Workspace<T>& partials = {}) {

@@ -4,9 +4,8 @@
 //   for_each_element a team per row of an (N, C) array, threads over its columns
 //   map_elements    elementwise ops: a thread per 16 bytes of each array (8 bf16, 4 floats), with
 //                   16-byte loads and stores, where the arrays are aligned for it
-//   rows of width C a team per row, its threads over the row (norms over d_model, softmax rows)
-//   short rows      several rows per team, one row per thread of a team and its vector lanes over
-//                   the row: a warp per row of D = 64 (the q/k norms); one thread per row on the host
+//   rows of width C a row per thread of a team, its vector lanes over the row's packs (PackedRows:
+//                   the norms over d_model, the q/k heads' norm and RoPE)
 //   column sums     stages, all coalesced and in a fixed order: a team sums a block of 32 rows
 //                   into partial sums per column (threads over a tile of columns, the block's rows
 //                   in order), the partials are summed the same way while more than 32 remain,
@@ -185,10 +184,13 @@ void map_elements(const ExecSpace& exec, const char* label, const Op& op, const 
   });
 }
 
-// Rows read in 16-byte packs of P elements (the norms over d_model on a GPU): a row per thread of a
-// team, its vector lanes over the row's packs (a warp of 32 lanes for d_model 512 in bf16, two
-// packs a lane), 256 / lanes rows per team; on the host a team is one row and the lanes run in
-// order. Where `fits` says every array of a call starts its packs on 16 bytes.
+// Rows of C elements, each lane of a row reading P consecutive elements: the pack width, 16 bytes of
+// the narrowest array (8 bf16, 4 floats) on a GPU where every array's packs start on 16 bytes, 1 on
+// the host and wherever they do not. A row per thread of a team, its vector lanes over the row's
+// packs (a warp of 32 lanes for d_model 512 in bf16, two packs a lane; a warp per row of 32
+// elements at P = 1), 256 / lanes rows per team; on the host a team is one row and its lanes run in
+// order. The row kernels (the norms, q/k RoPE) are written once with P a template parameter, so a
+// formula has one kernel; `fits` says whether a call's arrays allow P.
 template <int P>
 struct PackedRows {
   static int lanes(std::size_t c) {
@@ -206,28 +208,17 @@ struct PackedRows {
   static KOKKOS_INLINE_FUNCTION int row(const Team& team, int per_team) {
     return team.league_rank() * per_team + team.team_rank();
   }
-  // Whether rows of c elements split into packs and every (N, C) array's packs start on 16 bytes.
+  // Whether rows of c elements split into packs and every (N, C) array's packs start on 16 bytes
+  // (at P = 1, any rows do).
   template <class... Views>
   static bool fits(std::size_t c, const Views&... views) {
+    if constexpr (P == 1) return true;
     return c % P == 0 && (detail::packs_aligned<P>(views) && ...);
   }
   // Whether a parameter vector's (C) packs start on 16 bytes.
   template <class V>
   static bool aligned(const V* data) {
-    return reinterpret_cast<std::uintptr_t>(data) % 16 == 0;
-  }
-};
-
-// Short rows: team t and thread r of it take row t * rows_per_team + r; vector lanes split the row.
-struct ShortRows {
-  static constexpr int rows_per_team = backend::Traits::short_rows_per_team;
-  static constexpr int lanes = backend::Traits::short_row_lanes;
-  static Kokkos::TeamPolicy<ExecSpace> policy(const ExecSpace& exec, std::size_t rows) {
-    const auto teams = static_cast<int>((rows + rows_per_team - 1) / rows_per_team);
-    return Kokkos::TeamPolicy<ExecSpace>(exec, teams, rows_per_team, lanes);
-  }
-  static KOKKOS_INLINE_FUNCTION std::size_t row(const Team& team) {
-    return static_cast<std::size_t>(team.league_rank()) * rows_per_team + team.team_rank();
+    return P == 1 || reinterpret_cast<std::uintptr_t>(data) % 16 == 0;
   }
 };
 

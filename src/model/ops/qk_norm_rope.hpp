@@ -11,7 +11,9 @@
 // and k in [k_offset, k_offset + KV D); q_out (N, H D), k_out (N, KV D); q_rstd (N H), k_rstd
 // (N KV) of T kept for the backward; d_raw receives dq and dk at the same columns as raw (its v
 // columns are left alone). cos, sin: (Tmax, D/2) with Tmax >= T. gain, dgain: (H) parameters.
-// A head row per thread and its vector lanes over the D/2 rotation pairs: a warp per row on GPUs.
+// A head row per thread and its vector lanes over the D/2 rotation pairs, P pairs a lane (PackedRows
+// over rows of D/2 elements): 16 bytes of each half per lane on a GPU where the arrays allow it, one
+// pair at a time on the host. Each kernel is written once with P a template parameter.
 
 #include <cmath>
 #include <type_traits>
@@ -70,129 +72,49 @@ struct QkShape {
   }
 };
 
+// RoPE's rotation of a feature pair (x1 from the first half of a head, x2 from the second) by the
+// angle with cosine c and sine s, as Hugging Face's Llama rotates (rotate_half):
+//   z1 = x1 c - x2 s,  z2 = x2 c + x1 s.
+// Its transpose is the rotation by -s; golf's rotation (parameter-golf's) is the one by -s.
+template <class T>
+KOKKOS_INLINE_FUNCTION void rotate_pair(T x1, T x2, T c, T s, T& z1, T& z2) {
+  z1 = x1 * c - x2 * s;
+  z2 = x2 * c + x1 * s;
+}
+
 namespace {  // kernels: internal linkage, see core/kernel.hpp
+
+// The cos and sin tables as the kernels read them: P angles of position t from pair i on.
+template <class T>
+struct RopeAngles {
+  RowView<const T> cos_t, sin_t;
+  RopeAngles(const ConstMatrix<T>& cos_table, const ConstMatrix<T>& sin_table) : cos_t(cos_table), sin_t(sin_table) {}
+  template <int P>
+  KOKKOS_INLINE_FUNCTION void load(int t, int i, T* c, T* sn) const {
+    detail::load_values<P>(&cos_t(t, i), c);
+    detail::load_values<P>(&sin_t(t, i), sn);
+  }
+};
+
+// f(team, head_row) for every head row of q and k of n tokens, a row's lanes over its D / 2P packs of
+// rotation pairs (PackedRows over rows of D / 2 elements; at bf16's D = 64 and P = 8, 4 lanes a row
+// and 8 rows a warp).
+template <int P, class F>
+void for_each_head_row(const ExecSpace& exec, const char* label, std::size_t n, const QkShape& s, const F& f) {
+  using Rows = PackedRows<P>;
+  const std::size_t q_rows = n * s.heads, rows = q_rows + n * s.kv_heads;
+  const int half = s.dim / 2, per_team = Rows::rows_per_team(half);
+  kgpt::parallel_for(label, Rows::policy(exec, rows, half), KOKKOS_LAMBDA(const Team& team) {
+    const std::size_t row = static_cast<std::size_t>(team.league_rank()) * per_team + team.team_rank();
+    if (row >= rows) return;
+    f(team, s.row(row, q_rows));
+  });
+}
 
 namespace detail {
 
-template <class T, class Raw, class Out, class Gain>
-void qk_norm_rope_forward_lanes(const ExecSpace& exec, const Raw& raw, const QkShape& s, const ConstMatrix<T>& cos_table,
-                                const ConstMatrix<T>& sin_table, const Gain& gain, const Out& q_out, const Out& k_out,
-                                const Vector<T>& q_rstd, const Vector<T>& k_rstd, T eps) {
-  using A = typename Out::value_type;
-  const std::size_t n = raw.extent(0), q_rows = n * s.heads, rows = q_rows + n * s.kv_heads;
-  const int half = s.dim / 2;
-  // Arrays as pointers and leading dimensions: as Views they would not fit a kernel argument.
-  const auto in = row_view(raw);
-  const auto cos_t = row_view(cos_table);
-  const auto sin_t = row_view(sin_table);
-  const auto q = row_view(q_out);
-  const auto k = row_view(k_out);
-  const auto* g_in = gain.data();
-  T* const q_r = q_rstd.data();
-  T* const k_r = k_rstd.data();
-  kgpt::parallel_for(
-      "kgpt::qk_norm_rope::forward", ShortRows::policy(exec, rows), KOKKOS_LAMBDA(const Team& team) {
-        const std::size_t row = ShortRows::row(team);
-        if (row >= rows) return;
-        const QkRow q_or_k = s.row(row, q_rows);
-        const bool is_q = q_or_k.is_q;
-        const std::size_t r_index = q_or_k.index, token = q_or_k.token;
-        const int h = q_or_k.head, in_col = q_or_k.in_col, out_col = q_or_k.out_col, t = q_or_k.t;
-        T sum_sq = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::ThreadVectorRange(team, half),
-            [&](const int i, T& acc) {
-              const T x1 = T(in(token, in_col + i)), x2 = T(in(token, in_col + i + half));
-              acc += x1 * x1 + x2 * x2;
-            },
-            sum_sq);
-        const T r = T(1) / compat::sqrt(sum_sq / T(s.dim) + eps);
-        const T g = is_q ? T(g_in[h]) : T(1);
-        const auto& out = is_q ? q : k;
-        Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, half), [&](const int i) {
-          const T x1 = T(in(token, in_col + i)) * r, x2 = T(in(token, in_col + i + half)) * r;
-          const T c = cos_t(t, i), sn = sin_t(t, i);
-          out(token, out_col + i) = store<A>(g * (x1 * c + x2 * sn));
-          out(token, out_col + i + half) = store<A>(g * (x2 * c - x1 * sn));
-        });
-        Kokkos::single(Kokkos::PerThread(team), [&]() {
-          if (is_q) q_r[r_index] = r;
-          else k_r[r_index] = r;
-        });
-      });
-}
-
-template <class T, class Raw, class DOut, class DRaw, class Gain>
-void qk_norm_rope_backward_lanes(const ExecSpace& exec, const Raw& raw, const QkShape& s, const ConstMatrix<T>& cos_table,
-                                 const ConstMatrix<T>& sin_table, const Gain& gain, const ConstVector<T>& q_rstd,
-                                 const ConstVector<T>& k_rstd, const DOut& dq, const DOut& dk, const DRaw& d_raw,
-                                 const Matrix<T>& gain_rows) {
-  using A = typename DRaw::value_type;
-  const std::size_t n = raw.extent(0), q_rows = n * s.heads, rows = q_rows + n * s.kv_heads;
-  const int half = s.dim / 2;
-  // Arrays as pointers and leading dimensions: as Views they would not fit a kernel argument.
-  const auto in = row_view(raw);
-  const auto cos_t = row_view(cos_table);
-  const auto sin_t = row_view(sin_table);
-  const auto d_q = row_view(dq);
-  const auto d_k = row_view(dk);
-  const auto d_in = row_view(d_raw);
-  const auto gains = row_view(gain_rows);
-  const auto* g_in = gain.data();
-  const T* const q_r = q_rstd.data();
-  const T* const k_r = k_rstd.data();
-  kgpt::parallel_for(
-      "kgpt::qk_norm_rope::backward", ShortRows::policy(exec, rows), KOKKOS_LAMBDA(const Team& team) {
-        const std::size_t row = ShortRows::row(team);
-        if (row >= rows) return;
-        const QkRow q_or_k = s.row(row, q_rows);
-        const bool is_q = q_or_k.is_q;
-        const std::size_t r_index = q_or_k.index, token = q_or_k.token;
-        const int h = q_or_k.head, in_col = q_or_k.in_col, out_col = q_or_k.out_col, t = q_or_k.t;
-        const T r = is_q ? q_r[r_index] : k_r[r_index];
-        const T g = is_q ? T(g_in[h]) : T(1);
-        const auto& dy = is_q ? d_q : d_k;
-        // sum z dy (the gain's term) and sum dxn x (the norm's), over the row.
-        T gain_term = 0, dot = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::ThreadVectorRange(team, half),
-            [&](const int i, T& acc) {
-              const T x1 = T(in(token, in_col + i)), x2 = T(in(token, in_col + i + half));
-              const T c = cos_t(t, i), sn = sin_t(t, i);
-              const T dy1 = T(dy(token, out_col + i)), dy2 = T(dy(token, out_col + i + half));
-              acc += (x1 * c + x2 * sn) * r * dy1 + (x2 * c - x1 * sn) * r * dy2;
-            },
-            gain_term);
-        Kokkos::parallel_reduce(
-            Kokkos::ThreadVectorRange(team, half),
-            [&](const int i, T& acc) {
-              const T x1 = T(in(token, in_col + i)), x2 = T(in(token, in_col + i + half));
-              const T c = cos_t(t, i), sn = sin_t(t, i);
-              const T dz1 = g * T(dy(token, out_col + i)), dz2 = g * T(dy(token, out_col + i + half));
-              acc += (c * dz1 - sn * dz2) * x1 + (sn * dz1 + c * dz2) * x2;
-            },
-            dot);
-        const T coefficient = r * r * r * dot / T(s.dim);
-        Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, half), [&](const int i) {
-          const T x1 = T(in(token, in_col + i)), x2 = T(in(token, in_col + i + half));
-          const T c = cos_t(t, i), sn = sin_t(t, i);
-          const T dz1 = g * T(dy(token, out_col + i)), dz2 = g * T(dy(token, out_col + i + half));
-          d_in(token, in_col + i) = store<A>(r * (c * dz1 - sn * dz2) - coefficient * x1);
-          d_in(token, in_col + i + half) = store<A>(r * (sn * dz1 + c * dz2) - coefficient * x2);
-        });
-        Kokkos::single(Kokkos::PerThread(team), [&]() {
-          if (is_q) gains(token, h) = gain_term;
-        });
-      });
-}
-
-// Packed: the lanes of a head row take P consecutive features of each half (16 bytes of the
-// narrowest array) with 16-byte loads and stores, D / 2P lanes a row: 4 for bf16's D = 64, so a
-// warp holds 8 rows (PackedRows over rows of D / 2 elements). Each pass reads a lane's packs again
-// (from L1), as one element per lane did, with an eighth of the loads. On the host a team is one
-// row and its lanes run in order.
-
-// Whether the packed kernels can read every array of this call 16 bytes at a time.
+// Whether a call's arrays allow P pairs a lane, 16 bytes at a time: raw is the (N, W) QKV matrix (or
+// its gradient), a and b the q and k arrays.
 template <int P, class Raw, class Out, class T>
 bool qk_packs_fit(const QkShape& s, const Raw& raw, const Out& a, const Out& b, const ConstMatrix<T>& cos_table,
                   const ConstMatrix<T>& sin_table) {
@@ -207,73 +129,66 @@ bool qk_packs_fit(const QkShape& s, const Raw& raw, const Out& a, const Out& b, 
 }
 
 template <int P, class T, class Raw, class Out, class Gain>
-void qk_norm_rope_forward_packed(const ExecSpace& exec, const Raw& raw, const QkShape& s, const ConstMatrix<T>& cos_table,
-                                 const ConstMatrix<T>& sin_table, const Gain& gain, const Out& q_out, const Out& k_out,
-                                 const Vector<T>& q_rstd, const Vector<T>& k_rstd, T eps) {
-  using Packs = PackedRows<P>;
-  const std::size_t n = raw.extent(0), q_rows = n * s.heads, rows = q_rows + n * s.kv_heads;
-  const int half = s.dim / 2, lanes = half / P, per_team = Packs::rows_per_team(half);
+void qk_norm_rope_forward_rows(const ExecSpace& exec, const Raw& raw, const QkShape& s, const ConstMatrix<T>& cos_table,
+                               const ConstMatrix<T>& sin_table, const Gain& gain, const Out& q_out, const Out& k_out,
+                               const Vector<T>& q_rstd, const Vector<T>& k_rstd, T eps) {
+  const int half = s.dim / 2, lanes = half / P;
+  // Arrays as pointers and leading dimensions: as Views they would not fit a kernel argument.
   const auto in = row_view(raw);
-  const auto cos_t = row_view(cos_table);
-  const auto sin_t = row_view(sin_table);
+  const RopeAngles<T> angles(cos_table, sin_table);
   const auto q = row_view(q_out);
   const auto k = row_view(k_out);
   const auto* g_in = gain.data();
   T* const q_r = q_rstd.data();
   T* const k_r = k_rstd.data();
-  kgpt::parallel_for(
-      "kgpt::qk_norm_rope::forward", Packs::policy(exec, rows, half), KOKKOS_LAMBDA(const Team& team) {
-        const std::size_t row = static_cast<std::size_t>(team.league_rank()) * per_team + team.team_rank();
-        if (row >= rows) return;
-        const QkRow q_or_k = s.row(row, q_rows);
-        const std::size_t token = q_or_k.token;
-        const int in_col = q_or_k.in_col, out_col = q_or_k.out_col, t = q_or_k.t;
-        T sum_sq = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::ThreadVectorRange(team, lanes),
-            [&](const int lane, T& acc) {
-              T x1[P], x2[P];
-              load_pack<P>(&in(token, in_col + lane * P), x1);
-              load_pack<P>(&in(token, in_col + lane * P + half), x2);
-              for (int e = 0; e < P; ++e) acc += x1[e] * x1[e] + x2[e] * x2[e];
-            },
-            sum_sq);
-        const T r = T(1) / compat::sqrt(sum_sq / T(s.dim) + eps);
-        const T g = q_or_k.is_q ? T(g_in[q_or_k.head]) : T(1);
-        const auto& out = q_or_k.is_q ? q : k;
-        Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, lanes), [&](const int lane) {
-          const int i = lane * P;
-          T x1[P], x2[P], c[P], sn[P], y1[P], y2[P];
-          load_pack<P>(&in(token, in_col + i), x1);
-          load_pack<P>(&in(token, in_col + i + half), x2);
-          load_pack<P>(&cos_t(t, i), c);
-          load_pack<P>(&sin_t(t, i), sn);
-          for (int e = 0; e < P; ++e) {
-            const T a = x1[e] * r, b = x2[e] * r;
-            y1[e] = g * (a * c[e] + b * sn[e]);
-            y2[e] = g * (b * c[e] - a * sn[e]);
-          }
-          store_pack<P>(&out(token, out_col + i), y1);
-          store_pack<P>(&out(token, out_col + i + half), y2);
-        });
-        Kokkos::single(Kokkos::PerThread(team), [&]() {
-          if (q_or_k.is_q) q_r[q_or_k.index] = r;
-          else k_r[q_or_k.index] = r;
-        });
-      });
+  const T dim = T(s.dim);
+  for_each_head_row<P>(exec, "kgpt::qk_norm_rope::forward", raw.extent(0), s,
+                       KOKKOS_LAMBDA(const Team& team, const QkRow& q_or_k) {
+    const std::size_t token = q_or_k.token;
+    const int in_col = q_or_k.in_col, out_col = q_or_k.out_col, t = q_or_k.t;
+    T sum_sq = 0;
+    Kokkos::parallel_reduce(
+        Kokkos::ThreadVectorRange(team, lanes),
+        [&](const int lane, T& acc) {
+          T x1[P], x2[P];
+          load_values<P>(&in(token, in_col + lane * P), x1);
+          load_values<P>(&in(token, in_col + lane * P + half), x2);
+          for (int e = 0; e < P; ++e) acc += x1[e] * x1[e] + x2[e] * x2[e];
+        },
+        sum_sq);
+    const T r = T(1) / compat::sqrt(sum_sq / dim + eps);
+    const T g = q_or_k.is_q ? T(g_in[q_or_k.head]) : T(1);
+    const auto& out = q_or_k.is_q ? q : k;
+    Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, lanes), [&](const int lane) {
+      const int i = lane * P;
+      T x1[P], x2[P], c[P], sn[P], y1[P], y2[P];
+      load_values<P>(&in(token, in_col + i), x1);
+      load_values<P>(&in(token, in_col + i + half), x2);
+      angles.template load<P>(t, i, c, sn);
+      for (int e = 0; e < P; ++e) {
+        T z1, z2;
+        rotate_pair(x1[e] * r, x2[e] * r, c[e], -sn[e], z1, z2);
+        y1[e] = g * z1;
+        y2[e] = g * z2;
+      }
+      store_values<P>(&out(token, out_col + i), y1);
+      store_values<P>(&out(token, out_col + i + half), y2);
+    });
+    Kokkos::single(Kokkos::PerThread(team), [&]() {
+      if (q_or_k.is_q) q_r[q_or_k.index] = r;
+      else k_r[q_or_k.index] = r;
+    });
+  });
 }
 
 template <int P, class T, class Raw, class DOut, class DRaw, class Gain>
-void qk_norm_rope_backward_packed(const ExecSpace& exec, const Raw& raw, const QkShape& s,
-                                  const ConstMatrix<T>& cos_table, const ConstMatrix<T>& sin_table, const Gain& gain,
-                                  const ConstVector<T>& q_rstd, const ConstVector<T>& k_rstd, const DOut& dq,
-                                  const DOut& dk, const DRaw& d_raw, const Matrix<T>& gain_rows) {
-  using Packs = PackedRows<P>;
-  const std::size_t n = raw.extent(0), q_rows = n * s.heads, rows = q_rows + n * s.kv_heads;
-  const int half = s.dim / 2, lanes = half / P, per_team = Packs::rows_per_team(half);
+void qk_norm_rope_backward_rows(const ExecSpace& exec, const Raw& raw, const QkShape& s,
+                                const ConstMatrix<T>& cos_table, const ConstMatrix<T>& sin_table, const Gain& gain,
+                                const ConstVector<T>& q_rstd, const ConstVector<T>& k_rstd, const DOut& dq,
+                                const DOut& dk, const DRaw& d_raw, const Matrix<T>& gain_rows) {
+  const int half = s.dim / 2, lanes = half / P;
   const auto in = row_view(raw);
-  const auto cos_t = row_view(cos_table);
-  const auto sin_t = row_view(sin_table);
+  const RopeAngles<T> angles(cos_table, sin_table);
   const auto d_q = row_view(dq);
   const auto d_k = row_view(dk);
   const auto d_in = row_view(d_raw);
@@ -281,82 +196,84 @@ void qk_norm_rope_backward_packed(const ExecSpace& exec, const Raw& raw, const Q
   const auto* g_in = gain.data();
   const T* const q_r = q_rstd.data();
   const T* const k_r = k_rstd.data();
-  kgpt::parallel_for(
-      "kgpt::qk_norm_rope::backward", Packs::policy(exec, rows, half), KOKKOS_LAMBDA(const Team& team) {
-        const std::size_t row = static_cast<std::size_t>(team.league_rank()) * per_team + team.team_rank();
-        if (row >= rows) return;
-        const QkRow q_or_k = s.row(row, q_rows);
-        const bool is_q = q_or_k.is_q;
-        const std::size_t token = q_or_k.token;
-        const int in_col = q_or_k.in_col, out_col = q_or_k.out_col, t = q_or_k.t;
-        const T r = is_q ? q_r[q_or_k.index] : k_r[q_or_k.index];
-        const T g = is_q ? T(g_in[q_or_k.head]) : T(1);
-        const auto& dy = is_q ? d_q : d_k;
-        // A lane's x, dy and rotation, read again by each pass.
-        const auto load = [&](const int i, T* x1, T* x2, T* dy1, T* dy2, T* c, T* sn) {
-          load_pack<P>(&in(token, in_col + i), x1);
-          load_pack<P>(&in(token, in_col + i + half), x2);
-          load_pack<P>(&dy(token, out_col + i), dy1);
-          load_pack<P>(&dy(token, out_col + i + half), dy2);
-          load_pack<P>(&cos_t(t, i), c);
-          load_pack<P>(&sin_t(t, i), sn);
-        };
-        // sum z dy (the gain's term, q only) and sum dxn x (the norm's), over the row.
-        T gain_term = 0, dot = 0;
-        if (is_q) {
-          Kokkos::parallel_reduce(
-              Kokkos::ThreadVectorRange(team, lanes),
-              [&](const int lane, T& acc) {
-                T x1[P], x2[P], dy1[P], dy2[P], c[P], sn[P];
-                load(lane * P, x1, x2, dy1, dy2, c, sn);
-                for (int e = 0; e < P; ++e) {
-                  acc += (x1[e] * c[e] + x2[e] * sn[e]) * r * dy1[e] + (x2[e] * c[e] - x1[e] * sn[e]) * r * dy2[e];
-                }
-              },
-              gain_term);
-        }
-        Kokkos::parallel_reduce(
-            Kokkos::ThreadVectorRange(team, lanes),
-            [&](const int lane, T& acc) {
-              T x1[P], x2[P], dy1[P], dy2[P], c[P], sn[P];
-              load(lane * P, x1, x2, dy1, dy2, c, sn);
-              for (int e = 0; e < P; ++e) {
-                const T dz1 = g * dy1[e], dz2 = g * dy2[e];
-                acc += (c[e] * dz1 - sn[e] * dz2) * x1[e] + (sn[e] * dz1 + c[e] * dz2) * x2[e];
-              }
-            },
-            dot);
-        const T coefficient = r * r * r * dot / T(s.dim);
-        Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, lanes), [&](const int lane) {
-          const int i = lane * P;
-          T x1[P], x2[P], dy1[P], dy2[P], c[P], sn[P], dx1[P], dx2[P];
-          load(i, x1, x2, dy1, dy2, c, sn);
+  const T dim = T(s.dim);
+  for_each_head_row<P>(exec, "kgpt::qk_norm_rope::backward", raw.extent(0), s,
+                       KOKKOS_LAMBDA(const Team& team, const QkRow& q_or_k) {
+    const bool is_q = q_or_k.is_q;
+    const std::size_t token = q_or_k.token;
+    const int in_col = q_or_k.in_col, out_col = q_or_k.out_col, t = q_or_k.t;
+    const T r = is_q ? q_r[q_or_k.index] : k_r[q_or_k.index];
+    const T g = is_q ? T(g_in[q_or_k.head]) : T(1);
+    const auto& dy = is_q ? d_q : d_k;
+    // A lane's x, dy and rotation, read again by each pass.
+    const auto load = [&](const int i, T* x1, T* x2, T* dy1, T* dy2, T* c, T* sn) {
+      load_values<P>(&in(token, in_col + i), x1);
+      load_values<P>(&in(token, in_col + i + half), x2);
+      load_values<P>(&dy(token, out_col + i), dy1);
+      load_values<P>(&dy(token, out_col + i + half), dy2);
+      angles.template load<P>(t, i, c, sn);
+    };
+    // sum z dy (the gain's term, q only) and sum dxn x (the norm's), over the row.
+    T gain_term = 0, dot = 0;
+    if (is_q) {
+      Kokkos::parallel_reduce(
+          Kokkos::ThreadVectorRange(team, lanes),
+          [&](const int lane, T& acc) {
+            T x1[P], x2[P], dy1[P], dy2[P], c[P], sn[P];
+            load(lane * P, x1, x2, dy1, dy2, c, sn);
+            for (int e = 0; e < P; ++e) {
+              T z1, z2;
+              rotate_pair(x1[e], x2[e], c[e], -sn[e], z1, z2);
+              acc += z1 * r * dy1[e] + z2 * r * dy2[e];
+            }
+          },
+          gain_term);
+    }
+    // dxn = the transposed rotation of dz = g dy.
+    Kokkos::parallel_reduce(
+        Kokkos::ThreadVectorRange(team, lanes),
+        [&](const int lane, T& acc) {
+          T x1[P], x2[P], dy1[P], dy2[P], c[P], sn[P];
+          load(lane * P, x1, x2, dy1, dy2, c, sn);
           for (int e = 0; e < P; ++e) {
-            const T dz1 = g * dy1[e], dz2 = g * dy2[e];
-            dx1[e] = r * (c[e] * dz1 - sn[e] * dz2) - coefficient * x1[e];
-            dx2[e] = r * (sn[e] * dz1 + c[e] * dz2) - coefficient * x2[e];
+            T d1, d2;
+            rotate_pair(g * dy1[e], g * dy2[e], c[e], sn[e], d1, d2);
+            acc += d1 * x1[e] + d2 * x2[e];
           }
-          store_pack<P>(&d_in(token, in_col + i), dx1);
-          store_pack<P>(&d_in(token, in_col + i + half), dx2);
-        });
-        Kokkos::single(Kokkos::PerThread(team), [&]() {
-          if (is_q) gains(token, q_or_k.head) = gain_term;
-        });
-      });
+        },
+        dot);
+    const T coefficient = r * r * r * dot / dim;
+    Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, lanes), [&](const int lane) {
+      const int i = lane * P;
+      T x1[P], x2[P], dy1[P], dy2[P], c[P], sn[P], dx1[P], dx2[P];
+      load(i, x1, x2, dy1, dy2, c, sn);
+      for (int e = 0; e < P; ++e) {
+        T d1, d2;
+        rotate_pair(g * dy1[e], g * dy2[e], c[e], sn[e], d1, d2);
+        dx1[e] = r * d1 - coefficient * x1[e];
+        dx2[e] = r * d2 - coefficient * x2[e];
+      }
+      store_values<P>(&d_in(token, in_col + i), dx1);
+      store_values<P>(&d_in(token, in_col + i + half), dx2);
+    });
+    Kokkos::single(Kokkos::PerThread(team), [&]() {
+      if (is_q) gains(token, q_or_k.head) = gain_term;
+    });
+  });
 }
 
 }  // namespace detail
 
-// Packs: 16-byte packs per lane (a GPU) where every array allows it, else a lane per feature pair.
+// Packs: 16-byte packs per lane (a GPU) where every array allows it, else a pair per lane.
 template <class T, bool Packs = backend::Traits::packed_elementwise, class Raw, class Out, class Gain>
 void qk_norm_rope_forward(const ExecSpace& exec, const Raw& raw, const QkShape& s, const ConstMatrix<T>& cos_table,
                           const ConstMatrix<T>& sin_table, const Gain& gain, const Out& q_out, const Out& k_out,
                           const Vector<T>& q_rstd, const Vector<T>& k_rstd, T eps) {
   constexpr int P = detail::pack_of<Raw, Out>();
   if (Packs && detail::qk_packs_fit<P>(s, raw, q_out, k_out, cos_table, sin_table)) {
-    detail::qk_norm_rope_forward_packed<P>(exec, raw, s, cos_table, sin_table, gain, q_out, k_out, q_rstd, k_rstd, eps);
+    detail::qk_norm_rope_forward_rows<P>(exec, raw, s, cos_table, sin_table, gain, q_out, k_out, q_rstd, k_rstd, eps);
   } else {
-    detail::qk_norm_rope_forward_lanes(exec, raw, s, cos_table, sin_table, gain, q_out, k_out, q_rstd, k_rstd, eps);
+    detail::qk_norm_rope_forward_rows<1>(exec, raw, s, cos_table, sin_table, gain, q_out, k_out, q_rstd, k_rstd, eps);
   }
 }
 
@@ -369,11 +286,11 @@ void qk_norm_rope_backward(const ExecSpace& exec, const Raw& raw, const QkShape&
                            const DGain& dgain, const Matrix<T>& gain_rows, const Workspace<T>& partials = {}) {
   constexpr int P = detail::pack_of<Raw, DOut, DRaw>();
   if (Packs && detail::qk_packs_fit<P>(s, raw, dq, dk, cos_table, sin_table) && detail::packs_aligned<P>(d_raw)) {
-    detail::qk_norm_rope_backward_packed<P>(exec, raw, s, cos_table, sin_table, gain, q_rstd, k_rstd, dq, dk, d_raw,
-                                            gain_rows);
+    detail::qk_norm_rope_backward_rows<P>(exec, raw, s, cos_table, sin_table, gain, q_rstd, k_rstd, dq, dk, d_raw,
+                                          gain_rows);
   } else {
-    detail::qk_norm_rope_backward_lanes(exec, raw, s, cos_table, sin_table, gain, q_rstd, k_rstd, dq, dk, d_raw,
-                                        gain_rows);
+    detail::qk_norm_rope_backward_rows<1>(exec, raw, s, cos_table, sin_table, gain, q_rstd, k_rstd, dq, dk, d_raw,
+                                          gain_rows);
   }
   const std::size_t n = raw.extent(0);
   ColumnSums<T, 1>::run(

@@ -1,10 +1,8 @@
 #pragma once
 // The llama family's own ops, each forward beside its backward, built from the shared pieces (the
-// RMSNorm row routines of ops/rmsnorm.hpp, the column sums and row layouts of ops/launch.hpp, the
-// RoPE tables of ops/qk_norm_rope.hpp). Shapes as everywhere: token-major (N, C) activations A, (C)
-// parameters and statistics in T.
-//   weighted RMSNorm:  y = x r w,  r = 1 / sqrt(mean(x^2) + eps)
-//                      g = dy w;  dx (+)= r g - r^3 x mean(g x);  dw += sum_n dy x r
+// head rows, rotation and RoPE tables of ops/qk_norm_rope.hpp, the row layouts of ops/launch.hpp;
+// its weighted RMSNorm is ops/rmsnorm.hpp's). Shapes as everywhere: token-major (N, C) activations A,
+// (C) parameters and statistics in T.
 //   RoPE of the q and k columns of the QKV matrix into q_out, k_out, as Hugging Face's Llama rotates
 //   (rotate_half: halves of the full head dimension, x cos + rotate_half(x) sin):
 //                      z[i] = x[i] cos - x[i + D/2] sin,  z[i + D/2] = x[i + D/2] cos + x[i] sin
@@ -18,7 +16,6 @@
 #include "core/views.hpp"
 #include "model/ops/launch.hpp"
 #include "model/ops/qk_norm_rope.hpp"
-#include "model/ops/rmsnorm.hpp"
 
 namespace kgpt::model::llama {
 
@@ -26,101 +23,69 @@ using ops::Team;
 
 namespace {  // kernels: internal linkage, see core/kernel.hpp
 
-template <class T, class X, class W, class Y>
-void rmsnorm_forward(const ExecSpace& exec, const X& x, const W& w, const Y& y, const Vector<T>& rstd, T eps) {
-  using A = typename Y::value_type;
-  const int n = static_cast<int>(x.extent(0)), c = static_cast<int>(x.extent(1));
-  kgpt::parallel_for(
-      "kgpt::llama::rmsnorm::forward", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO), KOKKOS_LAMBDA(const Team& team) {
-        const int row = team.league_rank();
-        const T r = ops::rms_row(team, c, eps, [&](const int j) { return T(x(row, j)); });
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c),
-                             [&](const int j) { y(row, j) = store<A>(T(x(row, j)) * r * T(w(j))); });
-        Kokkos::single(Kokkos::PerTeam(team), [&]() { rstd(row) = r; });
-      });
+namespace detail {
+
+// The rotation (rotate_pair) of every head row of q and k, P pairs a lane: `from` and `to` give the
+// rows that are read and written (the QKV matrix's columns and q_out or k_out, or the other way
+// round); the sine's sign says the direction (+1: the rotation, -1: its transpose).
+template <int P, class T, class From, class To>
+void rope_rows(const ExecSpace& exec, const char* label, std::size_t n, const ops::QkShape& s,
+               const ConstMatrix<T>& cos_table, const ConstMatrix<T>& sin_table, const From& from, const To& to,
+               T sign) {
+  const int half = s.dim / 2, lanes = half / P;
+  const ops::RopeAngles<T> angles(cos_table, sin_table);
+  ops::for_each_head_row<P>(exec, label, n, s, KOKKOS_LAMBDA(const Team& team, const ops::QkRow& q_or_k) {
+    const auto* in = from(q_or_k);
+    auto* out = to(q_or_k);
+    Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, lanes), [&](const int lane) {
+      const int i = lane * P;
+      T x1[P], x2[P], c[P], sn[P], z1[P], z2[P];
+      ops::detail::load_values<P>(in + i, x1);
+      ops::detail::load_values<P>(in + i + half, x2);
+      angles.template load<P>(q_or_k.t, i, c, sn);
+      for (int e = 0; e < P; ++e) ops::rotate_pair(x1[e], x2[e], c[e], sign * sn[e], z1[e], z2[e]);
+      ops::detail::store_values<P>(out + i, z1);
+      ops::detail::store_values<P>(out + i + half, z2);
+    });
+  });
 }
 
-// dx += (or =) the input gradient; dw += the weight's.
-template <class T, class X, class W, class DY, class DX, class DW>
-void rmsnorm_backward(const ExecSpace& exec, const X& x, const W& w, const ConstVector<T>& rstd, const DY& dy,
-                      const DX& dx, const DW& dw, const Workspace<T>& partials, bool accumulate) {
-  using A = typename DX::value_type;
-  const int n = static_cast<int>(x.extent(0)), c = static_cast<int>(x.extent(1));
-  kgpt::parallel_for(
-      "kgpt::llama::rmsnorm::backward", Kokkos::TeamPolicy<ExecSpace>(exec, n, Kokkos::AUTO), KOKKOS_LAMBDA(const Team& team) {
-        const int row = team.league_rank();
-        const T r = rstd(row);
-        const T k = ops::rms_row_gradient(team, c, r, [&](const int j) { return T(dy(row, j)) * T(w(j)); },
-                                          [&](const int j) { return T(x(row, j)); });
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c), [&](const int j) {
-          const T g = r * T(dy(row, j)) * T(w(j)) - k * T(x(row, j));
-          dx(row, j) = store<A>(accumulate ? T(dx(row, j)) + g : g);
-        });
-      });
-  ops::ColumnSums<T, 1>::run(
-      exec, "kgpt::llama::rmsnorm::backward_weight", x.extent(0), x.extent(1), partials,
-      KOKKOS_LAMBDA(const std::size_t i, const std::size_t j, T* acc) { acc[0] += T(dy(i, j)) * T(x(i, j)) * rstd(i); },
-      KOKKOS_LAMBDA(const int, const std::size_t j, const T sum) { dw(j) += sum; });
-}
+}  // namespace detail
 
 // q (heads columns from q_offset) and k (kv heads from k_offset) of raw, rotated, into q_out and k_out.
-template <class T, class Raw, class Out>
+template <class T, bool Packs = backend::Traits::packed_elementwise, class Raw, class Out>
 void rope_forward(const ExecSpace& exec, const Raw& raw, const ops::QkShape& s, const ConstMatrix<T>& cos_table,
                   const ConstMatrix<T>& sin_table, const Out& q_out, const Out& k_out) {
-  using A = typename Out::value_type;
-  const std::size_t n = raw.extent(0), q_rows = n * s.heads, rows = q_rows + n * s.kv_heads;
-  const int half = s.dim / 2;
   const auto in = row_view(raw);
-  const auto cos_t = row_view(cos_table);
-  const auto sin_t = row_view(sin_table);
   const auto q = row_view(q_out);
   const auto k = row_view(k_out);
-  kgpt::parallel_for(
-      "kgpt::llama::rope::forward", ops::ShortRows::policy(exec, rows), KOKKOS_LAMBDA(const Team& team) {
-        const std::size_t row = ops::ShortRows::row(team);
-        if (row >= rows) return;
-        const ops::QkRow q_or_k = s.row(row, q_rows);
-        const bool is_q = q_or_k.is_q;
-        const std::size_t token = q_or_k.token;
-        const int in_col = q_or_k.in_col, out_col = q_or_k.out_col, t = q_or_k.t;
-        const auto& out = is_q ? q : k;
-        Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, half), [&](const int i) {
-          const T x1 = T(in(token, in_col + i)), x2 = T(in(token, in_col + i + half));
-          const T c = cos_t(t, i), sn = sin_t(t, i);
-          out(token, out_col + i) = store<A>(x1 * c - x2 * sn);
-          out(token, out_col + i + half) = store<A>(x2 * c + x1 * sn);
-        });
-      });
+  const auto from = KOKKOS_LAMBDA(const ops::QkRow& r) { return &in(r.token, r.in_col); };
+  const auto to = KOKKOS_LAMBDA(const ops::QkRow& r) { return r.is_q ? &q(r.token, r.out_col) : &k(r.token, r.out_col); };
+  constexpr int P = ops::detail::pack_of<Raw, Out>();
+  if (Packs && ops::detail::qk_packs_fit<P>(s, raw, q_out, k_out, cos_table, sin_table)) {
+    detail::rope_rows<P>(exec, "kgpt::llama::rope::forward", raw.extent(0), s, cos_table, sin_table, from, to, T(1));
+  } else {
+    detail::rope_rows<1>(exec, "kgpt::llama::rope::forward", raw.extent(0), s, cos_table, sin_table, from, to, T(1));
+  }
 }
 
 // The transposed rotation of dq and dk, into the q and k columns of d_raw (its v columns untouched).
-template <class T, class DOut, class DRaw>
+template <class T, bool Packs = backend::Traits::packed_elementwise, class DOut, class DRaw>
 void rope_backward(const ExecSpace& exec, const ops::QkShape& s, const ConstMatrix<T>& cos_table,
                    const ConstMatrix<T>& sin_table, const DOut& dq, const DOut& dk, const DRaw& d_raw) {
-  using A = typename DRaw::value_type;
-  const std::size_t n = d_raw.extent(0), q_rows = n * s.heads, rows = q_rows + n * s.kv_heads;
-  const int half = s.dim / 2;
-  const auto cos_t = row_view(cos_table);
-  const auto sin_t = row_view(sin_table);
   const auto d_q = row_view(dq);
   const auto d_k = row_view(dk);
   const auto d_in = row_view(d_raw);
-  kgpt::parallel_for(
-      "kgpt::llama::rope::backward", ops::ShortRows::policy(exec, rows), KOKKOS_LAMBDA(const Team& team) {
-        const std::size_t row = ops::ShortRows::row(team);
-        if (row >= rows) return;
-        const ops::QkRow q_or_k = s.row(row, q_rows);
-        const bool is_q = q_or_k.is_q;
-        const std::size_t token = q_or_k.token;
-        const int in_col = q_or_k.in_col, out_col = q_or_k.out_col, t = q_or_k.t;
-        const auto& dy = is_q ? d_q : d_k;
-        Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, half), [&](const int i) {
-          const T dz1 = T(dy(token, out_col + i)), dz2 = T(dy(token, out_col + i + half));
-          const T c = cos_t(t, i), sn = sin_t(t, i);
-          d_in(token, in_col + i) = store<A>(c * dz1 + sn * dz2);
-          d_in(token, in_col + i + half) = store<A>(c * dz2 - sn * dz1);
-        });
-      });
+  const auto from = KOKKOS_LAMBDA(const ops::QkRow& r) {
+    return r.is_q ? &d_q(r.token, r.out_col) : &d_k(r.token, r.out_col);
+  };
+  const auto to = KOKKOS_LAMBDA(const ops::QkRow& r) { return &d_in(r.token, r.in_col); };
+  constexpr int P = ops::detail::pack_of<DOut, DRaw>();
+  if (Packs && ops::detail::qk_packs_fit<P>(s, d_raw, dq, dk, cos_table, sin_table)) {
+    detail::rope_rows<P>(exec, "kgpt::llama::rope::backward", d_raw.extent(0), s, cos_table, sin_table, from, to, T(-1));
+  } else {
+    detail::rope_rows<1>(exec, "kgpt::llama::rope::backward", d_raw.extent(0), s, cos_table, sin_table, from, to, T(-1));
+  }
 }
 
 template <class T, class GU, class Act>

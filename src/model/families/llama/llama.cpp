@@ -4,6 +4,7 @@
 #include "model/ops/elementwise.hpp"
 #include "model/ops/embedding.hpp"
 #include "model/ops/qk_norm_rope.hpp"
+#include "model/ops/rmsnorm.hpp"
 
 namespace kgpt::model {
 
@@ -112,7 +113,7 @@ void LlamaModel<T, A>::embedding_forward(const ExecSpace& exec) {
 template <class T, class A>
 Matrix<A> LlamaModel<T, A>::final_forward(const ExecSpace& exec) {
   const std::size_t n = this->rows_, c = this->config_.d_model;
-  llama::rmsnorm_forward<T>(exec, acts_.x_last.mat(n, c), this->w_.norm, acts_.final.mat(n, c), acts_.rstd_final.vec(n),
+  ops::weighted_rmsnorm_forward<T>(exec, acts_.x_last.mat(n, c), this->w_.norm, acts_.final.mat(n, c), acts_.rstd_final.vec(n),
                             T(kRmsEps));
   return acts_.final.mat(n, c);
 }
@@ -129,7 +130,7 @@ void LlamaModel<T, A>::block_forward(const ExecSpace& exec, int l) {
   const LlamaBlockTensors<T>& W = this->w_.blocks[i];
   const Matrix<A> x_in = block_input(l), h1 = L.h1.mat(n, c), qkv = L.qkv.mat(n, w);
   const Matrix<A> q_rot = L.q_rot.mat(n, c), k_rot = L.k_rot.mat(n, kvd), o = L.o.mat(n, c);
-  llama::rmsnorm_forward<T>(exec, x_in, W.input_norm, h1, L.rstd1.vec(n), T(kRmsEps));
+  ops::weighted_rmsnorm_forward<T>(exec, x_in, W.input_norm, h1, L.rstd1.vec(n), T(kRmsEps));
   forward_pieces(exec, qkv_[i], h1, qkv);
   llama::rope_forward<T>(exec, CM(qkv), shape, ConstMatrix<T>(acts_.rope_cos), ConstMatrix<T>(acts_.rope_sin), q_rot,
                          k_rot);
@@ -139,7 +140,7 @@ void LlamaModel<T, A>::block_forward(const ExecSpace& exec, int l) {
                             heads_of(o, 0, b, heads_, head_dim_));
   const Matrix<A> x_attn = L.x_attn.mat(n, c), h2 = L.h2.mat(n, c), gu = L.gu.mat(n, 2 * f), act = L.act.mat(n, f);
   ops::linear_forward(exec, o_[i], o, x_in, x_attn);  // x_attn = x_in + o W_o^T
-  llama::rmsnorm_forward<T>(exec, x_attn, W.post_norm, h2, L.rstd2.vec(n), T(kRmsEps));
+  ops::weighted_rmsnorm_forward<T>(exec, x_attn, W.post_norm, h2, L.rstd2.vec(n), T(kRmsEps));
   forward_pieces(exec, gate_up_[i], h2, gu);
   llama::swiglu_forward<T>(exec, gu, act);
   ops::linear_forward(exec, down_[i], act, x_attn, block_input(l + 1));
@@ -148,7 +149,7 @@ void LlamaModel<T, A>::block_forward(const ExecSpace& exec, int l) {
 template <class T, class A>
 void LlamaModel<T, A>::final_backward(const ExecSpace& exec, const GradientsReady& ready) {
   const std::size_t n = this->rows_, c = this->config_.d_model;
-  llama::rmsnorm_backward<T>(exec, acts_.x_last.mat(n, c), this->w_.norm, ConstVector<T>(acts_.rstd_final.vec(n)),
+  ops::weighted_rmsnorm_backward<T>(exec, acts_.x_last.mat(n, c), this->w_.norm, ConstVector<T>(acts_.rstd_final.vec(n)),
                              this->d_final(), acts_.dx.mat(n, c), this->g_.norm, partials(), false);
   this->report(ready, this->g_.norm);
 }
@@ -172,7 +173,7 @@ void LlamaModel<T, A>::block_backward(const ExecSpace& exec, int l, const Gradie
   ops::linear_backward(exec, down_[i], L.act.mat(n, f), dx, d_act);
   llama::swiglu_backward<T>(exec, L.gu.mat(n, 2 * f), d_act, d_gu);
   backward_pieces(exec, gate_up_[i], L.h2.mat(n, c), d_gu, d_h);
-  llama::rmsnorm_backward<T>(exec, L.x_attn.mat(n, c), W.post_norm, ConstVector<T>(L.rstd2.vec(n)), d_h, dx, G.post_norm,
+  ops::weighted_rmsnorm_backward<T>(exec, L.x_attn.mat(n, c), W.post_norm, ConstVector<T>(L.rstd2.vec(n)), d_h, dx, G.post_norm,
                              partials(), true);
   // x_attn = x_in + attention: dx flows to x_in unchanged and into attention.
   const Matrix<A> o = L.o.mat(n, c), qkv = L.qkv.mat(n, w);
@@ -186,7 +187,7 @@ void LlamaModel<T, A>::block_backward(const ExecSpace& exec, int l, const Gradie
   llama::rope_backward<T>(exec, shape, ConstMatrix<T>(acts_.rope_cos), ConstMatrix<T>(acts_.rope_sin), CM(d_qr), CM(d_kr),
                           d_qkv);
   backward_pieces(exec, qkv_[i], L.h1.mat(n, c), d_qkv, d_h);
-  llama::rmsnorm_backward<T>(exec, block_input(l), W.input_norm, ConstVector<T>(L.rstd1.vec(n)), d_h, dx, G.input_norm,
+  ops::weighted_rmsnorm_backward<T>(exec, block_input(l), W.input_norm, ConstVector<T>(L.rstd1.vec(n)), d_h, dx, G.input_norm,
                              partials(), true);
 }
 
