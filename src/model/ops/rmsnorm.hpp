@@ -61,13 +61,14 @@ void rmsnorm_forward_kernel(const ExecSpace& exec, const char* label, int n, int
     const T r = rms_row<P>(team, c, eps, [&](const int j, T* v) { values(row, j, v); });
     const auto* in = from(row);
     H* out = &h(row, 0);
+    const W* weight = w;  // captured here: CUDA's lambdas may not first capture inside if constexpr
     Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, c / P), [&](const int p) {
       T v[P];
       load_values<P>(in + p * P, v);
       for (int e = 0; e < P; ++e) v[e] *= r;
       if constexpr (Weighted) {
         T wv[P];
-        load_values<P>(w + p * P, wv);
+        load_values<P>(weight + p * P, wv);
         for (int e = 0; e < P; ++e) v[e] *= wv[e];
       }
       store_values<P>(out + p * P, v);
@@ -91,11 +92,12 @@ void rmsnorm_backward_kernel(const ExecSpace& exec, const char* label, int n, in
     const auto* in = x_row(row);
     const DY* grad = &dy(row, 0);
     DX* out = &dx(row, 0);
+    const W* weight = w;  // captured here: CUDA's lambdas may not first capture inside if constexpr
     // A lane's dy, x and (Weighted) w, read again by each pass.
     const auto load = [&](const int j, T* g, T* v, T* wv) {
       load_values<P>(grad + j, g);
       load_values<P>(in + j, v);
-      if constexpr (Weighted) load_values<P>(w + j, wv);
+      if constexpr (Weighted) load_values<P>(weight + j, wv);
     };
     T dot = 0;
     Kokkos::parallel_reduce(
