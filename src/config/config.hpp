@@ -143,6 +143,11 @@ struct OptimConfig {
   double beta2 = 0.95;
   double adam_eps = 1e-8;
   double weight_decay = 0.0;
+  // Decoupled weight decay by group; each but the scalars' defaults to weight_decay (contextual).
+  double matrix_weight_decay = 0.0;
+  double embed_weight_decay = 0.0;
+  double head_weight_decay = 0.0;
+  double scalar_weight_decay = 0.0;
   double muon_momentum = 0.95;
   double muon_momentum_warmup_start = 0.85;
   int muon_momentum_warmup_steps = 500;

@@ -192,6 +192,12 @@ std::string cudnn_only(const Config& c) {
   return "";
 }
 
+// A group's weight decay: optim.weight_decay unless the deck sets it.
+KeySpec same_as_weight_decay(KeySpec spec) {
+  return with_default(
+      std::move(spec), [](const Config& c) -> Value { return c.optim.weight_decay; }, "optim.weight_decay");
+}
+
 std::string muon_only(const Config& c) {
   return c.optim.matrix_optimizer == MatrixOptimizer::muon ? "" : "optim.matrix_optimizer is adamw";
 }
@@ -382,8 +388,26 @@ std::vector<KeySpec> build_schema() {
       key("optim", "beta2", &Config::optim, &OC::beta2, VK::real, half_open(0, 1), "Adam second-moment decay."),
       key("optim", "adam_eps", &Config::optim, &OC::adam_eps, VK::real, above(0), "Adam epsilon."),
       key("optim", "weight_decay", &Config::optim, &OC::weight_decay, VK::real, at_least(0),
-          "Decoupled weight decay (p -= lr wd p) on the matrices, the embeddings and the head, whatever "
-          "their optimizer; never on vectors and scalars."),
+          "Decoupled weight decay (p -= lr wd p, lr the group's scheduled rate) on the matrices, the "
+          "embeddings and the head, whatever their optimizer; never on vectors and scalars. The default "
+          "of each group's own key below."),
+      same_as_weight_decay(key("optim", "matrix_weight_decay", &Config::optim, &OC::matrix_weight_decay, VK::real,
+                               at_least(0),
+                               "Decoupled weight decay of the 2-D block matrices, with Muon or AdamW "
+                               "(parameter-golf's MUON_WD, 0.04 in its records).")),
+      same_as_weight_decay(key("optim", "embed_weight_decay", &Config::optim, &OC::embed_weight_decay, VK::real,
+                               at_least(0),
+                               "Decoupled weight decay of the token embedding (and of learned positions) "
+                               "(parameter-golf's EMBED_WD).")),
+      acting(same_as_weight_decay(key("optim", "head_weight_decay", &Config::optim, &OC::head_weight_decay,
+                                      VK::real, at_least(0), "Decoupled weight decay of the untied output head.")),
+             [](const Config& c) -> std::string {
+               return c.model.tie_embeddings ? "model.tie_embeddings is true: there is no head" : "";
+             },
+             "an untied embedding"),
+      key("optim", "scalar_weight_decay", &Config::optim, &OC::scalar_weight_decay, VK::real, at_least(0),
+          "Decoupled weight decay of vectors and scalars (gains, scales, mixes, skip weights, norms); "
+          "parameter-golf's records decay them with their Adam at ADAM_WD."),
       acting(key("optim", "muon_momentum", &Config::optim, &OC::muon_momentum, VK::real, half_open(0, 1),
                  "Muon momentum after warmup (Nesterov)."),
              muon_only, "optim.matrix_optimizer: muon"),

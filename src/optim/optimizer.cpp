@@ -296,6 +296,17 @@ double Optimizer<T>::group_lr(model::ParamGroup group) const {
 }
 
 template <class T>
+double Optimizer<T>::group_weight_decay(model::ParamGroup group) const {
+  switch (group) {
+    case model::ParamGroup::matrix: return optim_.matrix_weight_decay;
+    case model::ParamGroup::embedding: return optim_.embed_weight_decay;
+    case model::ParamGroup::head: return optim_.head_weight_decay;
+    case model::ParamGroup::scalar: return optim_.scalar_weight_decay;
+  }
+  return 0.0;
+}
+
+template <class T>
 void Optimizer<T>::step(const ExecSpace& exec, int step, double lr_multiplier, const double* grad_factor,
                         double* norm_sq) {
   const double mu = muon_momentum_at(step, optim_.muon_momentum_warmup_start, optim_.muon_momentum,
@@ -311,7 +322,7 @@ void Optimizer<T>::step(const ExecSpace& exec, int step, double lr_multiplier, c
       settings.beta1 = optim_.beta1;
       settings.beta2 = optim_.beta2;
       settings.eps = optim_.adam_eps;
-      settings.weight_decay = group != model::ParamGroup::scalar ? optim_.weight_decay : 0.0;
+      settings.weight_decay = group_weight_decay(group);
     }
     double* fused_norm = norm_sq != nullptr ? norm_parts_.data() + entries.size() : nullptr;
     adam_update_all<T>(exec, params_.values().data(), params_.grads().data(), m_.data(), v_.data(),
@@ -339,8 +350,7 @@ void Optimizer<T>::step(const ExecSpace& exec, int step, double lr_multiplier, c
     settings.beta1 = optim_.beta1;
     settings.beta2 = optim_.beta2;
     settings.eps = optim_.adam_eps;
-    const bool decays = e.spec.group != model::ParamGroup::scalar;
-    settings.weight_decay = decays ? optim_.weight_decay : 0.0;
+    settings.weight_decay = group_weight_decay(e.spec.group);
     adam_update<T>(exec, Vector<T>(p, e.size), ConstVector<T>(g, e.size), Vector<T>(m_.data() + state_at, e.size),
                    Vector<T>(v_.data() + state_at, e.size), settings, step + 1, grad_factor, norm_part);
   }
@@ -388,7 +398,8 @@ void Optimizer<T>::muon_step(const ExecSpace& exec, double lr, double mu, const 
     if (shared) {
       muon_store_batch<X>(exec, o, batch_offsets_.data() + batch.first_offset, exchanged.data());
     } else {
-      muon_apply_batch<T, X>(exec, o, batch_params_.data() + batch.first_offset, values, lr, optim_.weight_decay);
+      muon_apply_batch<T, X>(exec, o, batch_params_.data() + batch.first_offset, values, lr,
+                             optim_.matrix_weight_decay);
     }
   }
   if (!shared) return;
@@ -397,7 +408,7 @@ void Optimizer<T>::muon_step(const ExecSpace& exec, double lr, double mu, const 
                                        " ranks, but no exchange of their updates was given");
   }
   exchange_(exec, exchanged.data(), exchanged.extent(0) * sizeof(X));
-  muon_apply_all<T, X>(exec, values, exchanged.data(), muon_segments_, muon_chunks_, lr, optim_.weight_decay);
+  muon_apply_all<T, X>(exec, values, exchanged.data(), muon_segments_, muon_chunks_, lr, optim_.matrix_weight_decay);
 }
 
 template <class T>

@@ -3,8 +3,9 @@
 // (docs/design.md, "Optimizers"):
 //   matrix:    Muon or AdamW (optim.matrix_optimizer; muon for golf, adamw for gpt2), matrix_lr
 //   embedding: Adam(W), embed_lr;  head (untied): Adam(W), head_lr;  scalar: Adam, scalar_lr
-// Decoupled weight decay (optim.weight_decay) acts on the matrices, embeddings and head, whatever
-// their optimizer, never on vectors and scalars. Every learning rate is multiplied by the
+// Decoupled weight decay acts by group, whatever the group's optimizer: optim.matrix_weight_decay,
+// embed_weight_decay and head_weight_decay (each optim.weight_decay unless set) and
+// scalar_weight_decay (0 unless set). Every learning rate is multiplied by the
 // schedule's multiplier for the step. State is packed by kind: Adam moments for the tensors Adam
 // updates, Muon momentum for the matrices Muon updates, each tensor at the parameter buffer's
 // alignment, so no tensor holds state its optimizer never reads.
@@ -81,6 +82,7 @@ class Optimizer {
   void step(const ExecSpace& exec, int step, double lr_multiplier, const double* grad_factor = nullptr,
             double* norm_sq = nullptr);
   double group_lr(model::ParamGroup group) const;
+  double group_weight_decay(model::ParamGroup group) const;
   // Whether the tensors Adam updates go in one launch (adam_update_all), as on a GPU, or one launch
   // each, as on the host (where each is one vectorised loop); and whether that launch reads 16 bytes
   // per thread (a GPU's way). Tests run every arrangement.

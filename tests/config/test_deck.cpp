@@ -184,6 +184,31 @@ TEST_CASE("deck files that cannot be read are named", "[config]") {
   CHECK(deck.where("model.n_layer") == dir.file("ok.yaml") + ":2:12: model.n_layer");
 }
 
+TEST_CASE("each group's weight decay follows optim.weight_decay unless the deck sets it, the scalars' is 0", "[config]") {
+  using namespace kgpt::config;
+  const auto plain = parse_deck("optim:\n  weight_decay: 0.1\n", "wd.yaml", {});
+  CHECK(plain.config.optim.matrix_weight_decay == 0.1);
+  CHECK(plain.config.optim.embed_weight_decay == 0.1);
+  CHECK(plain.config.optim.head_weight_decay == 0.1);
+  CHECK(plain.config.optim.scalar_weight_decay == 0.0);
+  // parameter-golf's records: Muon's matrices at 0.04, the embedding and the scalars' Adam at their own.
+  const auto golf = parse_deck(
+      "optim:\n  weight_decay: 0.1\n  matrix_weight_decay: 0.04\n  embed_weight_decay: 0.02\n"
+      "  scalar_weight_decay: 0.01\n",
+      "golf.yaml", {});
+  CHECK(golf.config.optim.matrix_weight_decay == 0.04);
+  CHECK(golf.config.optim.embed_weight_decay == 0.02);
+  CHECK(golf.config.optim.scalar_weight_decay == 0.01);
+  CHECK(golf.config.optim.head_weight_decay == 0.1);
+  CHECK(error_of("optim:\n  scalar_weight_decay: -0.1\n").rfind("deck.yaml:2:24: optim.scalar_weight_decay:", 0) == 0);
+  // A tied embedding has no head: its decay is noted as acting on nothing.
+  const auto tied = parse_deck("optim:\n  head_weight_decay: 0.1\n", "tied.yaml", {});
+  REQUIRE(tied.notes.size() == 1);
+  CHECK(tied.notes[0] ==
+        "tied.yaml:2:22: optim.head_weight_decay: optim.head_weight_decay = 0.1 has no effect: it acts with an untied "
+        "embedding only, and model.tie_embeddings is true: there is no head");
+}
+
 TEST_CASE("choice keys become enums, and some defaults follow the family and the embedding's tying", "[config]") {
   using namespace kgpt::config;
   const auto golf = parse_deck("model:\n  family: golf\n", "golf.yaml", {});

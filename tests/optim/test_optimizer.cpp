@@ -32,7 +32,11 @@ config::Config golf_config(config::MatrixOptimizer matrix_optimizer) {
   c.model.n_kv_head = 1;
   c.model.mlp_mult = 2;
   c.optim.matrix_optimizer = matrix_optimizer;
-  c.optim.weight_decay = 0.01;
+  // A decay rate of its own for each group: a group given another's rate fails the comparisons.
+  c.optim.matrix_weight_decay = 0.01;
+  c.optim.embed_weight_decay = 0.02;
+  c.optim.head_weight_decay = 0.03;
+  c.optim.scalar_weight_decay = 0.05;
   return c;
 }
 
@@ -53,12 +57,12 @@ struct AloneTensor {
   }
   void step(int step, const std::vector<double>& grads) {
     from_host(span_of(grads, entry), g);
-    double lr = 0;
+    double lr = 0, decay = 0;
     switch (entry.spec.group) {
-      case model::ParamGroup::matrix: lr = optim.matrix_lr; break;
-      case model::ParamGroup::embedding: lr = optim.embed_lr; break;
-      case model::ParamGroup::head: lr = optim.head_lr; break;
-      case model::ParamGroup::scalar: lr = optim.scalar_lr; break;
+      case model::ParamGroup::matrix: lr = optim.matrix_lr, decay = optim.matrix_weight_decay; break;
+      case model::ParamGroup::embedding: lr = optim.embed_lr, decay = optim.embed_weight_decay; break;
+      case model::ParamGroup::head: lr = optim.head_lr, decay = optim.head_weight_decay; break;
+      case model::ParamGroup::scalar: lr = optim.scalar_lr, decay = optim.scalar_weight_decay; break;
     }
     if (muon) {
       const std::size_t rows = entry.spec.shape[0], cols = entry.spec.shape[1];
@@ -66,7 +70,7 @@ struct AloneTensor {
                                                 optim.muon_momentum_warmup_steps);
       optim::muon_update<double>(ExecSpace(), Matrix<double>(p.data(), rows, cols),
                                  ConstMatrix<double>(g.data(), rows, cols), Matrix<double>(momentum.data(), rows, cols),
-                                 Matrix<double>(update.data(), rows, cols), lr, mu, optim.weight_decay,
+                                 Matrix<double>(update.data(), rows, cols), lr, mu, decay,
                                  optim.muon_backend_steps, work);
       return;
     }
@@ -75,7 +79,7 @@ struct AloneTensor {
     s.beta1 = optim.beta1;
     s.beta2 = optim.beta2;
     s.eps = optim.adam_eps;
-    s.weight_decay = entry.spec.group == model::ParamGroup::scalar ? 0.0 : optim.weight_decay;
+    s.weight_decay = decay;
     optim::adam_update<double>(ExecSpace(), p, g, m, v, s, step + 1);
   }
   model::TensorEntry entry;

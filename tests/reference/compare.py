@@ -8,7 +8,7 @@ and the losses of 10 optimizer steps (1e-4). The block matrices take Muon or Ada
 says (golf: Muon, gpt2: AdamW, gpt2-muon: Muon), each tensor in the optimizer group the dump names
 (kgpt's declaration); the embeddings (embed_lr), an untied head
 (head_lr) and the vectors and scalars (scalar_lr) take Adam; decoupled weight decay acts on every
-tensor of two dimensions, whatever its optimizer.
+group at the group's own rate (matrix, embed, head and scalar weight decay), whatever its optimizer.
 """
 import os
 import sys
@@ -85,13 +85,13 @@ matrices = [p for n, p in named.items() if groups[n] == "matrix"]
 embeddings = [p for n, p in named.items() if groups[n] == "embedding"]
 heads = [p for n, p in named.items() if groups[n] == "head"]
 scalars = [p for n, p in named.items() if groups[n] == "scalar"]
-wd = s["weight_decay"]
-adam_groups = [{"params": embeddings, "lr": s["embed_lr"], "weight_decay": wd},
-               {"params": scalars, "lr": s["scalar_lr"], "weight_decay": 0.0}]
+# Decoupled weight decay, each group at its own rate (AdamW's, and Muon's p *= 1 - lr wd).
+adam_groups = [{"params": embeddings, "lr": s["embed_lr"], "weight_decay": s["embed_weight_decay"]},
+               {"params": scalars, "lr": s["scalar_lr"], "weight_decay": s["scalar_weight_decay"]}]
 if heads:
-    adam_groups.append({"params": heads, "lr": s["head_lr"], "weight_decay": wd})
+    adam_groups.append({"params": heads, "lr": s["head_lr"], "weight_decay": s["head_weight_decay"]})
 if matrix_optimizer == "adamw":
-    adam_groups.append({"params": matrices, "lr": s["matrix_lr"], "weight_decay": wd})
+    adam_groups.append({"params": matrices, "lr": s["matrix_lr"], "weight_decay": s["matrix_weight_decay"]})
 adam = torch.optim.AdamW(adam_groups, betas=(s["beta1"], s["beta2"]), eps=s["adam_eps"])
 momentum_buffers = [torch.zeros_like(p) for p in matrices]
 for step in range(10):
@@ -107,7 +107,7 @@ for step in range(10):
             for p, buf in zip(matrices, momentum_buffers):
                 buf.mul_(mu).add_(p.grad)
                 update = newton_schulz(p.grad + mu * buf, int(s["muon_backend_steps"]))
-                p.mul_(1 - s["matrix_lr"] * wd)
+                p.mul_(1 - s["matrix_lr"] * s["matrix_weight_decay"])
                 p.add_(update, alpha=-s["matrix_lr"] * max(1.0, p.size(0) / p.size(1)) ** 0.5)
     adam.step()
 close("10-step losses", kgpt_losses, losses, 1e-4)

@@ -98,7 +98,8 @@ int dump(config::Config config, const char* path) {
       {"tie_embeddings", m.tie_embeddings ? 1.0 : 0.0}, {"head_lr", config.optim.head_lr},
       {"matrix_lr", config.optim.matrix_lr}, {"scalar_lr", config.optim.scalar_lr}, {"embed_lr", config.optim.embed_lr},
       {"beta1", config.optim.beta1}, {"beta2", config.optim.beta2}, {"adam_eps", config.optim.adam_eps},
-      {"weight_decay", config.optim.weight_decay},
+      {"matrix_weight_decay", config.optim.matrix_weight_decay}, {"embed_weight_decay", config.optim.embed_weight_decay},
+      {"head_weight_decay", config.optim.head_weight_decay}, {"scalar_weight_decay", config.optim.scalar_weight_decay},
       {"muon_momentum", config.optim.muon_momentum}, {"muon_momentum_warmup_start", config.optim.muon_momentum_warmup_start},
       {"muon_momentum_warmup_steps", config.optim.muon_momentum_warmup_steps},
       {"muon_backend_steps", config.optim.muon_backend_steps}};
@@ -152,8 +153,13 @@ int main(int argc, char** argv) {
   config.optim.muon_momentum_warmup_steps = 5;
   if (config.optim.matrix_optimizer == config::MatrixOptimizer::adamw) {
     config.optim.matrix_lr = config.optim.embed_lr = config.optim.scalar_lr = 3e-3;
-    config.optim.weight_decay = 0.1;
   }
+  // Decoupled weight decay, a rate of its own for each group, so that a group given another's
+  // rate shows in the losses.
+  config.optim.matrix_weight_decay = 0.1;
+  config.optim.embed_weight_decay = 0.05;
+  config.optim.head_weight_decay = 0.03;
+  config.optim.scalar_weight_decay = 0.2;
   if (modifier == "untied") {
     m.tie_embeddings = false;
     config.optim.embed_lr = 0.05;
