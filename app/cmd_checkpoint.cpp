@@ -20,9 +20,10 @@ const CommandSpec& eval_spec() {
       "val loss and val_bpb of a checkpoint or an exported artifact",
       "Rebuilds the model from the resolved deck stored in the checkpoint (or artifact), loads it\n"
       "(checking its checksum, names and shapes) and evaluates it on the deck's val split\n"
-      "(data.val_files, train.val_tokens; --set changes them). Under mpiexec or srun every rank takes a\n"
-      "share of the val sequences; the result does not depend on the number of ranks. Prints one line:\n"
-      "  checkpoint:PATH step:S val_loss:L val_bpb:B val_tokens:N\n"
+      "(data.val_files, train.val_tokens, train.eval_stride for sliding windows; --set changes them).\n"
+      "Under mpiexec or srun every rank takes a share of the windows; the result does not depend on the\n"
+      "number of ranks. Prints one line (eval_s: the evaluation's wall time):\n"
+      "  checkpoint:PATH step:S val_loss:L val_bpb:B val_tokens:N eval_windows:W eval_s:E\n"
       "(artifact:PATH ... for an artifact: the round-trip figures, which are also added to the\n"
       "artifact.yaml of the run it was exported from).",
       {{"set", "section.key=value", "override a key of the checkpoint's deck (repeatable)"}},
@@ -41,8 +42,9 @@ int run_eval(const ParsedArgs& args) {
   parallel::agreed([&] { result = inference::evaluate_checkpoint(deck, path); });
   if (parallel::world().rank == 0) {
     char line[256];
-    std::snprintf(line, sizeof(line), " step:%lld val_loss:%.6f val_bpb:%.6f val_tokens:%zu",
-                  static_cast<long long>(result.step), result.loss, result.bpb, result.tokens);
+    std::snprintf(line, sizeof(line), " step:%lld val_loss:%.6f val_bpb:%.6f val_tokens:%zu eval_windows:%zu eval_s:%.2f",
+                  static_cast<long long>(result.step), result.loss, result.bpb, result.tokens, result.windows,
+                  result.seconds);
     std::cout << (result.artifact ? "artifact:" : "checkpoint:") << path << line << std::endl;
     if (result.artifact) {
       const std::string record = inference::record_artifact_evaluation(path, result);

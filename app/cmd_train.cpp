@@ -33,7 +33,7 @@ const CommandSpec& train_spec() {
       "of each micro-batch and gradients are averaged after the last micro-step (NCCL in CUDA\n"
       "builds, MPI otherwise); rank 0 alone writes. Log lines:\n"
       "  step:S/N train_loss:L lr:X step_ms:T tok/s:R allreduce_calls:C allreduce_bytes:B allreduce_ms:A\n"
-      "  step:S/N val_loss:L val_bpb:B\n"
+      "  step:S/N val_loss:L val_bpb:B eval_s:E\n"
       "Rank 0 also appends every step to <run dir>/history.h5 (readable with h5py while the run goes\n"
       "on) and writes checkpoints to <run dir>/checkpoints/ every run.checkpoint_every steps and at the\n"
       "end. --resume continues the run in the run directory from its newest valid checkpoint.\n"

@@ -130,6 +130,7 @@ struct TrainConfig {
   double grad_clip_norm = 0.0;         // 0: no clipping
   int eval_every = 1000;               // 0: evaluate only at the end
   long long val_tokens = 0;            // 0: the whole val split
+  int eval_stride = 0;                 // 0: back-to-back windows; else sliding windows advancing by this
   int log_every = 200;
 };
 

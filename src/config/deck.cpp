@@ -357,6 +357,12 @@ void check_cross_field(ResolvedDeck& deck, std::vector<std::string>& problems) {
                        " rebuilds block 0 alone, which keeps as much memory as train.recompute: none for more "
                        "compute: use a value below n_layer");
   }
+  if (deck.config.train.eval_stride > deck.config.train.seq_len) {
+    problems.push_back(deck.where("train.eval_stride") + ": eval_stride = " +
+                       std::to_string(deck.config.train.eval_stride) + " is larger than " +
+                       value_of("train.seq_len", deck.config.train.seq_len) +
+                       ": windows that far apart would leave tokens unscored");
+  }
   if (m.n_head % m.n_kv_head != 0) {
     problems.push_back(deck.where("model.n_head") + ": n_head = " + std::to_string(m.n_head) +
                        " is not divisible by " + value_of("model.n_kv_head", m.n_kv_head));

@@ -342,6 +342,13 @@ std::vector<KeySpec> build_schema() {
           "Evaluate on the val split every N steps and at the end; 0 means only at the end."),
       key("train", "val_tokens", &Config::train, &TC::val_tokens, VK::integer, between(0, 1.0e13),
           "Tokens of the val split to evaluate; 0 means all of it."),
+      key("train", "eval_stride", &Config::train, &TC::eval_stride, VK::integer, count,
+          "Sliding-window evaluation: windows of seq_len tokens start every eval_stride tokens, and each "
+          "scores only the tokens no earlier window scored (the first scores all; the last ends at the "
+          "split's end), so every val token is scored once, with at least seq_len - eval_stride tokens of "
+          "context (parameter-golf's records use 64). 0: back-to-back windows, each token with the context "
+          "since its window's start. At most train.seq_len; an evaluation then runs about seq_len / "
+          "eval_stride times the forwards (kgpt check prints them)."),
       key("train", "log_every", &Config::train, &TC::log_every, VK::integer, positive_int,
           "Print a train line every N steps (and the first and last steps)."),
       key("train", "precision", &Config::model, &MC::precision, VK::choice, none,

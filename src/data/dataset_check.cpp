@@ -80,7 +80,7 @@ DatasetFiles check_dataset(const config::ResolvedDeck& deck) {
   }
   // What training reads before its first step completes: the whole val split and the first shard.
   // After the tokenizer, whose size explains ids beyond model.vocab_size better than the ids do.
-  load_val_tokens(deck);
+  result.val_evaluated = load_val_tokens(deck).size() - 1;
   try {
     read_shard(result.train.files.front(), deck.config.model.vocab_size);
   } catch (const InputError& e) {

@@ -21,6 +21,7 @@ struct SplitFiles {
 struct DatasetFiles {
   SplitFiles train;
   SplitFiles val;
+  std::size_t val_evaluated = 0;  // val tokens an evaluation scores (whole sequences, train.val_tokens)
 };
 
 // Throws InputError naming the deck key (with its line:column) and the file.

@@ -1,9 +1,15 @@
 #pragma once
-// Evaluation on the val split: every rank takes a contiguous share of the val sequences, and the
-// loss, token and byte sums are added over ranks in double, so val_loss and val_bpb do not depend
-// on the world size beyond rounding. Used by training and by `kgpt eval`.
+// Evaluation on the val split: every rank takes a contiguous share of the windows, and the loss,
+// token and byte sums are added over ranks in double, so val_loss and val_bpb do not depend on the
+// world size beyond rounding. Used by training and by `kgpt eval`.
+// The windows: back-to-back sequences of seq_len tokens (train.eval_stride 0), or sliding windows
+// (train.eval_stride S): window k starts at k S and scores only the positions no earlier window
+// scored, so the first scores all seq_len and the others their last S; the last window ends where
+// the split does. Every val token is scored exactly once either way, so val_bpb's bytes are the
+// same; with windows each token but the first window's has at least seq_len - S tokens of context.
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -21,13 +27,39 @@ namespace kgpt::inference {
 
 struct Evaluation {
   double loss = 0.0, bpb = 0.0;
+  double seconds = 0.0;  // wall time of the evaluation on this rank, the sum over ranks included
 };
+
+// A window of seq_len tokens from `start`, scoring its positions from `scored_from` on.
+struct EvalWindow {
+  std::size_t start = 0;
+  int scored_from = 0;
+};
+
+// The windows over `targets` positions (a multiple of seq, at least seq) with stride `stride` (0:
+// back-to-back).
+inline std::vector<EvalWindow> eval_windows(std::size_t targets, int seq, int stride) {
+  std::vector<EvalWindow> windows;
+  const std::size_t length = static_cast<std::size_t>(seq);
+  if (stride == 0) {
+    for (std::size_t start = 0; start + length <= targets; start += length) windows.push_back({start, 0});
+    return windows;
+  }
+  std::size_t scored_end = 0;  // the positions before it are scored
+  for (std::size_t start = 0; scored_end < targets; start += static_cast<std::size_t>(stride)) {
+    const std::size_t at = std::min(start, targets - length);  // the last window ends at the split's end
+    windows.push_back({at, static_cast<int>(scored_end - at)});
+    scored_end = at + length;
+  }
+  return windows;
+}
 
 class Evaluator {
  public:
   Evaluator(const config::ResolvedDeck& deck, int batch)
       : seq_(deck.config.train.seq_len),
         batch_(batch),
+        stride_(deck.config.train.eval_stride),
         tokens_(data::load_val_tokens(deck)),
         table_(deck.config.data.tokenizer == config::Tokenizer::byte
                    ? data::byte_tokenizer_table(deck.config.model.vocab_size)
@@ -35,13 +67,27 @@ class Evaluator {
         inputs_("kgpt::eval::inputs", batch, seq_),
         targets_("kgpt::eval::targets", batch, seq_),
         host_inputs_(Kokkos::create_mirror_view(inputs_)),
-        host_targets_(Kokkos::create_mirror_view(targets_)) {}
+        host_targets_(Kokkos::create_mirror_view(targets_)),
+        windows_(eval_windows(tokens_.size() - 1, seq_, stride_)) {}
 
-  // Every rank evaluates its contiguous share of the val sequences; the loss, token and byte sums
-  // are added over ranks in double, so the result does not depend on the world size beyond
-  // rounding.
+  // Every rank evaluates its contiguous share of the windows; the loss, token and byte sums are
+  // added over ranks in double, so the result does not depend on the world size beyond rounding.
   template <class Model>
   Evaluation run(const ExecSpace& exec, Model& model, int rank, int world_size) {
+    const auto start = std::chrono::steady_clock::now();
+    Evaluation result =
+        stride_ == 0 ? run_back_to_back(exec, model, rank, world_size) : run_windows(exec, model, rank, world_size);
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return result;
+  }
+
+  std::size_t tokens() const { return tokens_.size() - 1; }
+  // Windows of seq_len tokens an evaluation runs forward (of all ranks together).
+  std::size_t windows() const { return windows_.size(); }
+
+ private:
+  template <class Model>
+  Evaluation run_back_to_back(const ExecSpace& exec, Model& model, int rank, int world_size) {
     const std::size_t sequences = (tokens_.size() - 1) / seq_;
     const std::size_t mine_begin = sequences * rank / world_size, mine_end = sequences * (rank + 1) / world_size;
     double sums[3] = {0, 0, 0};  // loss, tokens, bytes
@@ -67,22 +113,59 @@ class Evaluator {
       token_count += static_cast<double>(rows) * seq_;
       parallel::progress();
     }
+    return summed(sums);
+  }
+
+  // The sliding windows: each row's scored positions' losses, read back and added in double.
+  template <class Model>
+  Evaluation run_windows(const ExecSpace& exec, Model& model, int rank, int world_size) {
+    const std::size_t count = windows_.size();
+    const std::size_t mine_begin = count * rank / world_size, mine_end = count * (rank + 1) / world_size;
+    double sums[3] = {0, 0, 0};  // loss, tokens, bytes
+    for (std::size_t first = mine_begin; first < mine_end; first += batch_) {
+      const int rows = static_cast<int>(std::min<std::size_t>(batch_, mine_end - first));
+      for (int r = 0; r < rows; ++r) {
+        const EvalWindow& w = windows_[first + r];
+        for (int t = 0; t < seq_; ++t) {
+          const std::size_t at = w.start + t;
+          host_inputs_(r, t) = tokens_[at];
+          host_targets_(r, t) = tokens_[at + 1];
+          if (t >= w.scored_from) sums[2] += table_.bytes(tokens_[at], tokens_[at + 1]);
+        }
+      }
+      const TokenMatrix inputs(inputs_.data(), rows, seq_), targets(targets_.data(), rows, seq_);
+      Kokkos::deep_copy(exec, inputs, Kokkos::subview(host_inputs_, std::make_pair(0, rows), Kokkos::ALL()));
+      Kokkos::deep_copy(exec, targets, Kokkos::subview(host_targets_, std::make_pair(0, rows), Kokkos::ALL()));
+      if (first != mine_begin) model.reuse_weight_shadow();  // the weights do not change during an evaluation
+      model.forward(exec, inputs, targets);  // waits for the device
+      const auto losses = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model.token_losses());
+      for (int r = 0; r < rows; ++r) {
+        for (int t = windows_[first + r].scored_from; t < seq_; ++t) {
+          sums[0] += static_cast<double>(losses(static_cast<std::size_t>(r) * seq_ + t));
+          sums[1] += 1;
+        }
+      }
+      parallel::progress();
+    }
+    return summed(sums);
+  }
+
+  // The loss, token and byte sums of every rank added, and the figures from them.
+  static Evaluation summed(double* sums) {
     parallel::progress_detail("summing the evaluation over ranks");
     parallel::sum_in_place(sums, 3);
     Evaluation result;
-    result.loss = loss_sum / token_count;
-    result.bpb = data::bits_per_byte(result.loss, token_count, byte_count);
+    result.loss = sums[0] / sums[1];
+    result.bpb = data::bits_per_byte(result.loss, sums[1], sums[2]);
     return result;
   }
 
-  std::size_t tokens() const { return tokens_.size() - 1; }
-
- private:
-  int seq_, batch_;
+  int seq_, batch_, stride_;
   std::vector<std::uint16_t> tokens_;
   data::TokenByteTable table_;
   TokenMatrix inputs_, targets_;
   TokenMatrix::HostMirror host_inputs_, host_targets_;
+  std::vector<EvalWindow> windows_;
 };
 
 }  // namespace kgpt::inference

@@ -108,6 +108,8 @@ CheckpointEvaluation evaluate_checkpoint(const config::ResolvedDeck& deck, const
   result.loss = e.loss;
   result.bpb = e.bpb;
   result.tokens = evaluator.tokens();
+  result.windows = evaluator.windows();
+  result.seconds = e.seconds;
   return result;
 }
 

@@ -23,6 +23,8 @@ struct CheckpointEvaluation {
   std::int64_t step = 0;
   double loss = 0.0, bpb = 0.0;
   std::size_t tokens = 0;
+  std::size_t windows = 0;  // windows of seq_len tokens evaluated (train.eval_stride)
+  double seconds = 0.0;     // the evaluation's wall time
 };
 
 // Collective: every rank evaluates its share of the val split.

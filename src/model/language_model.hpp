@@ -43,6 +43,9 @@ class LanguageModel {
   // (the later micro-steps of an optimizer step, the later batches of an evaluation) calls this
   // first, and the next forward, that one only, reads the copy it has.
   void reuse_weight_shadow() { reuse_shadow_ = true; }
+  // The cross-entropy of each of the B*T positions of the last forward, in T (the model's own array:
+  // valid until the next forward).
+  virtual ConstVector<T> token_losses() const = 0;
   // Logits (B*T, V) of the last forward, softcapped where the model caps them, in T (a new array; not
   // available after a backward).
   virtual Matrix<T> logits() const = 0;

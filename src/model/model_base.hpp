@@ -107,6 +107,8 @@ class OutputHead {
     gemm(exec, Op::transpose, Op::none, T(1), ConstZ(padded_logits(n)), x, T(0), padded_grad_);
     ops::add_into<T>(exec, Kokkos::subview(padded_grad_, std::make_pair(std::size_t(0), vocab_), Kokkos::ALL()), dw);
   }
+  // The loss of each row of the last forward.
+  ConstVector<T> token_losses() const { return ConstVector<T>(losses_.vec(rows_)); }
   // The capped logits of the last forward, in T (the stored ones are overwritten by the backward).
   Matrix<T> capped_logits(const ExecSpace& exec, T softcap) const {
     return ops::capped_logits<T>(exec, logits(rows_), softcap);
@@ -142,6 +144,7 @@ class ModelBase : public LanguageModel<T> {
  public:
   Parameters<T>& parameters() override { return params_; }
   const Parameters<T>& parameters() const override { return params_; }
+  ConstVector<T> token_losses() const override { return head_.token_losses(); }
   Matrix<T> logits() const override { return head_.capped_logits(ExecSpace(), T(config_.logit_softcap)); }
   const char* attention_name() const override { return attention_->name(); }
 

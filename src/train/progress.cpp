@@ -56,7 +56,7 @@ void ProgressReport::step(int step, const StepMetrics& m, std::int64_t tokens, d
 
 void ProgressReport::evaluation(int step, const inference::Evaluation& e) {
   log_.line("step:" + std::to_string(step) + "/" + std::to_string(train_.iterations) + " val_loss:" + fixed(e.loss, 4) +
-            " val_bpb:" + fixed(e.bpb, 4));
+            " val_bpb:" + fixed(e.bpb, 4) + " eval_s:" + fixed(e.seconds, 2));
   if (history_) history_->append(io::ValRow{step, e.loss, e.bpb});
 }
 

@@ -237,7 +237,8 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
            " overlap:" + (c.parallel.overlap ? "on" : "off") + " bucket_mb:" + significant(c.parallel.bucket_mb) +
            " param_checksum:" + (world.size > 1 ? "equal on all ranks" : "single rank"));
   log.line(blas_report());
-  log.line("val_tokens:" + std::to_string(run.evaluator->tokens()) + " iterations:" + std::to_string(c.train.iterations) +
+  log.line("val_tokens:" + std::to_string(run.evaluator->tokens()) + " eval_windows:" +
+           std::to_string(run.evaluator->windows()) + " iterations:" + std::to_string(c.train.iterations) +
            " stall_watchdog:" + watchdog.summary());
 
   TrainSummary summary;

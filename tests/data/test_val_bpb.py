@@ -90,14 +90,18 @@ def train_and_read(name, overrides):
 
 
 def check_bpb(name, overrides, tokens, text_bytes):
-    losses, bpbs = train_and_read(name, overrides)
-    check(len(losses) == 2, f"{name}: {len(losses)} evaluations, want 2 (steps 0 and 1)")
-    for loss, bpb in zip(losses, bpbs):
-        expected = loss / math.log(2) * tokens / text_bytes
-        check(abs(bpb - expected) <= 1e-12 * expected,
-              f"{name}: val_bpb {bpb!r}, the independent count gives {expected!r} "
-              f"(loss {loss!r}, {tokens} tokens, {text_bytes} bytes)")
-    print(f"{name}: {tokens} tokens, {text_bytes} bytes: val_bpb {bpbs[-1]:.6f} as counted here")
+    # Back-to-back and sliding windows (train.eval_stride) score every val token once: the same
+    # tokens and bytes.
+    for stride in (0, 5):
+        label = name if stride == 0 else f"{name}, eval_stride {stride}"
+        losses, bpbs = train_and_read(label, overrides + [f"train.eval_stride={stride}"])
+        check(len(losses) == 2, f"{label}: {len(losses)} evaluations, want 2 (steps 0 and 1)")
+        for loss, bpb in zip(losses, bpbs):
+            expected = loss / math.log(2) * tokens / text_bytes
+            check(abs(bpb - expected) <= 1e-12 * expected,
+                  f"{label}: val_bpb {bpb!r}, the independent count gives {expected!r} "
+                  f"(loss {loss!r}, {tokens} tokens, {text_bytes} bytes)")
+        print(f"{label}: {tokens} tokens, {text_bytes} bytes: val_bpb {bpbs[-1]:.6f} as counted here")
 
 
 def byte_tokenizer():
