@@ -26,8 +26,10 @@ import subprocess
 import sys
 
 import h5py
-import numpy as np
 import sentencepiece as spm
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from shards import write_shard  # noqa: E402
 
 KGPT, SOURCE_DIR, WORKDIR = sys.argv[1:4]
 ROOT = os.path.join(WORKDIR, "val_bpb")
@@ -51,14 +53,6 @@ def check(ok, message):
     if not ok:
         failures.append(message)
         print("FAIL:", message)
-
-
-def write_shard(path, tokens):
-    header = np.zeros(256, dtype="<i4")
-    header[0], header[1], header[2] = 20240520, 1, len(tokens)
-    with open(path, "wb") as f:
-        f.write(header.tobytes())
-        f.write(np.asarray(tokens, dtype="<u2").tobytes())
 
 
 def aligned_stream(documents, boundary):

@@ -33,6 +33,8 @@ import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from reference_models import FAMILIES  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from shards import write_shard  # noqa: E402
 
 KGPT, MPIEXEC, SOURCE_DIR, WORKDIR = sys.argv[1:5]
 ROOT = os.path.join(WORKDIR, "sliding_eval")
@@ -47,14 +49,6 @@ def check(ok, message):
     if not ok:
         failures.append(message)
         print("FAIL:", message)
-
-
-def write_shard(path, tokens):
-    header = np.zeros(256, dtype="<i4")
-    header[0], header[1], header[2] = 20240520, 1, len(tokens)
-    with open(path, "wb") as f:
-        f.write(header.tobytes())
-        f.write(np.asarray(tokens, dtype="<u2").tobytes())
 
 
 def text_tokens(seed, count):
