@@ -185,10 +185,12 @@ int run_check(const ParsedArgs& args) {
     const int seq = deck.config.train.seq_len, stride = deck.config.train.eval_stride;
     const std::size_t windows = inference::eval_windows(files.val_evaluated, seq, stride).size();
     data_note += "; evaluation: " + text::with_thousands(files.val_evaluated) + " val tokens in " +
-                 text::with_thousands(windows) + " windows of " + std::to_string(seq) + " (" +
-                 (stride == 0 ? std::string("back to back") : "train.eval_stride " + std::to_string(stride)) + ", " +
-                 text::fixed(static_cast<double>(windows) * seq / static_cast<double>(files.val_evaluated), 2) +
-                 "x the forward tokens of back to back)";
+                 text::with_thousands(windows) + " windows of " + std::to_string(seq) +
+                 (stride == 0 ? std::string(" back to back")
+                              : " (train.eval_stride " + std::to_string(stride) + ": " +
+                                    text::fixed(static_cast<double>(windows) * seq /
+                                                    static_cast<double>(files.val_evaluated), 2) +
+                                    "x the forward tokens of back to back)");
     if (!deck.config.model.init_from.empty()) {
       const inference::InitWeights init = inference::read_init_weights(deck);
       data_note += "; model.init_from " + init.file + " (" + std::to_string(init.tensors) +

@@ -123,6 +123,11 @@ TEST_CASE("kgpt prepare, check and train on real shards", "[app]") {
   CHECK(check.out.find("  iterations: 7") != std::string::npos);
   CHECK(check.out.find("# --set train.iterations=7") != std::string::npos);
   CHECK(check.err.find("is valid for world size 1; 1 train shards") != std::string::npos);
+  CHECK(check.err.find(" windows of 16 back to back") != std::string::npos);
+  // What sliding windows cost an evaluation.
+  const auto sliding = run_kgpt({"check", dir.file("small.yaml"), "--set", "train.eval_stride=8"});
+  INFO(sliding.err);
+  CHECK(sliding.err.find(" windows of 16 (train.eval_stride 8: ") != std::string::npos);
 
   // A glob that matches nothing names the key, its line:column and the pattern.
   const auto missing = run_kgpt({"check", dir.file("small.yaml"), "--set", "data.val_files=" + dir.file("nope_*.bin")});
