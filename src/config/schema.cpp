@@ -396,8 +396,9 @@ std::vector<KeySpec> build_schema() {
       key("optim", "adam_eps", &Config::optim, &OC::adam_eps, VK::real, above(0), "Adam epsilon."),
       key("optim", "weight_decay", &Config::optim, &OC::weight_decay, VK::real, at_least(0),
           "Decoupled weight decay (p -= lr wd p, lr the group's scheduled rate) on the matrices, the "
-          "embeddings and the head, whatever their optimizer; never on vectors and scalars. The default "
-          "of each group's own key below."),
+          "embeddings and the head, whatever their optimizer: the default of matrix_weight_decay, "
+          "embed_weight_decay and head_weight_decay below, which a deck may set apart. Vectors and scalars "
+          "take scalar_weight_decay."),
       same_as_weight_decay(key("optim", "matrix_weight_decay", &Config::optim, &OC::matrix_weight_decay, VK::real,
                                at_least(0),
                                "Decoupled weight decay of the 2-D block matrices, with Muon or AdamW "
@@ -414,7 +415,7 @@ std::vector<KeySpec> build_schema() {
              "an untied embedding"),
       key("optim", "scalar_weight_decay", &Config::optim, &OC::scalar_weight_decay, VK::real, at_least(0),
           "Decoupled weight decay of vectors and scalars (gains, scales, mixes, skip weights, norms); "
-          "parameter-golf's records decay them with their Adam at ADAM_WD."),
+          "parameter-golf's records decay them with their AdamW (WEIGHT_DECAY, later ADAM_WD)."),
       acting(key("optim", "muon_momentum", &Config::optim, &OC::muon_momentum, VK::real, half_open(0, 1),
                  "Muon momentum after warmup (Nesterov)."),
              muon_only, "optim.matrix_optimizer: muon"),
