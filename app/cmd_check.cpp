@@ -9,8 +9,10 @@
 #include "core/text.hpp"
 #include "core/versions.hpp"
 #include "inference/evaluator.hpp"
+#include "inference/from_checkpoint.hpp"
 #include "inference/hf.hpp"
 #include "data/dataset_check.hpp"
+#include "io/artifact.hpp"
 #include "model/attention/probe.hpp"
 #include "model/family.hpp"
 #include "model/gelu_probe.hpp"
@@ -34,6 +36,9 @@ const CommandSpec& check_spec() {
       "against the memory of the device (parallel.device_memory_gib, or this machine's). A deck that\n"
       "does not fit is refused, naming what would. --plan-for cuda plans for a CUDA build from any\n"
       "machine (cuDNN attention where the deck allows it; set parallel.device_memory_gib).\n"
+      "Then what `kgpt export` would write for the deck's export section: the payload's bytes by\n"
+      "weight group, exact, and the most the artifact file can take after compression, against\n"
+      "parameter-golf's 16,000,000-byte limit.\n"
       "Nothing is written. Exit code 0 when the deck is valid, 2 with one message per problem if not.\n"
       "\n"
       "--device also runs the deck's attention on this machine's device (the GPU of a CUDA build):\n"
@@ -157,6 +162,32 @@ void check_device(const config::ResolvedDeck& deck) {
   }
 }
 
+// What kgpt export would write: the payload by group and the file's largest size.
+void describe_artifact(const config::ResolvedDeck& deck) {
+  const inference::ArtifactPlan plan = inference::plan_artifact(deck);
+  std::cerr << "kgpt check: artifact (kgpt export, " << config::name_of(deck.config.export_.compression) << "): payload "
+            << text::with_thousands(plan.payload_bytes) << " bytes (";
+  const char* separator = "";
+  for (const auto& g : plan.groups) {
+    std::cerr << separator << g.name << " " << text::with_thousands(g.stored_bytes) << " in " << g.tensors
+              << " tensors, " << g.bits << "-bit rows";
+    separator = "; ";
+  }
+  const std::size_t limit = io::kArtifactLimitBytes;
+  std::cerr << "), at most " << text::with_thousands(plan.largest_bytes) << " bytes after compression: ";
+  if (plan.largest_bytes <= limit) {
+    std::cerr << "fits parameter-golf's " << text::with_thousands(limit) << "-byte limit whatever the weights\n";
+  } else if (plan.payload_bytes <= limit) {
+    std::cerr << "fits parameter-golf's " << text::with_thousands(limit) << "-byte limit unless compression grows the payload\n";
+  } else {
+    const std::size_t saving = plan.payload_bytes - limit;
+    std::cerr << "fits parameter-golf's " << text::with_thousands(limit) << "-byte limit only if compression saves "
+              << text::with_thousands(saving) << " bytes ("
+              << text::fixed(100.0 * static_cast<double>(saving) / static_cast<double>(plan.payload_bytes), 1)
+              << "% of the payload)\n";
+  }
+}
+
 }  // namespace
 
 int run_check(const ParsedArgs& args) {
@@ -203,6 +234,7 @@ int run_check(const ParsedArgs& args) {
             << ", micro-batch " << deck.plan.local_sequences << "x" << deck.plan.seq_len << "):\n";
   for (const auto& line : train::describe(memory)) std::cerr << line << "\n";
   train::require_fit(deck, memory, target);
+  describe_artifact(deck);
   std::cerr << "kgpt check: " << deck.path << " is valid for world size " << world_size << "; " << data_note << "\n";
   if (args.has("device")) check_device(deck);
   return 0;

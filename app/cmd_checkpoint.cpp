@@ -10,6 +10,7 @@
 #include "parallel/world.hpp"
 #include "inference/from_checkpoint.hpp"
 #include "inference/hf.hpp"
+#include "io/artifact.hpp"
 
 namespace kgpt::app {
 
@@ -97,16 +98,21 @@ int run_sample(const ParsedArgs& args) {
 const CommandSpec& export_spec() {
   static const CommandSpec spec{
       "export",
-      "CKPT --out FILE|DIR [--format artifact|hf] [--dtype fp32|bf16] [--keep-float-max N]",
-      "compress a checkpoint into an int8 + zlib model artifact, or write it for Hugging Face transformers",
-      "Writes the checkpoint's weights as parameter-golf scores a model: 2-D tensors of more than\n"
-      "65,536 elements as int8 per row (clip at the 99.99984th percentile of |w|, fp16 row scales),\n"
-      "larger tensors of other ranks as int8 with one scale, smaller tensors in fp16 (the control\n"
-      "tensors attn_scale, mlp_scale, resid_mix, q_gain, skip_weights in fp32), all compressed with\n"
-      "zlib at level 9; the checkpoint's deck travels inside. Prints the artifact's bytes and every\n"
-      "tensor's storage and round-trip error. `kgpt eval FILE` gives the round-trip val_loss and\n"
-      "val_bpb, and `kgpt sample FILE` and `kgpt inspect FILE` work as on checkpoints. A checkpoint\n"
-      "in a run directory also gets <run>/artifact.yaml, read by postprocess/summarize.py.\n"
+      "CKPT --out FILE|DIR [--set export.key=value]... [--keep-float-max N] [--format artifact|hf] [--dtype fp32|bf16]",
+      "compress a checkpoint into a model artifact (int8/int6/int5 + zlib/zstd), or write it for Hugging Face transformers",
+      "Writes the checkpoint's weights as parameter-golf scores a model, as the deck's export section\n"
+      "says (--set changes it): 2-D tensors of more than export.keep_float_max (65,536) elements in\n"
+      "their group's bits, export.embed_bits, attention_bits and mlp_bits (8: int8 per row, clip at the\n"
+      "99.99984th percentile of |w|, fp16 row scales, parameter-golf's baseline; 4-7: per-row codes\n"
+      "packed to that many bits, each row's clip chosen for the least squared error), larger tensors\n"
+      "of other ranks as int8 with one scale, smaller tensors in fp16 (the control tensors attn_scale,\n"
+      "mlp_scale, resid_mix, q_gain, skip_weights in fp32), all compressed with export.compression\n"
+      "(zlib at level 9, or zstd at level 22); the checkpoint's deck travels inside. Prints every\n"
+      "tensor's storage and round-trip error, each group's bytes and error, and the artifact's bytes\n"
+      "against parameter-golf's 16,000,000-byte limit (kgpt check predicts them from a deck).\n"
+      "`kgpt eval FILE` gives the round-trip val_loss and val_bpb, and `kgpt sample FILE` and\n"
+      "`kgpt inspect FILE` work as on checkpoints. A checkpoint in a run directory also gets\n"
+      "<run>/artifact.yaml, read by postprocess/summarize.py.\n"
       "--format hf writes the folder DIR that transformers loads (AutoModelForCausalLM.from_pretrained):\n"
       "config.json, model.safetensors (fp32, or bf16 with --dtype bf16) and, for a SentencePiece deck,\n"
       "tokenizer.model. gpt2 checkpoints become GPT2LMHeadModel, llama ones LlamaForCausalLM; other\n"
@@ -114,9 +120,10 @@ const CommandSpec& export_spec() {
       "it is written under a temporary name and renamed into place.",
       {
           {"out", "FILE|DIR", "the artifact to write (replaced atomically if it exists), or the folder (hf)"},
-          {"format", "artifact|hf", "artifact (default): kgpt's int8 artifact; hf: a transformers folder"},
+          {"set", "export.key=value", "override a key of the checkpoint's deck's export section (repeatable)"},
+          {"keep-float-max", "N", "tensors of at most N elements stay in fp16/fp32 (export.keep_float_max)"},
+          {"format", "artifact|hf", "artifact (default): kgpt's quantized artifact; hf: a transformers folder"},
           {"dtype", "fp32|bf16", "hf: the weights' dtype in model.safetensors (default fp32)"},
-          {"keep-float-max", "N", "tensors of at most N elements stay in fp16/fp32 (default 65536)"},
       },
       1,
       1};
@@ -140,8 +147,17 @@ int run_export(const ParsedArgs& args) {
               << " safetensors_bytes:" << s.bytes << " files:" << files << "\n";
     return 0;
   }
-  const auto keep = static_cast<std::size_t>(int_option(args, "keep-float-max", 65536, 0, 1LL << 40));
-  const inference::ExportSummary s = inference::export_checkpoint(path, args.get("out"), keep);
+  std::vector<std::string> overrides;
+  for (const std::string& set : args.all("set")) {
+    if (set.rfind("export.", 0) != 0) {
+      throw InputError("--set " + set + ": export takes the keys of the export section only (export.key=value)");
+    }
+    overrides.push_back(set);
+  }
+  if (args.has("keep-float-max")) {
+    overrides.push_back("export.keep_float_max=" + std::to_string(int_option(args, "keep-float-max", 65536, 0, 1LL << 40)));
+  }
+  const inference::ExportSummary s = inference::export_checkpoint(path, args.get("out"), overrides);
   char line[512];
   for (const auto& t : s.tensors) {
     const std::string shape = text::shape(t.shape);
@@ -149,10 +165,18 @@ int run_export(const ParsedArgs& args) {
                   shape.c_str(), t.storage.c_str(), t.max_abs, t.max_error, t.rms_error);
     std::cout << line;
   }
+  for (const auto& g : s.groups) {
+    std::snprintf(line, sizeof(line), "group:%s bits:%d tensors:%zu elements:%zu payload:%zu rms_error:%.3g\n",
+                  g.name.c_str(), g.bits, g.tensors, g.elements, g.stored_bytes, g.rms_error());
+    std::cout << line;
+  }
   std::snprintf(line, sizeof(line),
-                "artifact:%s step:%lld bytes:%zu float32_bytes:%zu ratio:%.3f payload_bytes:%zu tensors:%zu\n",
+                "artifact:%s step:%lld bytes:%zu float32_bytes:%zu ratio:%.3f payload_bytes:%zu compression:%s "
+                "tensors:%zu limit:%zu %s\n",
                 args.get("out").c_str(), static_cast<long long>(s.step), s.bytes, s.float32_bytes,
-                static_cast<double>(s.bytes) / static_cast<double>(s.float32_bytes), s.payload_bytes, s.tensors.size());
+                static_cast<double>(s.bytes) / static_cast<double>(s.float32_bytes), s.payload_bytes,
+                s.compression.c_str(), s.tensors.size(), io::kArtifactLimitBytes,
+                s.bytes <= io::kArtifactLimitBytes ? "fits" : "over the limit");
   std::cout << line;
   if (!s.record.empty()) std::cout << "recorded in " << s.record << "\n";
   return 0;

@@ -1,6 +1,6 @@
 # Finds every package kgpt builds against and gives each one target to link:
 #   Kokkos::kokkos, kgpt::kokkos_kernels, MPI::MPI_CXX, HDF5::HDF5, kgpt::yaml_cpp,
-#   kgpt::sentencepiece, ZLIB::ZLIB, and, in CUDA
+#   kgpt::sentencepiece, ZLIB::ZLIB, kgpt::zstd, and, in CUDA
 #   builds, kgpt::nccl (CPU builds may add the library kgpt_nccl_transport, see KGPT_NCCL_TRANSPORT).
 #   Works with Debian 12's Trilinos packages and with upstream installs found through CMAKE_PREFIX_PATH.
 
@@ -72,7 +72,7 @@ else()
 endif()
 
 # SentencePiece (tokenizer training, encoding and decoding) through its pkg-config file, as Debian's
-# libsentencepiece-dev and upstream's `make install` ship it; zlib for model artifacts.
+# libsentencepiece-dev and upstream's `make install` ship it; zlib and zstd for model artifacts.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(KGPT_SENTENCEPIECE IMPORTED_TARGET sentencepiece)
 if(NOT KGPT_SENTENCEPIECE_FOUND)
@@ -83,6 +83,15 @@ add_library(kgpt_sentencepiece INTERFACE)
 add_library(kgpt::sentencepiece ALIAS kgpt_sentencepiece)
 target_link_libraries(kgpt_sentencepiece INTERFACE PkgConfig::KGPT_SENTENCEPIECE)
 find_package(ZLIB REQUIRED)
+# zstd, the artifacts' second compressor (export.compression: zstd): Debian's libzstd-dev.
+pkg_check_modules(KGPT_ZSTD IMPORTED_TARGET libzstd)
+if(NOT KGPT_ZSTD_FOUND)
+  message(FATAL_ERROR "zstd was not found (pkg-config libzstd): install libzstd-dev, "
+                      "or add the prefix of an install to PKG_CONFIG_PATH")
+endif()
+add_library(kgpt_zstd INTERFACE)
+add_library(kgpt::zstd ALIAS kgpt_zstd)
+target_link_libraries(kgpt_zstd INTERFACE PkgConfig::KGPT_ZSTD)
 # nlohmann/json (header only) for the JSON header of safetensors files: Debian's nlohmann-json3-dev.
 find_package(nlohmann_json 3 REQUIRED)
 

@@ -19,6 +19,7 @@ enum class Precision { fp32, bf16 };
 enum class MatrixOptimizer { muon, adamw };
 enum class Recompute { none, block };
 enum class Fp8 { none, mlp, all };
+enum class Compression { zlib, zstd };
 
 template <class E>
 struct ChoiceNames;
@@ -49,6 +50,10 @@ struct ChoiceNames<Recompute> {
 template <>
 struct ChoiceNames<Fp8> {
   static constexpr const char* names[] = {"none", "mlp", "all"};
+};
+template <>
+struct ChoiceNames<Compression> {
+  static constexpr const char* names[] = {"zlib", "zstd"};
 };
 
 // "golf", "auto", ... : the deck spelling of a value.
@@ -165,6 +170,16 @@ struct ParallelConfig {
   bool share_muon = true;          // stage 0: each rank orthogonalises a share of Muon's matrices
 };
 
+// How `kgpt export` stores the weights (io/artifact.hpp): bits per weight of the 2-D tensors by
+// group (8: parameter-golf's int8 rows; 4-7: codes packed to that many bits), and the compressor.
+struct ExportConfig {
+  int embed_bits = 8;
+  int attention_bits = 8;
+  int mlp_bits = 8;
+  Compression compression = Compression::zlib;
+  long long keep_float_max = 65536;  // tensors of at most this many elements stay in fp16/fp32
+};
+
 struct Config {
   RunConfig run;
   ModelConfig model;
@@ -172,6 +187,7 @@ struct Config {
   TrainConfig train;
   OptimConfig optim;
   ParallelConfig parallel;
+  ExportConfig export_;  // the deck's `export` section (export is a C++ keyword)
 };
 
 // Sets the keys whose defaults depend on other keys (family, tie_embeddings) to those defaults,

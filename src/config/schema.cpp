@@ -210,6 +210,7 @@ std::vector<KeySpec> build_schema() {
   using TC = TrainConfig;
   using OC = OptimConfig;
   using PC = ParallelConfig;
+  using EC = ExportConfig;
   const Bounds none{};
   const Bounds positive_int = between(1, kMaxInt);
   const Bounds count = between(0, kMaxInt);
@@ -463,6 +464,27 @@ std::vector<KeySpec> build_schema() {
           "Memory per rank (GiB, 2^30 bytes) that the memory plan must fit in: kgpt check, train and bench "
           "refuse a deck whose plan exceeds it. 0: the memory of this machine's device (the GPU on a CUDA "
           "build, the host's physical memory on a CPU build)."),
+      // export
+      key("export", "embed_bits", &Config::export_, &EC::embed_bits, VK::integer, between(4, 8),
+          "kgpt export: bits per weight of the token embedding, learned positions and untied head (2-D "
+          "tensors of more than export.keep_float_max elements). 8: int8 per row as parameter-golf's "
+          "baseline stores it (clip at the 99.99984th percentile of the row's magnitudes); 4-7: per-row codes in "
+          "[-(2^(b-1)-1), 2^(b-1)-1] packed to b bits, each row's clip the one of its magnitudes' 99.9th, "
+          "99.95th, 99.99th and 99.999th percentiles and their maximum that rounds the row with the least "
+          "squared error, with an fp16 scale."),
+      key("export", "attention_bits", &Config::export_, &EC::attention_bits, VK::integer, between(4, 8),
+          "kgpt export: bits per weight of the attention's matrices (as export.embed_bits; parameter-golf's "
+          "records store them in 6)."),
+      key("export", "mlp_bits", &Config::export_, &EC::mlp_bits, VK::integer, between(4, 8),
+          "kgpt export: bits per weight of the MLP's matrices (as export.embed_bits; parameter-golf's "
+          "records store them in 6, then 5)."),
+      key("export", "compression", &Config::export_, &EC::compression, VK::choice, none,
+          "kgpt export: the compressor of the artifact's payload: zlib (level 9, parameter-golf's baseline) "
+          "or zstd (level 22, its records)."),
+      key("export", "keep_float_max", &Config::export_, &EC::keep_float_max, VK::integer, between(0, 1.0e13),
+          "kgpt export: tensors of at most this many elements stay in floating point (fp32 for the control "
+          "tensors attn_scale, mlp_scale, resid_mix, q_gain and skip_weights, fp16 for the others); "
+          "kgpt export --keep-float-max sets it too."),
   };
 }
 
@@ -492,7 +514,7 @@ const std::vector<KeyAlias>& key_aliases() {
 }
 
 const std::vector<std::string>& deck_sections() {
-  static const std::vector<std::string> sections = {"run", "model", "data", "train", "optim", "parallel"};
+  static const std::vector<std::string> sections = {"run", "model", "data", "train", "optim", "parallel", "export"};
   return sections;
 }
 

@@ -6,6 +6,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <fstream>
 #include <numeric>
@@ -20,6 +21,7 @@
 #include "data/byte_tokenizer.hpp"
 #include "data/sentencepiece.hpp"
 #include "io/hdf5_file.hpp"
+#include "model/family.hpp"
 #include "model/language_model.hpp"
 #include "io/artifact.hpp"
 #include "io/checkpoint.hpp"
@@ -266,8 +268,50 @@ std::vector<float> checkpoint_parameters(const config::ResolvedDeck& deck, const
   return to_host(loaded_model(deck, path, 1, deck.config.train.seq_len, step)->parameters().values());
 }
 
-ExportSummary export_checkpoint(const std::string& checkpoint, const std::string& out, std::size_t keep_float_max) {
-  const config::ResolvedDeck deck = checkpoint_deck(checkpoint, {}, 1);
+double ExportedGroup::rms_error() const {
+  return elements == 0 ? 0.0 : std::sqrt(squares / static_cast<double>(elements));
+}
+
+namespace {
+
+// The groups of the layout's tensors in io::WeightGroup's order, each with its bits; `group_of`
+// gives each entry's index among them.
+std::vector<ExportedGroup> export_groups(const model::ParameterLayout& layout, const config::ExportConfig& config,
+                                         std::vector<std::size_t>& group_of) {
+  const io::WeightGroup order[] = {io::WeightGroup::embed, io::WeightGroup::attention, io::WeightGroup::mlp,
+                                   io::WeightGroup::other};
+  std::vector<ExportedGroup> groups;
+  group_of.assign(layout.entries().size(), 0);
+  for (const io::WeightGroup g : order) {
+    bool present = false;
+    for (std::size_t i = 0; i < layout.entries().size(); ++i) {
+      if (io::weight_group(layout.entries()[i].spec) != g) continue;
+      if (!present) groups.push_back(ExportedGroup{io::weight_group_name(g), io::export_bits(g, config)});
+      present = true;
+      group_of[i] = groups.size() - 1;
+    }
+  }
+  return groups;
+}
+
+// The metadata every artifact carries; its export line says how the tensors were stored.
+std::map<std::string, std::string> artifact_metadata(const std::string& checkpoint, const std::string& run,
+                                                     const config::ExportConfig& e) {
+  return {{"kgpt_version", versions().kgpt},
+          {"git_sha", versions().git_sha},
+          {"checkpoint", checkpoint},
+          {"run_dir", run},
+          {"export", "embed_bits=" + std::to_string(e.embed_bits) + " attention_bits=" + std::to_string(e.attention_bits) +
+                         " mlp_bits=" + std::to_string(e.mlp_bits) + " compression=" + config::name_of(e.compression) +
+                         " keep_float_max=" + std::to_string(e.keep_float_max)}};
+}
+
+}  // namespace
+
+ExportSummary export_checkpoint(const std::string& checkpoint, const std::string& out,
+                                const std::vector<std::string>& overrides) {
+  const config::ResolvedDeck deck = checkpoint_deck(checkpoint, overrides, 1);
+  const config::ExportConfig& settings = deck.config.export_;
   std::int64_t step = 0;
   const auto model = loaded_model(deck, checkpoint, 1, deck.config.train.seq_len, step);
   const std::vector<float> values = to_host(model->parameters().values());
@@ -278,19 +322,25 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
     artifact.deck_text = file.read_string("/metadata/deck");
   }
   artifact.step = step;
+  artifact.compression = settings.compression;
   const std::string run = run_directory_of(checkpoint);
-  artifact.metadata = {{"kgpt_version", versions().kgpt},
-                       {"git_sha", versions().git_sha},
-                       {"checkpoint", absolute(checkpoint)},
-                       {"run_dir", run}};
+  artifact.metadata = artifact_metadata(absolute(checkpoint), run, settings);
   ExportSummary summary;
   summary.step = step;
-  for (const auto& entry : model->parameters().layout().entries()) {
+  summary.compression = config::name_of(settings.compression);
+  const auto& layout = model->parameters().layout();
+  std::vector<std::size_t> group_of;
+  summary.groups = export_groups(layout, settings, group_of);
+  const auto keep = static_cast<std::size_t>(settings.keep_float_max);
+  for (std::size_t index = 0; index < layout.entries().size(); ++index) {
+    const auto& entry = layout.entries()[index];
+    ExportedGroup& group = summary.groups[group_of[index]];
     const float* tensor = values.data() + entry.offset;
-    io::ArtifactTensor stored = io::quantize_tensor(entry.spec.name, entry.spec.shape, tensor, keep_float_max);
+    io::ArtifactTensor stored = io::quantize_tensor(entry.spec.name, entry.spec.shape, tensor, keep, group.bits);
     ExportedTensor report;
     report.name = entry.spec.name;
-    report.storage = storage_name(stored.storage);
+    report.storage = stored.storage_label();
+    report.group = group.name;
     report.shape = entry.spec.shape;
     const std::vector<float> back = stored.dequantized();
     double squares = 0;
@@ -303,6 +353,10 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
     report.rms_error = back.empty() ? 0.0 : std::sqrt(squares / static_cast<double>(back.size()));
     summary.float32_bytes += back.size() * sizeof(float);
     summary.payload_bytes += stored.stored_bytes();
+    group.tensors += 1;
+    group.elements += back.size();
+    group.stored_bytes += stored.stored_bytes();
+    group.squares += squares;
     summary.tensors.push_back(report);
     artifact.tensors.push_back(std::move(stored));
   }
@@ -318,6 +372,31 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
                                   {"float32_bytes", std::to_string(summary.float32_bytes)}});
   }
   return summary;
+}
+
+ArtifactPlan plan_artifact(const config::ResolvedDeck& deck) {
+  const config::ExportConfig& settings = deck.config.export_;
+  const model::ParameterLayout layout = model::family(deck.config.model.family).layout(deck.config.model, deck.config.train.seq_len);
+  io::Artifact artifact;
+  artifact.deck_text = config::render_resolved(deck);
+  artifact.compression = settings.compression;
+  // The checkpoint's path and run directory are not known yet: room for two paths of 512 bytes.
+  artifact.metadata = artifact_metadata(std::string(512, '/'), std::string(512, '/'), settings);
+  ArtifactPlan plan;
+  std::vector<std::size_t> group_of;
+  plan.groups = export_groups(layout, settings, group_of);
+  for (std::size_t index = 0; index < layout.entries().size(); ++index) {
+    const auto& spec = layout.entries()[index].spec;
+    ExportedGroup& group = plan.groups[group_of[index]];
+    artifact.tensors.push_back(io::planned_tensor(spec.name, spec.shape, static_cast<std::size_t>(settings.keep_float_max),
+                                                  group.bits));
+    group.tensors += 1;
+    group.elements += artifact.tensors.back().elements();
+    group.stored_bytes += artifact.tensors.back().stored_bytes();
+  }
+  plan.payload_bytes = io::payload_bytes(artifact);
+  plan.largest_bytes = io::largest_file_bytes(plan.payload_bytes, settings.compression);
+  return plan;
 }
 
 std::string record_artifact_evaluation(const std::string& artifact_path, const CheckpointEvaluation& result) {

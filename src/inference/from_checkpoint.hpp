@@ -48,9 +48,19 @@ std::string sample_checkpoint(const config::ResolvedDeck& deck, const std::strin
 std::vector<float> checkpoint_parameters(const config::ResolvedDeck& deck, const std::string& path, std::int64_t& step);
 
 struct ExportedTensor {
-  std::string name, storage;
+  std::string name, storage, group;
   std::vector<std::size_t> shape;
   double max_abs = 0, max_error = 0, rms_error = 0;  // of the values, and of values minus their round trip
+};
+
+// The tensors of one weight group (io::WeightGroup) together.
+struct ExportedGroup {
+  std::string name;
+  int bits = 8;  // the deck's bits for the group's large 2-D tensors
+  std::size_t tensors = 0, elements = 0;
+  std::size_t stored_bytes = 0;  // before compression
+  double squares = 0;            // the sum of squared round-trip errors
+  double rms_error() const;
 };
 
 struct ExportSummary {
@@ -58,15 +68,27 @@ struct ExportSummary {
   std::size_t bytes = 0;          // the artifact file
   std::size_t float32_bytes = 0;  // the same tensors in fp32
   std::size_t payload_bytes = 0;  // the stored tensors before compression
+  std::string compression;        // zlib or zstd
   std::vector<ExportedTensor> tensors;
+  std::vector<ExportedGroup> groups;  // the groups that hold tensors, in io::WeightGroup's order
   std::string record;  // the run directory's artifact.yaml that was written, or ""
 };
 
-// Writes the artifact of the checkpoint at `checkpoint` to `out`. When the checkpoint lies in a run
+// Writes the artifact of the checkpoint at `checkpoint` to `out`, stored as the checkpoint's deck's
+// export section says after `overrides` ("export.mlp_bits=5"). When the checkpoint lies in a run
 // directory (<run>/checkpoints/ckpt_*.h5), <run>/artifact.yaml records the artifact's path, step
 // and bytes for postprocess/summarize.py.
 ExportSummary export_checkpoint(const std::string& checkpoint, const std::string& out,
-                                std::size_t keep_float_max);
+                                const std::vector<std::string>& overrides);
+
+// What `kgpt export` will write for a deck, from its model's shapes alone (kgpt check): the payload's
+// exact bytes and the file's largest possible size (the payload through the compressor's bound; the
+// metadata's paths estimated), by group.
+struct ArtifactPlan {
+  std::size_t payload_bytes = 0, largest_bytes = 0;
+  std::vector<ExportedGroup> groups;
+};
+ArtifactPlan plan_artifact(const config::ResolvedDeck& deck);
 
 // After `kgpt eval` of an artifact: adds the round-trip val_loss and val_bpb to the artifact.yaml of
 // the run it came from, when that file still names this artifact. Returns the file written, or "".

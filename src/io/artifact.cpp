@@ -1,12 +1,14 @@
 #include "io/artifact.hpp"
 
 #include <zlib.h>
+#include <zstd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 
 #include "core/error.hpp"
 #include "core/text.hpp"
@@ -19,9 +21,18 @@ namespace kgpt::io {
 namespace {
 
 constexpr char kMagic[8] = {'K', 'G', 'P', 'T', 'I', 'N', 'T', '8'};
-constexpr std::uint32_t kFormatVersion = 1;
+constexpr std::uint32_t kFormatVersion = 2;
 constexpr std::size_t kHeaderBytes = 32;
 constexpr double kClipQuantile = 99.99984 / 100.0;
+// The clips a packed row tries, as quantiles of its |w| (1: the largest), in the order tried.
+constexpr double kPackedClipQuantiles[] = {0.999, 0.9995, 0.9999, 0.99999, 1.0};
+constexpr int kZlibLevel = 9;
+constexpr int kZstdLevel = 22;
+// The header's compressor field.
+constexpr std::uint32_t kZlibCodec = 0, kZstdCodec = 1;
+// A zstd block of at least 3 bytes yields at most 128 KiB: a payload size beyond that bound is a
+// corrupted header, refused before it is allocated.
+constexpr std::uint64_t kZstdBlockBytes = 3, kZstdBlockOutput = 128 * 1024;
 // Small tensors that steer the network kept in fp32, as parameter-golf keeps them.
 const char* const kControlNames[] = {"attn_scale", "mlp_scale", "resid_mix", "q_gain", "skip_weight"};
 
@@ -42,6 +53,70 @@ double quantile(std::vector<float> values, double q) {
   const double below = values[low];
   const double above = high == low ? below : *std::min_element(values.begin() + static_cast<std::ptrdiff_t>(low) + 1, values.end());
   return below + (above - below) * (position - static_cast<double>(low));
+}
+
+// The same interpolation on values already sorted in ascending order.
+double sorted_quantile(const std::vector<float>& sorted, double q) {
+  const double position = q * static_cast<double>(sorted.size() - 1);
+  const auto low = static_cast<std::size_t>(std::floor(position));
+  const std::size_t high = std::min(low + 1, sorted.size() - 1);
+  return sorted[low] + (static_cast<double>(sorted[high]) - sorted[low]) * (position - static_cast<double>(low));
+}
+
+int code_limit(int bits) { return (1 << (bits - 1)) - 1; }
+
+std::size_t packed_size(std::size_t codes, int bits) { return (codes * static_cast<std::size_t>(bits) + 7) / 8; }
+
+// Codes in [0, 2^bits) packed least significant bit first.
+void pack_code(std::vector<std::uint8_t>& bytes, std::size_t index, int bits, unsigned code) {
+  std::size_t bit = index * static_cast<std::size_t>(bits);
+  for (int done = 0; done < bits;) {
+    const int at = static_cast<int>(bit % 8), take = std::min(bits - done, 8 - at);
+    bytes[bit / 8] = static_cast<std::uint8_t>(bytes[bit / 8] | (((code >> done) & ((1u << take) - 1u)) << at));
+    done += take;
+    bit += static_cast<std::size_t>(take);
+  }
+}
+
+unsigned unpack_code(const std::vector<std::uint8_t>& bytes, std::size_t index, int bits) {
+  std::size_t bit = index * static_cast<std::size_t>(bits);
+  unsigned code = 0;
+  for (int done = 0; done < bits;) {
+    const int at = static_cast<int>(bit % 8), take = std::min(bits - done, 8 - at);
+    code |= ((static_cast<unsigned>(bytes[bit / 8]) >> at) & ((1u << take) - 1u)) << done;
+    done += take;
+    bit += static_cast<std::size_t>(take);
+  }
+  return code;
+}
+
+// One row's codes in [-R, R] and its fp16 scale by the packed rule (artifact.hpp).
+std::uint16_t quantize_packed_row(const float* row, std::size_t columns, int limit, std::int8_t* codes) {
+  std::vector<float> sorted(columns);
+  for (std::size_t c = 0; c < columns; ++c) sorted[c] = std::fabs(row[c]);
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<std::int8_t> trial(columns);
+  double best_error = std::numeric_limits<double>::infinity();
+  std::uint16_t best_scale = 0;
+  for (const double q : kPackedClipQuantiles) {
+    const auto clip = static_cast<float>(sorted_quantile(sorted, q));
+    const std::uint16_t scale_bits = float_to_half(std::min(clip / static_cast<float>(limit), 65504.0f));
+    const float scale = half_to_float(scale_bits);
+    double error = 0;
+    for (std::size_t c = 0; c < columns; ++c) {
+      float code = 0;
+      if (scale > 0) code = std::min(std::max(std::nearbyint(row[c] / scale), -static_cast<float>(limit)), static_cast<float>(limit));
+      trial[c] = static_cast<std::int8_t>(code);
+      const double e = static_cast<double>(row[c]) - static_cast<double>(code) * static_cast<double>(scale);
+      error += e * e;
+    }
+    if (error < best_error) {
+      best_error = error;
+      best_scale = scale_bits;
+      std::copy(trial.begin(), trial.end(), codes);
+    }
+  }
+  return best_scale;
 }
 
 std::int8_t quantize(float value, float clip, float scale) {
@@ -130,8 +205,14 @@ const char* storage_name(TensorStorage storage) {
     case TensorStorage::int8_tensor: return "int8 per tensor";
     case TensorStorage::fp16: return "fp16";
     case TensorStorage::fp32: return "fp32";
+    case TensorStorage::packed_rows: return "packed per row";
   }
   return "?";
+}
+
+std::string ArtifactTensor::storage_label() const {
+  if (storage == TensorStorage::packed_rows) return "int" + std::to_string(bits) + " per row";
+  return storage_name(storage);
 }
 
 std::size_t ArtifactTensor::elements() const {
@@ -141,7 +222,7 @@ std::size_t ArtifactTensor::elements() const {
 }
 
 std::size_t ArtifactTensor::stored_bytes() const {
-  return quantized.size() + half.size() * sizeof(std::uint16_t) + single.size() * sizeof(float);
+  return quantized.size() + packed.size() + half.size() * sizeof(std::uint16_t) + single.size() * sizeof(float);
 }
 
 std::vector<float> ArtifactTensor::dequantized() const {
@@ -165,16 +246,69 @@ std::vector<float> ArtifactTensor::dequantized() const {
     case TensorStorage::fp32:
       values = single;
       break;
+    case TensorStorage::packed_rows: {
+      const std::size_t columns = shape.at(1);
+      const auto limit = static_cast<unsigned>(code_limit(bits));
+      for (std::size_t r = 0; r < shape.at(0); ++r) {
+        const float scale = half_to_float(half.at(r));
+        for (std::size_t c = 0; c < columns; ++c) {
+          const auto code = static_cast<int>(unpack_code(packed, r * columns + c, bits)) - static_cast<int>(limit);
+          values[r * columns + c] = static_cast<float>(code) * scale;
+        }
+      }
+      break;
+    }
   }
   return values;
 }
 
-ArtifactTensor quantize_tensor(const std::string& name, const std::vector<std::size_t>& shape, const float* values,
-                               std::size_t keep_float_max) {
+ArtifactTensor planned_tensor(const std::string& name, const std::vector<std::size_t>& shape, std::size_t keep_float_max,
+                              int bits) {
   ArtifactTensor t;
   t.name = name;
   t.shape = shape;
   const std::size_t n = t.elements();
+  if (n <= keep_float_max) {
+    t.storage = is_control(name) ? TensorStorage::fp32 : TensorStorage::fp16;
+    if (t.storage == TensorStorage::fp32) t.single.resize(n);
+    else t.half.resize(n);
+  } else if (shape.size() == 2 && bits < 8) {
+    t.storage = TensorStorage::packed_rows;
+    t.bits = bits;
+    t.half.resize(shape[0]);
+    t.packed.resize(packed_size(n, bits));
+  } else if (shape.size() == 2) {
+    t.storage = TensorStorage::int8_rows;
+    t.half.resize(shape[0]);
+    t.quantized.resize(n);
+  } else {
+    t.storage = TensorStorage::int8_tensor;
+    t.single.resize(1);
+    t.quantized.resize(n);
+  }
+  return t;
+}
+
+ArtifactTensor quantize_tensor(const std::string& name, const std::vector<std::size_t>& shape, const float* values,
+                               std::size_t keep_float_max, int bits) {
+  if (bits < 4 || bits > 8) throw Error(ExitCode::failure, "artifact: " + std::to_string(bits) + " bits per weight (4-8 are stored)");
+  ArtifactTensor t;
+  t.name = name;
+  t.shape = shape;
+  const std::size_t n = t.elements();
+  if (n > keep_float_max && shape.size() == 2 && bits < 8) {
+    t = planned_tensor(name, shape, keep_float_max, bits);
+    const std::size_t rows = shape[0], columns = shape[1];
+    const int limit = code_limit(bits);
+    std::vector<std::int8_t> codes(columns);
+    for (std::size_t r = 0; r < rows; ++r) {
+      t.half[r] = quantize_packed_row(values + r * columns, columns, limit, codes.data());
+      for (std::size_t c = 0; c < columns; ++c) {
+        pack_code(t.packed, r * columns + c, bits, static_cast<unsigned>(codes[c] + limit));
+      }
+    }
+    return t;
+  }
   if (n <= keep_float_max) {
     if (is_control(name)) {
       t.storage = TensorStorage::fp32;
@@ -212,7 +346,9 @@ ArtifactTensor quantize_tensor(const std::string& name, const std::vector<std::s
   return t;
 }
 
-std::string serialize_artifact(const Artifact& artifact) {
+namespace {
+
+std::string payload_of(const Artifact& artifact) {
   Writer payload;
   payload.put_string(artifact.deck_text);
   payload.put(artifact.step);
@@ -227,26 +363,82 @@ std::string serialize_artifact(const Artifact& artifact) {
     payload.put(static_cast<std::uint8_t>(t.storage));
     payload.put(static_cast<std::uint32_t>(t.shape.size()));
     for (std::size_t d : t.shape) payload.put(static_cast<std::uint64_t>(d));
+    if (t.storage == TensorStorage::packed_rows) payload.put(static_cast<std::uint8_t>(t.bits));
     payload.put_array(t.half);
     payload.put_array(t.single);
     payload.put_array(t.quantized);
+    payload.put_array(t.packed);
   }
-  const std::string& raw = payload.bytes();
-  uLongf compressed_size = compressBound(static_cast<uLong>(raw.size()));
-  std::string compressed(compressed_size, '\0');
-  if (compress2(reinterpret_cast<Bytef*>(&compressed[0]), &compressed_size, reinterpret_cast<const Bytef*>(raw.data()),
-                static_cast<uLong>(raw.size()), 9) != Z_OK) {
+  return std::move(payload.bytes());
+}
+
+std::string compressed(const std::string& raw, config::Compression compression) {
+  std::string out(largest_file_bytes(raw.size(), compression) - kHeaderBytes, '\0');
+  if (compression == config::Compression::zstd) {
+    const std::size_t size = ZSTD_compress(&out[0], out.size(), raw.data(), raw.size(), kZstdLevel);
+    if (ZSTD_isError(size)) throw Error(ExitCode::failure, std::string("artifact: zstd compression failed: ") + ZSTD_getErrorName(size));
+    out.resize(size);
+    return out;
+  }
+  auto size = static_cast<uLongf>(out.size());
+  if (compress2(reinterpret_cast<Bytef*>(&out[0]), &size, reinterpret_cast<const Bytef*>(raw.data()),
+                static_cast<uLong>(raw.size()), kZlibLevel) != Z_OK) {
     throw Error(ExitCode::failure, "artifact: zlib compression failed");
   }
-  compressed.resize(compressed_size);
+  out.resize(size);
+  return out;
+}
+
+}  // namespace
+
+std::size_t payload_bytes(const Artifact& artifact) { return payload_of(artifact).size(); }
+
+std::size_t largest_file_bytes(std::size_t payload, config::Compression compression) {
+  const std::size_t bound = compression == config::Compression::zstd ? ZSTD_compressBound(payload)
+                                                                      : compressBound(static_cast<uLong>(payload));
+  return kHeaderBytes + bound;
+}
+
+std::string serialize_artifact(const Artifact& artifact) {
+  const std::string raw = payload_of(artifact);
   Writer header;
   header.bytes().append(kMagic, sizeof(kMagic));
   header.put(kFormatVersion);
-  header.put(std::uint32_t{0});
+  header.put(artifact.compression == config::Compression::zstd ? kZstdCodec : kZlibCodec);
   header.put(static_cast<std::uint64_t>(raw.size()));
   header.put(crc_of(raw));
   header.put(std::uint32_t{0});
-  return header.bytes() + compressed;
+  return header.bytes() + compressed(raw, artifact.compression);
+}
+
+const char* weight_group_name(WeightGroup group) {
+  switch (group) {
+    case WeightGroup::embed: return "embed";
+    case WeightGroup::attention: return "attention";
+    case WeightGroup::mlp: return "mlp";
+    case WeightGroup::other: return "other";
+  }
+  return "?";
+}
+
+WeightGroup weight_group(const model::TensorSpec& spec) {
+  if (spec.group == model::ParamGroup::embedding || spec.group == model::ParamGroup::head) return WeightGroup::embed;
+  if (spec.group != model::ParamGroup::matrix) return WeightGroup::other;
+  // Every family names its blocks' matrices by their sublayer: golf's attn. and mlp., gpt2's
+  // attn.c_attn and mlp.c_fc, llama's self_attn. and mlp.
+  if (spec.name.find("mlp.") != std::string::npos) return WeightGroup::mlp;
+  if (spec.name.find("attn.") != std::string::npos) return WeightGroup::attention;
+  return WeightGroup::other;
+}
+
+int export_bits(WeightGroup group, const config::ExportConfig& config) {
+  switch (group) {
+    case WeightGroup::embed: return config.embed_bits;
+    case WeightGroup::attention: return config.attention_bits;
+    case WeightGroup::mlp: return config.mlp_bits;
+    case WeightGroup::other: return 8;
+  }
+  return 8;
 }
 
 bool is_artifact_file(const std::string& path) {
@@ -267,34 +459,49 @@ Artifact read_artifact(const std::string& path) {
   Reader fields(header, path);
   fields.get_array<char>(sizeof(kMagic));
   const auto version = fields.get<std::uint32_t>();
-  fields.get<std::uint32_t>();
+  const auto codec = fields.get<std::uint32_t>();
   const auto raw_size = fields.get<std::uint64_t>();
   const auto crc = fields.get<std::uint32_t>();
-  if (version != kFormatVersion) {
-    throw InputError(path + ": artifact format version " + std::to_string(version) + "; this kgpt reads version " +
+  if (version != 1 && version != kFormatVersion) {
+    throw InputError(path + ": artifact format version " + std::to_string(version) + "; this kgpt reads versions 1 and " +
                      std::to_string(kFormatVersion));
   }
+  if (codec != kZlibCodec && (version == 1 || codec != kZstdCodec)) {
+    throw InputError(path + ": the artifact's header names compressor " + std::to_string(codec) +
+                     ", neither zlib (0) nor zstd (1): corrupted, or written by a newer kgpt");
+  }
   if (raw_size > (std::uint64_t{1} << 40)) throw InputError(path + ": the artifact's header is corrupted");
-  // zlib expands at most 1032-fold, so a payload size above that is a corrupted header, refused before
-  // it is allocated (a 1.5 kB file claiming 537 MB took 7 s and its memory to refuse).
-  const std::uint64_t compressed = file.size() - kHeaderBytes;
-  if (raw_size > compressed * 1032 + 64) {
+  // A payload size above what the compressed bytes can expand to is a corrupted header, refused
+  // before it is allocated (a 1.5 kB file claiming 537 MB took 7 s and its memory to refuse): zlib
+  // expands at most 1032-fold, zstd at most 128 KiB per 3-byte block.
+  const std::uint64_t packed = file.size() - kHeaderBytes;
+  const std::uint64_t most = codec == kZstdCodec ? (packed / kZstdBlockBytes + 1) * kZstdBlockOutput : packed * 1032 + 64;
+  if (raw_size > most) {
     throw InputError(path + ": the artifact is truncated or corrupted (its header declares " + std::to_string(raw_size) +
-                     " bytes of payload, more than its " + std::to_string(compressed) + " compressed bytes can hold)");
+                     " bytes of payload, more than its " + std::to_string(packed) + " compressed bytes can hold)");
   }
   std::string raw(static_cast<std::size_t>(raw_size), '\0');
-  uLongf produced = static_cast<uLongf>(raw_size);
-  const int code = uncompress(reinterpret_cast<Bytef*>(&raw[0]), &produced,
-                              reinterpret_cast<const Bytef*>(file.data() + kHeaderBytes),
-                              static_cast<uLong>(file.size() - kHeaderBytes));
-  if (code != Z_OK || produced != raw_size) {
-    throw InputError(path + ": the artifact is truncated or corrupted (" +
-                     (code == Z_OK ? "short payload" : std::string("zlib: ") + zError(code)) + ")");
+  const char* source = file.data() + kHeaderBytes;
+  if (codec == kZstdCodec) {
+    const std::size_t produced = ZSTD_decompress(&raw[0], raw.size(), source, packed);
+    if (ZSTD_isError(produced) || produced != raw_size) {
+      throw InputError(path + ": the artifact is truncated or corrupted (" +
+                       (ZSTD_isError(produced) ? std::string("zstd: ") + ZSTD_getErrorName(produced) : "short payload") + ")");
+    }
+  } else {
+    uLongf produced = static_cast<uLongf>(raw_size);
+    const int code = uncompress(reinterpret_cast<Bytef*>(&raw[0]), &produced, reinterpret_cast<const Bytef*>(source),
+                                static_cast<uLong>(packed));
+    if (code != Z_OK || produced != raw_size) {
+      throw InputError(path + ": the artifact is truncated or corrupted (" +
+                       (code == Z_OK ? "short payload" : std::string("zlib: ") + zError(code)) + ")");
+    }
   }
   if (crc_of(raw) != crc) throw InputError(path + ": the artifact is corrupted (CRC-32 mismatch)");
 
   Reader r(raw, path);
   Artifact artifact;
+  artifact.compression = codec == kZstdCodec ? config::Compression::zstd : config::Compression::zlib;
   artifact.deck_text = r.get_string();
   artifact.step = r.get<std::int64_t>();
   const auto entries = r.get<std::uint32_t>();
@@ -307,13 +514,20 @@ Artifact read_artifact(const std::string& path) {
     ArtifactTensor t;
     t.name = r.get_string();
     const auto storage = r.get<std::uint8_t>();
-    if (storage > static_cast<std::uint8_t>(TensorStorage::fp32)) r.corrupted();
+    const auto last = version == 1 ? TensorStorage::fp32 : TensorStorage::packed_rows;
+    if (storage > static_cast<std::uint8_t>(last)) r.corrupted();
     t.storage = static_cast<TensorStorage>(storage);
+    const bool rows = t.storage == TensorStorage::int8_rows || t.storage == TensorStorage::packed_rows;
     const auto rank = r.get<std::uint32_t>();
     if (rank > 8) r.corrupted();
     for (std::uint32_t d = 0; d < rank; ++d) t.shape.push_back(static_cast<std::size_t>(r.get<std::uint64_t>()));
-    if (t.storage == TensorStorage::int8_rows && rank != 2) r.corrupted();
-    const std::size_t n = t.elements();
+    if (rows && rank != 2) r.corrupted();
+    // A shape whose element count overflows, or exceeds the payload, is refused before allocating.
+    std::size_t n = 1;
+    for (std::size_t d : t.shape) {
+      if (d != 0 && n > raw.size() * 8 / d) r.corrupted();
+      n *= d;
+    }
     switch (t.storage) {
       case TensorStorage::int8_rows:
         t.half = r.get_array<std::uint16_t>(t.shape[0]);
@@ -325,6 +539,17 @@ Artifact read_artifact(const std::string& path) {
         break;
       case TensorStorage::fp16: t.half = r.get_array<std::uint16_t>(n); break;
       case TensorStorage::fp32: t.single = r.get_array<float>(n); break;
+      case TensorStorage::packed_rows: {
+        t.bits = r.get<std::uint8_t>();
+        if (t.bits < 4 || t.bits > 7) r.corrupted();
+        t.half = r.get_array<std::uint16_t>(t.shape[0]);
+        t.packed = r.get_array<std::uint8_t>(packed_size(n, t.bits));
+        const auto highest = static_cast<unsigned>(2 * code_limit(t.bits));
+        for (std::size_t i = 0; i < n; ++i) {
+          if (unpack_code(t.packed, i, t.bits) > highest) r.corrupted();
+        }
+        break;
+      }
     }
     artifact.tensors.push_back(std::move(t));
   }

@@ -2,29 +2,39 @@
 // Model artifacts (`kgpt export`): a checkpoint's weights compressed the way parameter-golf scores
 // a submission, and read back by eval, sample and inspect like a checkpoint.
 //
-// Each tensor is stored by size and name:
-//   - more than keep_float_max (65,536) elements, 2-D: int8 per row. The row's clip is the
-//     99.99984th percentile of |w| (linear interpolation between sorted values, as torch.quantile
-//     computes it); scale = max(clip / 127, 1 / 127); q = round-half-even(clamp(w, -clip, clip) /
-//     scale) in [-127, 127]; the scales are stored in fp16 and the row dequantises as q * scale.
+// Each tensor is stored by size, name and the bits its group gets (the deck's export section):
+//   - more than keep_float_max (65,536) elements, 2-D, 8 bits: int8 per row, parameter-golf's
+//     baseline format. The row's clip is the 99.99984th percentile of |w| (linear interpolation
+//     between sorted values, as torch.quantile computes it); scale = max(clip / 127, 1 / 127);
+//     q = round-half-even(clamp(w, -clip, clip) / scale) in [-127, 127]; the scales are stored in
+//     fp16 and the row dequantises as q * scale.
+//   - more than keep_float_max elements, 2-D, b = 4..7 bits: codes packed to b bits per row. With
+//     R = 2^(b-1) - 1, each row tries the clips c of |w|'s 99.9th, 99.95th, 99.99th and 99.999th
+//     percentiles and its maximum: s = fp16(c / R) (in float, then rounded to fp16),
+//     q = clamp(round-half-even(w / s), -R, R) (q = 0 where s is 0), and keeps the first with the
+//     least sum of (w - q s)^2. The codes q + R are packed least significant bit first, b bits
+//     each, row after row; the row dequantises as q * s. No floor on s: parameter-golf's 1/R floor
+//     would make the step of an int6 row 1/31, coarser than trained golf weights need.
 //   - more than keep_float_max elements, other ranks: int8 with one fp32 scale, clip / 127 (1 when
 //     the clip is 0), over the whole tensor.
 //   - at most keep_float_max elements: fp32 for the control tensors (names holding attn_scale,
 //     mlp_scale, resid_mix, q_gain or skip_weight), fp16 for the rest.
-// The file is a 32-byte header (magic "KGPTINT8", format version, the payload's size and CRC-32)
-// followed by the payload compressed with zlib at level 9. The payload holds the checkpoint's
-// resolved deck, its step, a few metadata strings and the tensors, little-endian.
+// The file is a 32-byte header (magic "KGPTINT8", format version 2, the compressor, the payload's
+// size and CRC-32) followed by the payload compressed with zlib at level 9 or zstd at level 22. The
+// payload holds the checkpoint's resolved deck, its step, a few metadata strings and the tensors,
+// little-endian. Version 1 files (zlib, no packed rows) read as before.
 
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "config/config.hpp"
 #include "model/parameters.hpp"
 
 namespace kgpt::io {
 
-enum class TensorStorage : std::uint8_t { int8_rows = 0, int8_tensor = 1, fp16 = 2, fp32 = 3 };
+enum class TensorStorage : std::uint8_t { int8_rows = 0, int8_tensor = 1, fp16 = 2, fp32 = 3, packed_rows = 4 };
 const char* storage_name(TensorStorage storage);
 
 struct ArtifactTensor {
@@ -34,8 +44,12 @@ struct ArtifactTensor {
   std::vector<std::int8_t> quantized;  // int8 storages
   std::vector<std::uint16_t> half;     // fp16 storage: the values; int8_rows: the row scales
   std::vector<float> single;           // fp32 storage: the values; int8_tensor: the one scale
+  int bits = 8;                        // packed_rows: bits per code (4-7)
+  std::vector<std::uint8_t> packed;    // packed_rows: the codes; `half` holds the row scales
   std::size_t elements() const;
   std::size_t stored_bytes() const;
+  // "int8 per row", "int6 per row", "fp16", ...
+  std::string storage_label() const;
   // The values it stands for, in float.
   std::vector<float> dequantized() const;
 };
@@ -45,13 +59,33 @@ struct Artifact {
   std::int64_t step = 0;
   std::map<std::string, std::string> metadata;  // kgpt_version, git_sha, checkpoint, run_dir
   std::vector<ArtifactTensor> tensors;
+  config::Compression compression = config::Compression::zlib;
 };
 
 constexpr std::size_t kKeepFloatMaxElements = 65536;
+// parameter-golf's limit on a submission's bytes (its code and compressed weights).
+constexpr std::size_t kArtifactLimitBytes = 16000000;
 
-// The storage of one tensor by the rules above (int8 tensors get their scales computed here).
+// The storage of one tensor by the rules above (quantized tensors get their scales computed here);
+// `bits` applies to 2-D tensors above keep_float_max.
 ArtifactTensor quantize_tensor(const std::string& name, const std::vector<std::size_t>& shape, const float* values,
-                               std::size_t keep_float_max = kKeepFloatMaxElements);
+                               std::size_t keep_float_max = kKeepFloatMaxElements, int bits = 8);
+// The same storage with every value zero, without quantizing: its sizes, for planning.
+ArtifactTensor planned_tensor(const std::string& name, const std::vector<std::size_t>& shape,
+                              std::size_t keep_float_max = kKeepFloatMaxElements, int bits = 8);
+
+// The groups whose bits the deck sets (export.embed_bits, attention_bits, mlp_bits), and which a
+// parameter belongs to: embeddings and the head by their optimizer group, the blocks' matrices by
+// name. `other` tensors are stored in 8 bits.
+enum class WeightGroup { embed, attention, mlp, other };
+const char* weight_group_name(WeightGroup group);
+WeightGroup weight_group(const model::TensorSpec& spec);
+int export_bits(WeightGroup group, const config::ExportConfig& config);
+
+// The payload's bytes before compression, and the most the compressor can make of them (the
+// compressor's own bound, plus the header): the artifact's size can be no larger.
+std::size_t payload_bytes(const Artifact& artifact);
+std::size_t largest_file_bytes(std::size_t payload_bytes, config::Compression compression);
 
 // The file's bytes, and back. read_artifact throws InputError naming the file when it is not an
 // artifact, is truncated or corrupted (size, CRC or structure), or has another format version.

@@ -64,7 +64,7 @@ void inspect_artifact(const std::string& path, std::ostream& out) {
     std::ifstream in(path, std::ios::binary | std::ios::ate);
     bytes = static_cast<std::size_t>(in.tellg());
   }
-  out << path << ": kgpt artifact (int8 + zlib)\n"
+  out << path << ": kgpt artifact (" << config::name_of(artifact.compression) << ")\n"
       << "  step: " << artifact.step << "\n"
       << "  bytes: " << bytes << "\n";
   for (const auto& [key, value] : artifact.metadata) {
@@ -77,7 +77,7 @@ void inspect_artifact(const std::string& path, std::ostream& out) {
     const double norm = std::sqrt(std::inner_product(values.begin(), values.end(), values.begin(), 0.0));
     count += values.size();
     stored += t.stored_bytes();
-    out << "    " << t.name << " " << text::shape(t.shape) << " " << storage_name(t.storage)
+    out << "    " << t.name << " " << text::shape(t.shape) << " " << t.storage_label()
         << " norm:" << significant(norm) << "\n";
   }
   out << "  parameters: " << count << "\n"

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 
 #include "core/error.hpp"
@@ -11,6 +12,7 @@
 #include "core/random.hpp"
 #include "support/temp_dir.hpp"
 #include "io/artifact.hpp"
+#include "model/family.hpp"
 
 using namespace kgpt;
 using io::ArtifactTensor;
@@ -137,4 +139,212 @@ TEST_CASE("an artifact file reads back to the same tensors, and damage is detect
   future[8] = 9;  // format version 9
   test::write_file(dir.file("future"), future);
   CHECK_THROWS_WITH(io::read_artifact(dir.file("future")), Catch::Contains("format version 9"));
+}
+
+namespace {
+
+// Code i of a packed tensor, read bit by bit (least significant bit first), apart from the library's
+// own unpacking.
+unsigned packed_code(const std::vector<std::uint8_t>& bytes, std::size_t i, int bits) {
+  unsigned code = 0;
+  for (int b = 0; b < bits; ++b) {
+    const std::size_t bit = i * static_cast<std::size_t>(bits) + static_cast<std::size_t>(b);
+    code |= ((bytes.at(bit / 8) >> (bit % 8)) & 1u) << b;
+  }
+  return code;
+}
+
+// The squared error of a row stored with scale s (codes rounded half to even and clamped to +-R).
+double row_error(const float* row, std::size_t columns, float s, int limit) {
+  double error = 0;
+  for (std::size_t c = 0; c < columns; ++c) {
+    const double q = s > 0 ? std::min<double>(std::max<double>(std::nearbyint(row[c] / s), -limit), limit) : 0.0;
+    const double e = row[c] - q * s;
+    error += e * e;
+  }
+  return error;
+}
+
+io::Artifact sample_artifact(config::Compression compression) {
+  io::Artifact a;
+  a.deck_text = "model:\n  family: golf\n";
+  a.step = 77;
+  a.metadata = {{"kgpt_version", "0.1.0"}};
+  a.compression = compression;
+  const auto mlp = normal_values(96 * 700, 11, 0.04), attention = normal_values(70 * 1000, 12, 0.05);
+  const auto embed = normal_values(300 * 256, 13, 0.02), gains = normal_values(8, 14, 1.0);
+  a.tensors.push_back(io::quantize_tensor("blocks.0.mlp.fc.weight", {96, 700}, mlp.data(), io::kKeepFloatMaxElements, 5));
+  a.tensors.push_back(io::quantize_tensor("blocks.0.attn.c_q.weight", {70, 1000}, attention.data(), io::kKeepFloatMaxElements, 6));
+  a.tensors.push_back(io::quantize_tensor("tok_emb.weight", {300, 256}, embed.data()));
+  a.tensors.push_back(io::quantize_tensor("blocks.0.attn.q_gain", {8}, gains.data()));
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("4-7 bit rows: codes packed to their bits, each row's clip the least-error candidate", "[train][artifact]") {
+  for (const int bits : {4, 5, 6, 7}) {
+    INFO(bits << " bits");
+    const int limit = (1 << (bits - 1)) - 1;
+    const std::size_t rows = 40, columns = 1700;
+    std::vector<float> w = normal_values(rows * columns, 20 + static_cast<std::uint64_t>(bits), 0.05);
+    w[5] = 0.4f;                                                       // an outlier a lower clip cuts
+    for (std::size_t c = 0; c < columns; ++c) w[3 * columns + c] = 0;  // a row of zeros
+    for (std::size_t c = 0; c < columns; ++c) w[4 * columns + c] *= 1e-6f;  // below fp16's normal range
+    const ArtifactTensor t = io::quantize_tensor("blocks.1.mlp.proj.weight", {rows, columns}, w.data(),
+                                                 io::kKeepFloatMaxElements, bits);
+    REQUIRE(t.storage == TensorStorage::packed_rows);
+    CHECK(t.bits == bits);
+    CHECK(t.storage_label() == "int" + std::to_string(bits) + " per row");
+    CHECK(t.half.size() == rows);
+    CHECK(t.packed.size() == (rows * columns * static_cast<std::size_t>(bits) + 7) / 8);
+    CHECK(t.quantized.empty());
+    CHECK(t.stored_bytes() == 2 * rows + t.packed.size());
+    const std::vector<float> back = t.dequantized();
+    for (std::size_t r = 0; r < rows; ++r) {
+      INFO("row " << r);
+      const float* row = w.data() + r * columns;
+      const float s = half_to_float(t.half[r]);
+      for (std::size_t c = 0; c < columns; ++c) {
+        const unsigned code = packed_code(t.packed, r * columns + c, bits);
+        REQUIRE(code <= static_cast<unsigned>(2 * limit));
+        const float expected = static_cast<float>(static_cast<int>(code) - limit) * s;
+        REQUIRE(back[r * columns + c] == expected);
+        // Within half a step of the weight, unless the clip cut it.
+        if (std::fabs(row[c]) <= s * static_cast<float>(limit)) REQUIRE(std::fabs(back[r * columns + c] - row[c]) <= 0.5 * s * (1 + 1e-6));
+      }
+      // No clip is better than the chosen one among the largest |w| and lower clips down to the
+      // 99.9th percentile's.
+      std::vector<float> magnitudes(columns);
+      for (std::size_t c = 0; c < columns; ++c) magnitudes[c] = std::fabs(row[c]);
+      std::sort(magnitudes.begin(), magnitudes.end());
+      const double error = row_error(row, columns, s, limit);
+      const double largest_clip_error = row_error(row, columns, half_to_float(float_to_half(magnitudes.back() / static_cast<float>(limit))), limit);
+      CHECK(error <= largest_clip_error);
+      // The outlier's row: at 4 and 5 bits cutting it costs less than the coarser step it needs.
+      if (r == 0 && bits <= 5) CHECK(error < largest_clip_error);
+    }
+    for (std::size_t c = 0; c < columns; ++c) CHECK(back[3 * columns + c] == 0.0f);
+  }
+  // Bits apply to 2-D tensors above keep_float_max only.
+  const auto v = normal_values(70000, 30, 0.1);
+  CHECK(io::quantize_tensor("flat", {70000}, v.data(), io::kKeepFloatMaxElements, 5).storage == TensorStorage::int8_tensor);
+  CHECK(io::quantize_tensor("blocks.0.mlp.fc.weight", {100, 600}, v.data(), io::kKeepFloatMaxElements, 5).storage ==
+        TensorStorage::fp16);
+  CHECK(io::quantize_tensor("w", {100, 700}, v.data(), io::kKeepFloatMaxElements, 8).storage == TensorStorage::int8_rows);
+  CHECK_THROWS(io::quantize_tensor("w", {100, 700}, v.data(), io::kKeepFloatMaxElements, 3));
+}
+
+TEST_CASE("planned tensors take the bytes of quantized ones, and the payload has a bound", "[train][artifact]") {
+  const io::Artifact a = sample_artifact(config::Compression::zstd);
+  io::Artifact planned = a;
+  for (auto& t : planned.tensors) {
+    const int bits = t.storage == TensorStorage::packed_rows ? t.bits : 8;
+    t = io::planned_tensor(t.name, t.shape, io::kKeepFloatMaxElements, bits);
+  }
+  for (std::size_t i = 0; i < a.tensors.size(); ++i) {
+    CHECK(planned.tensors[i].storage == a.tensors[i].storage);
+    CHECK(planned.tensors[i].stored_bytes() == a.tensors[i].stored_bytes());
+  }
+  CHECK(io::payload_bytes(planned) == io::payload_bytes(a));
+  for (const auto compression : {config::Compression::zlib, config::Compression::zstd}) {
+    io::Artifact b = a;
+    b.compression = compression;
+    const std::string file = io::serialize_artifact(b);
+    std::uint64_t declared = 0;
+    std::memcpy(&declared, file.data() + 16, sizeof(declared));
+    CHECK(declared == io::payload_bytes(b));
+    CHECK(file.size() <= io::largest_file_bytes(io::payload_bytes(b), compression));
+  }
+}
+
+TEST_CASE("zstd artifacts and version 1 files read back, and damage is refused by name", "[train][artifact]") {
+  test::TempDir dir;
+  for (const auto compression : {config::Compression::zlib, config::Compression::zstd}) {
+    INFO(config::name_of(compression));
+    const io::Artifact a = sample_artifact(compression);
+    const std::string path = dir.file(std::string("model.") + config::name_of(compression));
+    io::write_artifact(path, a);
+    const std::string whole = test::read_file(path);
+    CHECK(whole[8] == 2);                                                  // format version 2
+    CHECK(whole[12] == (compression == config::Compression::zstd ? 1 : 0));  // the compressor
+    const io::Artifact b = io::read_artifact(path);
+    CHECK(b.compression == compression);
+    CHECK(b.step == 77);
+    REQUIRE(b.tensors.size() == a.tensors.size());
+    for (std::size_t i = 0; i < a.tensors.size(); ++i) {
+      CHECK(b.tensors[i].storage == a.tensors[i].storage);
+      CHECK(b.tensors[i].bits == a.tensors[i].bits);
+      CHECK(b.tensors[i].dequantized() == a.tensors[i].dequantized());
+    }
+    test::write_file(dir.file("truncated"), whole.substr(0, whole.size() - 40));
+    CHECK_THROWS_WITH(io::read_artifact(dir.file("truncated")), Catch::Contains("truncated or corrupted"));
+  }
+  const io::Artifact a = sample_artifact(config::Compression::zstd);
+  const std::string zstd_file = io::serialize_artifact(a);
+
+  // A file of version 1 (zlib, no packed rows) reads as before.
+  io::Artifact old = sample_artifact(config::Compression::zlib);
+  old.tensors.erase(old.tensors.begin(), old.tensors.begin() + 2);
+  std::string v1 = io::serialize_artifact(old);
+  v1[8] = 1;
+  test::write_file(dir.file("v1"), v1);
+  const io::Artifact read_v1 = io::read_artifact(dir.file("v1"));
+  REQUIRE(read_v1.tensors.size() == 2);
+  CHECK(read_v1.tensors[0].dequantized() == old.tensors[0].dequantized());
+  // Version 1 knew neither zstd nor packed rows.
+  std::string v1_zstd = zstd_file;
+  v1_zstd[8] = 1;
+  test::write_file(dir.file("v1_zstd"), v1_zstd);
+  CHECK_THROWS_WITH(io::read_artifact(dir.file("v1_zstd")), Catch::Contains("names compressor 1"));
+  std::string codec = zstd_file;
+  codec[12] = 7;
+  test::write_file(dir.file("codec"), codec);
+  CHECK_THROWS_WITH(io::read_artifact(dir.file("codec")), Catch::Contains("names compressor 7"));
+  // A 6-bit code above 2R = 62 is not one kgpt writes.
+  io::Artifact bad = sample_artifact(config::Compression::zstd);
+  std::fill(bad.tensors[1].packed.begin(), bad.tensors[1].packed.end(), 0xff);
+  io::write_artifact(dir.file("bad_code"), bad);
+  CHECK_THROWS_WITH(io::read_artifact(dir.file("bad_code")), Catch::Contains("malformed"));
+  // A header declaring more payload than zstd can make of the file.
+  std::string bomb = zstd_file;
+  const std::uint64_t huge = std::uint64_t{1} << 39;
+  std::memcpy(&bomb[16], &huge, sizeof(huge));
+  test::write_file(dir.file("bomb"), bomb);
+  CHECK_THROWS_WITH(io::read_artifact(dir.file("bomb")), Catch::Contains("compressed bytes can hold"));
+}
+
+TEST_CASE("every family's tensors fall in the export's weight groups", "[train][artifact]") {
+  config::ExportConfig settings;
+  settings.embed_bits = 7;
+  settings.attention_bits = 6;
+  settings.mlp_bits = 5;
+  for (const model::Family* family : model::families()) {
+    INFO(family->name);
+    config::ModelConfig m;
+    m.family = family->name;
+    m.n_kv_head = family->defaults.n_kv_head == 0 ? m.n_head : m.n_kv_head;
+    m.tie_embeddings = false;
+    const model::ParameterLayout layout = family->layout(m, 64);
+    std::size_t attention = 0, mlp = 0;
+    for (const auto& entry : layout.entries()) {
+      INFO(entry.spec.name);
+      const io::WeightGroup g = io::weight_group(entry.spec);
+      switch (entry.spec.group) {
+        case model::ParamGroup::embedding:
+        case model::ParamGroup::head: CHECK(g == io::WeightGroup::embed); break;
+        case model::ParamGroup::matrix:
+          CHECK((g == io::WeightGroup::attention || g == io::WeightGroup::mlp));
+          (g == io::WeightGroup::mlp ? mlp : attention) += 1;
+          break;
+        case model::ParamGroup::scalar: CHECK(g == io::WeightGroup::other); break;
+      }
+    }
+    CHECK(attention >= static_cast<std::size_t>(m.n_layer));  // at least one attention matrix a block
+    CHECK(mlp >= 2 * static_cast<std::size_t>(m.n_layer));    // at least two MLP matrices a block
+  }
+  CHECK(io::export_bits(io::WeightGroup::embed, settings) == 7);
+  CHECK(io::export_bits(io::WeightGroup::attention, settings) == 6);
+  CHECK(io::export_bits(io::WeightGroup::mlp, settings) == 5);
+  CHECK(io::export_bits(io::WeightGroup::other, settings) == 8);
 }
