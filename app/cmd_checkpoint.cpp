@@ -14,20 +14,38 @@
 
 namespace kgpt::app {
 
+namespace {
+
+const OptionSpec kWeightsOption{"weights", "live|ema|swa",
+                                   "a checkpoint's live weights (default) or an average it keeps (train.ema_decay, "
+                                   "train.swa_every)"};
+
+config::Weights weights_option(const ParsedArgs& args) {
+  if (!args.has("weights")) return config::Weights::live;
+  config::Weights weights = config::Weights::live;
+  if (!config::parse_choice(args.get("weights"), weights)) {
+    throw InputError("--weights: '" + args.get("weights") + "' is not one of live, ema, swa");
+  }
+  return weights;
+}
+
+}  // namespace
+
 const CommandSpec& eval_spec() {
   static const CommandSpec spec{
       "eval",
-      "CKPT|ARTIFACT [--set section.key=value]...",
+      "CKPT|ARTIFACT [--set section.key=value]... [--weights live|ema|swa]",
       "val loss and val_bpb of a checkpoint or an exported artifact",
       "Rebuilds the model from the resolved deck stored in the checkpoint (or artifact), loads it\n"
       "(checking its checksum, names and shapes) and evaluates it on the deck's val split\n"
       "(data.val_files, train.val_tokens, train.eval_stride for sliding windows; --set changes them).\n"
       "Under mpiexec or srun every rank takes a share of the windows; the result does not depend on the\n"
-      "number of ranks. Prints one line (eval_s: the evaluation's wall time):\n"
-      "  checkpoint:PATH step:S val_loss:L val_bpb:B val_tokens:N eval_windows:W eval_s:E\n"
+      "number of ranks. --weights ema or swa evaluates an average of the weights the checkpoint keeps.\n"
+      "Prints one line (eval_s: the evaluation's wall time):\n"
+      "  checkpoint:PATH step:S val_loss:L val_bpb:B val_tokens:N eval_windows:W eval_s:E weights:live\n"
       "(artifact:PATH ... for an artifact: the round-trip figures, which are also added to the\n"
       "artifact.yaml of the run it was exported from).",
-      {{"set", "section.key=value", "override a key of the checkpoint's deck (repeatable)"}},
+      {{"set", "section.key=value", "override a key of the checkpoint's deck (repeatable)"}, kWeightsOption},
       1,
       1};
   return spec;
@@ -40,12 +58,17 @@ int run_eval(const ParsedArgs& args) {
   // one rank, whatever the world size.
   parallel::agreed([&] { deck = inference::checkpoint_deck(path, args.all("set"), 1); });
   inference::CheckpointEvaluation result;
-  parallel::agreed([&] { result = inference::evaluate_checkpoint(deck, path); });
+  config::Weights weights = config::Weights::live;
+  parallel::agreed([&] {
+    weights = weights_option(args);
+    result = inference::evaluate_checkpoint(deck, path, weights);
+  });
   if (parallel::world().rank == 0) {
     char line[256];
-    std::snprintf(line, sizeof(line), " step:%lld val_loss:%.6f val_bpb:%.6f val_tokens:%zu eval_windows:%zu eval_s:%.2f",
+    std::snprintf(line, sizeof(line),
+                  " step:%lld val_loss:%.6f val_bpb:%.6f val_tokens:%zu eval_windows:%zu eval_s:%.2f weights:%s",
                   static_cast<long long>(result.step), result.loss, result.bpb, result.tokens, result.windows,
-                  result.seconds);
+                  result.seconds, config::name_of(weights));
     std::cout << (result.artifact ? "artifact:" : "checkpoint:") << path << line << std::endl;
     if (result.artifact) {
       const std::string record = inference::record_artifact_evaluation(path, result);
@@ -58,7 +81,7 @@ int run_eval(const ParsedArgs& args) {
 const CommandSpec& sample_spec() {
   static const CommandSpec spec{
       "sample",
-      "CKPT|ARTIFACT [--prompt TEXT] [--max-new-tokens N] [--temperature T] [--top-k K] [--seed S]",
+      "CKPT|ARTIFACT [--prompt TEXT] [--max-new-tokens N] [--temperature T] [--top-k K] [--seed S] [--weights live|ema|swa]",
       "generate text from a checkpoint or an exported artifact",
       "Rebuilds the model from the checkpoint (or artifact) and continues TEXT one token at a time,\n"
       "printing the prompt and then each new piece of text as it comes. Sampling draws from the\n"
@@ -73,6 +96,7 @@ const CommandSpec& sample_spec() {
           {"temperature", "T", "softmax temperature, >= 0 (default 1)"},
           {"top-k", "K", "sample among the K most likely tokens; 0 means all (default 0)"},
           {"seed", "S", "seed of the sampler (default 1)"},
+          kWeightsOption,
       },
       1,
       1};
@@ -88,6 +112,7 @@ int run_sample(const ParsedArgs& args) {
   if (!(options.temperature >= 0)) throw InputError("--temperature: must be >= 0");
   options.top_k = static_cast<int>(int_option(args, "top-k", options.top_k, 0, 1 << 20));
   options.seed = static_cast<std::uint64_t>(int_option(args, "seed", 1, 0, 1LL << 62));
+  options.weights = weights_option(args);
   const config::ResolvedDeck deck = inference::checkpoint_deck(path, args.all("set"), 1);
   std::cout << options.prompt << std::flush;
   inference::sample_checkpoint(deck, path, options, [](const std::string& piece) { std::cout << piece << std::flush; });
@@ -98,7 +123,7 @@ int run_sample(const ParsedArgs& args) {
 const CommandSpec& export_spec() {
   static const CommandSpec spec{
       "export",
-      "CKPT --out FILE|DIR [--set export.key=value]... [--keep-float-max N] [--format artifact|hf] [--dtype fp32|bf16]",
+      "CKPT --out FILE|DIR [--set export.key=value]... [--keep-float-max N] [--weights live|ema|swa] [--format artifact|hf] [--dtype fp32|bf16]",
       "compress a checkpoint into a model artifact (int8/int6/int5 + zlib/zstd), or write it for Hugging Face transformers",
       "Writes the checkpoint's weights as parameter-golf scores a model, as the deck's export section\n"
       "says (--set changes it): 2-D tensors of more than export.keep_float_max (65,536) elements in\n"
@@ -122,6 +147,7 @@ const CommandSpec& export_spec() {
           {"out", "FILE|DIR", "the artifact to write (replaced atomically if it exists), or the folder (hf)"},
           {"set", "export.key=value", "override a key of the checkpoint's deck's export section (repeatable)"},
           {"keep-float-max", "N", "tensors of at most N elements stay in fp16/fp32 (export.keep_float_max)"},
+          kWeightsOption,
           {"format", "artifact|hf", "artifact (default): kgpt's quantized artifact; hf: a transformers folder"},
           {"dtype", "fp32|bf16", "hf: the weights' dtype in model.safetensors (default fp32)"},
       },
@@ -140,7 +166,8 @@ int run_export(const ParsedArgs& args) {
     const std::string dtype = args.has("dtype") ? args.get("dtype") : "fp32";
     if (dtype != "fp32" && dtype != "bf16") throw InputError("--dtype: '" + dtype + "' is not one of fp32, bf16");
     const inference::HfExportSummary s = inference::export_hf(
-        path, args.get("out"), dtype == "bf16" ? io::SafetensorsDtype::bf16 : io::SafetensorsDtype::f32);
+        path, args.get("out"), dtype == "bf16" ? io::SafetensorsDtype::bf16 : io::SafetensorsDtype::f32,
+        weights_option(args));
     std::string files;
     for (const std::string& f : s.files) files += (files.empty() ? "" : ",") + f;
     std::cout << "hf:" << args.get("out") << " step:" << s.step << " tensors:" << s.tensors << " dtype:" << dtype
@@ -157,7 +184,7 @@ int run_export(const ParsedArgs& args) {
   if (args.has("keep-float-max")) {
     overrides.push_back("export.keep_float_max=" + std::to_string(int_option(args, "keep-float-max", 65536, 0, 1LL << 40)));
   }
-  const inference::ExportSummary s = inference::export_checkpoint(path, args.get("out"), overrides);
+  const inference::ExportSummary s = inference::export_checkpoint(path, args.get("out"), overrides, weights_option(args));
   char line[512];
   for (const auto& t : s.tensors) {
     const std::string shape = text::shape(t.shape);

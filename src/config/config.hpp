@@ -20,6 +20,7 @@ enum class MatrixOptimizer { muon, adamw };
 enum class Recompute { none, block };
 enum class Fp8 { none, mlp, all };
 enum class Compression { zlib, zstd };
+enum class Weights { live, ema, swa };
 
 template <class E>
 struct ChoiceNames;
@@ -50,6 +51,10 @@ struct ChoiceNames<Recompute> {
 template <>
 struct ChoiceNames<Fp8> {
   static constexpr const char* names[] = {"none", "mlp", "all"};
+};
+template <>
+struct ChoiceNames<Weights> {
+  static constexpr const char* names[] = {"live", "ema", "swa"};
 };
 template <>
 struct ChoiceNames<Compression> {
@@ -137,6 +142,11 @@ struct TrainConfig {
   long long val_tokens = 0;            // 0: the whole val split
   int eval_stride = 0;                 // 0: back-to-back windows; else sliding windows advancing by this
   int log_every = 200;
+  // Averages of the weights (optim/weight_averages.hpp), kept beside them and in checkpoints.
+  double ema_decay = 0.0;       // 0: no EMA; else ema = d ema + (1 - d) w after every step
+  int swa_every = 0;            // 0: no SWA; else every N steps once the lr multiplier is below swa_start_lr
+  double swa_start_lr = 0.5;
+  Weights eval_weights = Weights::live;  // which weights training's evaluations score
 };
 
 struct OptimConfig {

@@ -363,6 +363,14 @@ void check_cross_field(ResolvedDeck& deck, std::vector<std::string>& problems) {
                        value_of("train.seq_len", deck.config.train.seq_len) +
                        ": windows that far apart would leave tokens unscored");
   }
+  const TrainConfig& t = deck.config.train;
+  if ((t.eval_weights == Weights::ema && t.ema_decay == 0) || (t.eval_weights == Weights::swa && t.swa_every == 0)) {
+    const bool ema = t.eval_weights == Weights::ema;
+    problems.push_back(deck.where("train.eval_weights") + ": eval_weights = " + name_of(t.eval_weights) +
+                       " scores an average the run does not keep: " +
+                       (ema ? value_of("train.ema_decay", t.ema_decay) : value_of("train.swa_every", t.swa_every)) +
+                       (ema ? " (set it, e.g. 0.997)" : " (set it, e.g. 50)"));
+  }
   if (m.n_head % m.n_kv_head != 0) {
     problems.push_back(deck.where("model.n_head") + ": n_head = " + std::to_string(m.n_head) +
                        " is not divisible by " + value_of("model.n_kv_head", m.n_kv_head));

@@ -373,6 +373,25 @@ std::vector<KeySpec> build_schema() {
                return c.model.recompute == Recompute::block ? "" : "train.recompute is none";
              },
              "train.recompute: block"),
+      key("train", "ema_decay", &Config::train, &TC::ema_decay, VK::real, half_open(0, 1),
+          "Exponential moving average of the weights: after every optimizer step ema = d ema + (1 - d) w, "
+          "starting from the initial weights (parameter-golf's records: 0.997). Kept in every checkpoint; "
+          "train.eval_weights: ema evaluates it, and kgpt eval, sample and export take it with --weights ema. "
+          "0: none."),
+      key("train", "swa_every", &Config::train, &TC::swa_every, VK::integer, count,
+          "Stochastic weight averaging: after every step s with s a multiple of N whose learning-rate "
+          "multiplier is below train.swa_start_lr (the warmdown's later part), the weights join a uniform "
+          "average of all such snapshots (parameter-golf's records: every 50 steps, below 0.4 to 0.5). Kept in every "
+          "checkpoint with its count; train.eval_weights: swa evaluates it, and kgpt eval, sample and export "
+          "take it with --weights swa. 0: none."),
+      acting(key("train", "swa_start_lr", &Config::train, &TC::swa_start_lr, VK::real, half_open(0, 2),
+                 "train.swa_every: snapshots are taken only at steps whose learning-rate multiplier (warmup, "
+                 "schedule and warmdown together) is below this."),
+             [](const Config& c) -> std::string { return c.train.swa_every > 0 ? "" : "train.swa_every is 0"; },
+             "train.swa_every > 0"),
+      key("train", "eval_weights", &Config::train, &TC::eval_weights, VK::choice, none,
+          "The weights training's evaluations score: live (the optimizer's), ema (train.ema_decay) or swa "
+          "(train.swa_every; the live weights until its first snapshot). The log's val lines name them."),
       // optim
       by_family(key("optim", "matrix_optimizer", &Config::optim, &OC::matrix_optimizer, VK::choice, none,
                     "Optimizer of the 2-D block matrices: muon (Newton-Schulz orthogonalised momentum) or "

@@ -34,17 +34,24 @@ namespace {
 using Real = float;
 
 // The deck's model (in the precision of its deck) built for `batch` sequences of `seq` tokens and
-// loaded from the checkpoint or artifact; its step comes back through `step`.
+// loaded from the checkpoint (its live weights or an average it keeps) or artifact; its step comes
+// back through `step`.
 std::unique_ptr<model::LanguageModel<Real>> loaded_model(const config::ResolvedDeck& deck, const std::string& path,
-                                                          int batch, int seq, std::int64_t& step) {
+                                                          int batch, int seq, std::int64_t& step,
+                                                          config::Weights weights) {
   auto model = model::make_model<Real>(deck.config.model, batch, seq);
   if (io::is_artifact_file(path)) {
+    if (weights != config::Weights::live) {
+      throw InputError(path + ": an artifact holds one set of weights; --weights " + config::name_of(weights) +
+                       " takes a checkpoint (kgpt export --weights " + config::name_of(weights) +
+                       " makes an artifact of the average)");
+    }
     const io::Artifact artifact = io::read_artifact(path);
     load_artifact_weights(path, artifact, model->parameters());
     step = artifact.step;
     return model;
   }
-  step = io::load_checkpoint_weights(path, model->parameters(), deck.config).step;
+  step = io::load_checkpoint_weights(path, model->parameters(), deck.config, weights).step;
   return model;
 }
 
@@ -99,12 +106,13 @@ config::ResolvedDeck checkpoint_deck(const std::string& path, const std::vector<
   return config::load_deck_text(text, path + " (its deck)", options);
 }
 
-CheckpointEvaluation evaluate_checkpoint(const config::ResolvedDeck& deck, const std::string& path) {
+CheckpointEvaluation evaluate_checkpoint(const config::ResolvedDeck& deck, const std::string& path,
+                                         config::Weights weights) {
   const auto& world = parallel::world();
   const int batch = static_cast<int>(deck.plan.local_sequences), seq = deck.config.train.seq_len;
   CheckpointEvaluation result;
   result.artifact = io::is_artifact_file(path);
-  const auto model = loaded_model(deck, path, batch, seq, result.step);
+  const auto model = loaded_model(deck, path, batch, seq, result.step, weights);
   Evaluator evaluator(deck, batch);
   const Evaluation e = evaluator.run(ExecSpace(), *model, world.rank, world.size);
   result.loss = e.loss;
@@ -183,7 +191,7 @@ std::string sample_checkpoint(const config::ResolvedDeck& deck, const std::strin
   std::vector<int> tokens = codec.prompt(options.prompt), generated;
   std::string shown;
   std::int64_t step = 0;
-  const auto loaded = loaded_model(deck, path, 1, seq, step);
+  const auto loaded = loaded_model(deck, path, 1, seq, step, options.weights);
   model::LanguageModel<Real>& model = *loaded;
   {
     const ExecSpace exec;
@@ -263,9 +271,10 @@ std::vector<std::pair<std::string, std::string>> read_record(const std::string& 
 
 }  // namespace
 
-std::vector<float> checkpoint_parameters(const config::ResolvedDeck& deck, const std::string& path, std::int64_t& step) {
+std::vector<float> checkpoint_parameters(const config::ResolvedDeck& deck, const std::string& path, std::int64_t& step,
+                                         config::Weights weights) {
   // Built for the deck's sequence length: families that learn positions learn that many.
-  return to_host(loaded_model(deck, path, 1, deck.config.train.seq_len, step)->parameters().values());
+  return to_host(loaded_model(deck, path, 1, deck.config.train.seq_len, step, weights)->parameters().values());
 }
 
 double ExportedGroup::rms_error() const {
@@ -309,11 +318,11 @@ std::map<std::string, std::string> artifact_metadata(const std::string& checkpoi
 }  // namespace
 
 ExportSummary export_checkpoint(const std::string& checkpoint, const std::string& out,
-                                const std::vector<std::string>& overrides) {
+                                const std::vector<std::string>& overrides, config::Weights weights) {
   const config::ResolvedDeck deck = checkpoint_deck(checkpoint, overrides, 1);
   const config::ExportConfig& settings = deck.config.export_;
   std::int64_t step = 0;
-  const auto model = loaded_model(deck, checkpoint, 1, deck.config.train.seq_len, step);
+  const auto model = loaded_model(deck, checkpoint, 1, deck.config.train.seq_len, step, weights);
   const std::vector<float> values = to_host(model->parameters().values());
 
   io::Artifact artifact;
@@ -325,6 +334,7 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
   artifact.compression = settings.compression;
   const std::string run = run_directory_of(checkpoint);
   artifact.metadata = artifact_metadata(absolute(checkpoint), run, settings);
+  artifact.metadata["weights"] = config::name_of(weights);
   ExportSummary summary;
   summary.step = step;
   summary.compression = config::name_of(settings.compression);
@@ -382,6 +392,7 @@ ArtifactPlan plan_artifact(const config::ResolvedDeck& deck) {
   artifact.compression = settings.compression;
   // The checkpoint's path and run directory are not known yet: room for two paths of 512 bytes.
   artifact.metadata = artifact_metadata(std::string(512, '/'), std::string(512, '/'), settings);
+  artifact.metadata["weights"] = "live";
   ArtifactPlan plan;
   std::vector<std::size_t> group_of;
   plan.groups = export_groups(layout, settings, group_of);

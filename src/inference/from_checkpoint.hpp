@@ -27,8 +27,10 @@ struct CheckpointEvaluation {
   double seconds = 0.0;     // the evaluation's wall time
 };
 
-// Collective: every rank evaluates its share of the val split.
-CheckpointEvaluation evaluate_checkpoint(const config::ResolvedDeck& deck, const std::string& path);
+// Collective: every rank evaluates its share of the val split. `weights`: the checkpoint's live
+// weights, or an average it keeps (train.ema_decay, train.swa_every); artifacts hold live ones only.
+CheckpointEvaluation evaluate_checkpoint(const config::ResolvedDeck& deck, const std::string& path,
+                                         config::Weights weights = config::Weights::live);
 
 struct SampleOptions {
   std::string prompt;
@@ -36,6 +38,7 @@ struct SampleOptions {
   double temperature = 1.0;  // 0: always the most likely token
   int top_k = 0;             // 0: all tokens
   std::uint64_t seed = 1;
+  config::Weights weights = config::Weights::live;  // as evaluate_checkpoint's
 };
 
 // Continues the prompt one token at a time, handing each new piece of text to `emit`; stops after
@@ -45,7 +48,8 @@ std::string sample_checkpoint(const config::ResolvedDeck& deck, const std::strin
                               const std::function<void(const std::string&)>& emit);
 
 // The parameter buffer (host, the deck's layout) of the checkpoint or artifact at `path`.
-std::vector<float> checkpoint_parameters(const config::ResolvedDeck& deck, const std::string& path, std::int64_t& step);
+std::vector<float> checkpoint_parameters(const config::ResolvedDeck& deck, const std::string& path, std::int64_t& step,
+                                         config::Weights weights = config::Weights::live);
 
 struct ExportedTensor {
   std::string name, storage, group;
@@ -74,12 +78,13 @@ struct ExportSummary {
   std::string record;  // the run directory's artifact.yaml that was written, or ""
 };
 
-// Writes the artifact of the checkpoint at `checkpoint` to `out`, stored as the checkpoint's deck's
-// export section says after `overrides` ("export.mlp_bits=5"). When the checkpoint lies in a run
+// Writes the artifact of the checkpoint's weights (live, or an average it keeps) to `out`, stored as
+// the checkpoint's deck's export section says after `overrides` ("export.mlp_bits=5"). When the checkpoint lies in a run
 // directory (<run>/checkpoints/ckpt_*.h5), <run>/artifact.yaml records the artifact's path, step
 // and bytes for postprocess/summarize.py.
 ExportSummary export_checkpoint(const std::string& checkpoint, const std::string& out,
-                                const std::vector<std::string>& overrides);
+                                const std::vector<std::string>& overrides,
+                                config::Weights weights = config::Weights::live);
 
 // What `kgpt export` will write for a deck, from its model's shapes alone (kgpt check): the payload's
 // exact bytes and the file's largest possible size (the payload through the compressor's bound; the

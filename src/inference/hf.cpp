@@ -51,7 +51,8 @@ std::string tokenizer_model_of(const config::ResolvedDeck& deck) {
 
 }  // namespace
 
-HfExportSummary export_hf(const std::string& checkpoint, const std::string& out, io::SafetensorsDtype dtype) {
+HfExportSummary export_hf(const std::string& checkpoint, const std::string& out, io::SafetensorsDtype dtype,
+                          config::Weights which) {
   const config::ResolvedDeck deck = checkpoint_deck(checkpoint, {}, 1);
   const model::Family& family = model::family(deck.config.model.family);
   if (family.hf_form == nullptr) {
@@ -82,7 +83,7 @@ HfExportSummary export_hf(const std::string& checkpoint, const std::string& out,
   }
 
   HfExportSummary summary;
-  const std::vector<float> values = checkpoint_parameters(deck, checkpoint, summary.step);
+  const std::vector<float> values = checkpoint_parameters(deck, checkpoint, summary.step, which);
   const model::ParameterLayout layout = family.layout(deck.config.model, deck.config.train.seq_len);
   const std::set<std::string> transposed(form.transposed.begin(), form.transposed.end());
   io::SafetensorsFile file;

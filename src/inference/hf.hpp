@@ -24,7 +24,8 @@ struct HfExportSummary {
 // Writes the folder `out` (which must not exist: it is made under a temporary name and renamed into
 // place). A family without a transformers class, or a deck whose model differs from that class
 // (model.logit_softcap), is an InputError naming the checkpoint and the key; nothing is written.
-HfExportSummary export_hf(const std::string& checkpoint, const std::string& out, io::SafetensorsDtype dtype);
+HfExportSummary export_hf(const std::string& checkpoint, const std::string& out, io::SafetensorsDtype dtype,
+                          config::Weights weights = config::Weights::live);
 
 struct InitWeights {
   std::string file;      // the safetensors file read (model.init_from, or its model.safetensors)

@@ -28,11 +28,15 @@ constexpr const char* kFilePrefix = "ckpt_";
 constexpr const char* kFileSuffix = ".h5";
 
 // The groups of a checkpoint, in the order the checksum walks them.
-std::vector<std::string> groups(const std::vector<std::string>& state_names) {
+std::vector<std::string> groups(const std::vector<std::string>& state_names, const std::vector<std::string>& averages) {
   std::vector<std::string> all = {"params"};
   for (const std::string& name : state_names) all.push_back("optim/" + name);
+  for (const std::string& name : averages) all.push_back("average/" + name);
   return all;
 }
+
+// Every average kgpt keeps, in the order checkpoints store them.
+const config::Weights kAverages[] = {config::Weights::ema, config::Weights::swa};
 
 void add_state(Checksum& sum, const CheckpointState& s) {
   sum.add(&s.step, sizeof(s.step));
@@ -130,9 +134,16 @@ std::string write_checkpoint(const std::string& run_dir, const model::Parameters
                           state, metadata, policy);
 }
 
+HostState checkpoint_averages(const optim::WeightAverages& averages) {
+  HostState host;
+  for (const config::Weights w : averages.kept()) host.emplace_back(optim::average_name(w), averages.to_host(w));
+  return host;
+}
+
 std::string write_checkpoint(const std::string& run_dir, const model::Parameters<float>& params,
                              const HostState& optimizer_state, const CheckpointState& state,
-                             const io::RunMetadata& metadata, const CheckpointPolicy& policy) {
+                             const io::RunMetadata& metadata, const CheckpointPolicy& policy,
+                             const HostState& averages) {
   fs::create_directories(checkpoint_folder(run_dir));
   const std::string path = checkpoint_path(run_dir, state.step), temporary = path + ".tmp";
   Checksum sum;
@@ -143,6 +154,11 @@ std::string write_checkpoint(const std::string& run_dir, const model::Parameters
     const std::vector<float> values = to_host(params.values());
     all.emplace_back("params", &values);
     for (const auto& [name, host] : optimizer_state) all.emplace_back("optim/" + name, &host);
+    bool swa = false;
+    for (const auto& [name, host] : averages) {
+      all.emplace_back("average/" + name, &host);
+      swa = swa || name == optim::average_name(config::Weights::swa);
+    }
     for (const auto& [group, stored] : all) {
       parallel::progress();
       const std::vector<float>& host = *stored;
@@ -160,6 +176,10 @@ std::string write_checkpoint(const std::string& run_dir, const model::Parameters
       for (const auto& e : layout.entries()) out.write("/" + group + "/" + e.spec.name, e.spec.shape, host.data() + e.offset);
     }
     add_state(sum, state);
+    if (swa) {
+      sum.add(&state.swa_count, sizeof(state.swa_count));
+      out.write("/state/swa_count", {}, &state.swa_count);
+    }
     out.write("/state/step", {}, &state.step);
     out.write("/state/tokens_seen", {}, &state.tokens_seen);
     const auto stream_position = static_cast<std::int64_t>(state.stream_position);
@@ -189,13 +209,34 @@ std::string write_checkpoint(const std::string& run_dir, const model::Parameters
 
 namespace {
 
-// Checks `path` against the model and its checksum, then fills params and, when given, the
-// optimizer; without one the state groups are read for the checksum only, one at a time.
+// Checks `path` against the model and its checksum, then fills params (from the group `weights`)
+// and, when given, the optimizer and the averages; the other groups are read for the checksum only,
+// one at a time.
 CheckpointState load(const std::string& path, const model::Parameters<float>& params,
-                     const std::vector<std::string>& state_names, optim::Optimizer<float>* optimizer) {
+                     const std::vector<std::string>& state_names, optim::Optimizer<float>* optimizer,
+                     optim::WeightAverages* averages, config::Weights weights) {
   io::Hdf5File in(path, io::Hdf5File::Mode::read);
   const auto& layout = params.layout();
   if (!in.contains("/state/step")) throw InputError(path + ": not a kgpt checkpoint (no /state/step)");
+  std::vector<std::string> held;
+  for (const config::Weights w : kAverages) {
+    if (in.contains(std::string("/average/") + optim::average_name(w))) held.emplace_back(optim::average_name(w));
+  }
+  const auto holds = [&](config::Weights w) {
+    return std::find(held.begin(), held.end(), optim::average_name(w)) != held.end();
+  };
+  const auto missing = [&](config::Weights w) {
+    const bool ema = w == config::Weights::ema;
+    return InputError(path + ": the checkpoint keeps no " + (ema ? "EMA" : "SWA") + " of the weights (the run that " +
+                      "wrote it had " + (ema ? "train.ema_decay 0" : "train.swa_every 0") + ")");
+  };
+  if (weights != config::Weights::live && !holds(weights)) throw missing(weights);
+  if (averages != nullptr) {
+    for (const config::Weights w : averages->kept()) {
+      if (!holds(w)) throw missing(w);
+    }
+  }
+  const std::string wanted = weights == config::Weights::live ? "params" : std::string("average/") + optim::average_name(weights);
   const std::int64_t tensors = in.read_attribute_whole("/", "tensor_count");
   if (tensors < 0 || static_cast<std::size_t>(tensors) != layout.entries().size()) {
     throw InputError(path + ": the checkpoint holds " + std::to_string(tensors) +
@@ -204,7 +245,7 @@ CheckpointState load(const std::string& path, const model::Parameters<float>& pa
   }
   Checksum sum;
   std::vector<std::pair<std::string, std::vector<float>>> loaded;
-  for (const std::string& group : groups(state_names)) {
+  for (const std::string& group : groups(state_names, held)) {
     std::vector<float> host(layout.buffer_size(), 0.0f);
     for (const auto& e : layout.entries()) {
       const std::string name = "/" + group + "/" + e.spec.name;
@@ -222,7 +263,10 @@ CheckpointState load(const std::string& path, const model::Parameters<float>& pa
       in.read_floats(name, host.data() + e.offset);
     }
     sum.add(host.data(), host.size() * sizeof(float));
-    if (group == "params" || optimizer != nullptr) loaded.emplace_back(group, std::move(host));
+    const bool average = group.rfind("average/", 0) == 0;
+    if (group == wanted || (optimizer != nullptr && !average) || (averages != nullptr && average)) {
+      loaded.emplace_back(group, std::move(host));
+    }
   }
   CheckpointState state;
   state.step = in.read_whole_scalar("/state/step");
@@ -231,17 +275,24 @@ CheckpointState load(const std::string& path, const model::Parameters<float>& pa
   state.training_seconds = in.read_scalar("/state/training_seconds");
   state.seed = in.read_whole_scalar("/state/seed");
   add_state(sum, state);
+  if (holds(config::Weights::swa)) {
+    state.swa_count = in.read_whole_scalar("/state/swa_count");
+    sum.add(&state.swa_count, sizeof(state.swa_count));
+  }
   const std::string stored = in.read_attribute_string("/", "checksum");
   if (stored != sum.hex()) {
     throw InputError(path + ": checksum mismatch (stored " + stored + ", computed " + sum.hex() +
                      "): the checkpoint is corrupted");
   }
-  // The parameters take the whole layout, the optimizer's state its shard.
+  // The weights and the averages take the whole layout, the optimizer's state its shard.
   for (const auto& [group, host] : loaded) {
-    if (group == "params") {
-      from_host(host, params.values());
-      continue;
+    if (group == wanted) from_host(host, params.values());
+    if (averages != nullptr) {
+      for (const config::Weights w : averages->kept()) {
+        if (group == std::string("average/") + optim::average_name(w)) averages->from_host(w, host, state.swa_count);
+      }
     }
+    if (optimizer == nullptr || group.rfind("optim/", 0) != 0) continue;
     const optim::Shard& shard = optimizer->shard();
     const auto first = host.begin() + static_cast<std::ptrdiff_t>(shard.begin);
     optimizer->state_from_host(group.substr(std::string("optim/").size()),
@@ -253,13 +304,13 @@ CheckpointState load(const std::string& path, const model::Parameters<float>& pa
 }  // namespace
 
 CheckpointState load_checkpoint(const std::string& path, const model::Parameters<float>& params,
-                                optim::Optimizer<float>& optimizer) {
-  return load(path, params, optimizer.state_names(), &optimizer);
+                                optim::Optimizer<float>& optimizer, optim::WeightAverages* averages) {
+  return load(path, params, optimizer.state_names(), &optimizer, averages, config::Weights::live);
 }
 
 CheckpointState load_checkpoint_weights(const std::string& path, const model::Parameters<float>& params,
-                                        const config::Config& config) {
-  return load(path, params, optim::state_names(config), nullptr);
+                                        const config::Config& config, config::Weights weights) {
+  return load(path, params, optim::state_names(config), nullptr, nullptr, weights);
 }
 
 }  // namespace kgpt::io

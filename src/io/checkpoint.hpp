@@ -1,10 +1,11 @@
 #pragma once
 // Checkpoints: one HDF5 file per saved step, <run_dir>/checkpoints/ckpt_<step>.h5, holding every
 // parameter tensor (/params/<name>, shaped, float32), the optimizer state of every tensor
-// (/optim/<adam_m|adam_v|muon_momentum>/<name>), the training state (/state: step, tokens seen,
-// data stream position, training seconds, seed; training uses no other random numbers), the
-// resolved deck and the run metadata (/metadata). A checksum over all of it is stored in the file
-// and verified on load.
+// (/optim/<adam_m|adam_v|muon_momentum>/<name>), the averages of the weights the run keeps
+// (/average/<ema|swa>/<name>, optim/weight_averages.hpp), the training state (/state: step, tokens
+// seen, data stream position, training seconds, seed, and the SWA's snapshot count; training uses no
+// other random numbers), the resolved deck and the run metadata (/metadata). A checksum over all of
+// it is stored in the file and verified on load.
 //
 // Rank 0 writes a temporary file, fsyncs it and renames it into place, so a crash mid-write
 // leaves the previous checkpoints intact; then keeps the newest keep_last plus every keep_every-th.
@@ -16,6 +17,7 @@
 #include "io/history.hpp"
 #include "model/parameters.hpp"
 #include "optim/optimizer.hpp"
+#include "optim/weight_averages.hpp"
 
 namespace kgpt::io {
 
@@ -25,6 +27,7 @@ struct CheckpointState {
   std::uint64_t stream_position = 0;  // tokens the data stream has consumed
   double training_seconds = 0.0;      // for the wall-clock cap and schedule
   std::int64_t seed = 0;
+  std::int64_t swa_count = 0;  // stored where the checkpoint keeps an SWA
 };
 
 struct CheckpointPolicy {
@@ -45,23 +48,30 @@ using HostState = std::vector<std::pair<std::string, std::vector<float>>>;
 HostState checkpoint_state(const optim::Optimizer<float>& optimizer, const std::vector<optim::Shard>& shards,
                            std::size_t buffer_size);
 
+// The averages as a checkpoint holds them (host copies, by name).
+HostState checkpoint_averages(const optim::WeightAverages& averages);
+
 // Writes the checkpoint of `state.step` and prunes older ones; returns its path. Rank 0 only.
 std::string write_checkpoint(const std::string& run_dir, const model::Parameters<float>& params,
                              const HostState& optimizer_state, const CheckpointState& state,
-                             const io::RunMetadata& metadata, const CheckpointPolicy& policy);
+                             const io::RunMetadata& metadata, const CheckpointPolicy& policy,
+                             const HostState& averages = {});
 // The same for an optimizer of the whole buffer.
 std::string write_checkpoint(const std::string& run_dir, const model::Parameters<float>& params,
                              const optim::Optimizer<float>& optimizer, const CheckpointState& state,
                              const io::RunMetadata& metadata, const CheckpointPolicy& policy);
 
-// Reads `path` into params and optimizer (its shard of each state buffer) after checking the
-// checksum and that every tensor's name, shape and type match this model. Throws InputError naming
-// the file and what differs.
+// Reads `path` into params, optimizer (its shard of each state buffer) and, when given, the
+// averages after checking the checksum and that every tensor's name, shape and type match this
+// model. Throws InputError naming the file and what differs (an average the run keeps and the
+// checkpoint does not).
 CheckpointState load_checkpoint(const std::string& path, const model::Parameters<float>& params,
-                                optim::Optimizer<float>& optimizer);
-// The same checks, reading only the parameters (evaluation, sampling, export): the optimizer state
-// of `config`'s optimizer is read for the checksum and dropped, so no optimizer is allocated.
+                                optim::Optimizer<float>& optimizer, optim::WeightAverages* averages = nullptr);
+// The same checks, reading only the weights (evaluation, sampling, export) into params: the live
+// ones, or an average the checkpoint keeps (InputError naming the file when it keeps none). The
+// optimizer state of `config`'s optimizer is read for the checksum and dropped, so no optimizer is
+// allocated.
 CheckpointState load_checkpoint_weights(const std::string& path, const model::Parameters<float>& params,
-                                        const config::Config& config);
+                                        const config::Config& config, config::Weights weights = config::Weights::live);
 
 }  // namespace kgpt::io

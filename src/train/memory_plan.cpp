@@ -1,5 +1,7 @@
 #include "train/memory_plan.hpp"
 
+#include "optim/weight_averages.hpp"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -11,6 +13,7 @@
 #include "model/parameters.hpp"
 #include "model/recompute.hpp"
 #include "optim/optimizer.hpp"
+#include "optim/weight_averages.hpp"
 #include "train/step.hpp"
 
 namespace kgpt::train {
@@ -109,6 +112,14 @@ MemoryPlan plan_memory(const config::ResolvedDeck& deck, const model::MemoryTarg
                                                std::string("a layer's input, output gradient and weight rounded to FP8 "
                                                            "(model.fp8: ") +
                                                    config::name_of(c.model.fp8) + ")"});
+  }
+  const std::size_t average_bytes = optim::weight_average_bytes(c.train, layout.buffer_size());
+  if (average_bytes > 0) {
+    const bool both = c.train.ema_decay > 0 && c.train.swa_every > 0;
+    plan.parts.insert(plan.parts.begin() + 3,
+                      {"weight averages", static_cast<double>(average_bytes),
+                       std::string(both ? "EMA and SWA, " : c.train.ema_decay > 0 ? "EMA, " : "SWA, ") + n +
+                           " fp32 values" + (both ? " each" : "")});
   }
   for (const MemoryPart& part : plan.parts) plan.total += part.bytes;
   set_budget(deck, target, plan);

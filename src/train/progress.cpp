@@ -54,9 +54,10 @@ void ProgressReport::step(int step, const StepMetrics& m, std::int64_t tokens, d
                  : ""));
 }
 
-void ProgressReport::evaluation(int step, const inference::Evaluation& e) {
+void ProgressReport::evaluation(int step, const inference::Evaluation& e, const std::string& weights) {
   log_.line("step:" + std::to_string(step) + "/" + std::to_string(train_.iterations) + " val_loss:" + fixed(e.loss, 4) +
-            " val_bpb:" + fixed(e.bpb, 4) + " eval_s:" + fixed(e.seconds, 2));
+            " val_bpb:" + fixed(e.bpb, 4) + " eval_s:" + fixed(e.seconds, 2) +
+            (weights.empty() ? "" : " weights:" + weights));
   if (history_) history_->append(io::ValRow{step, e.loss, e.bpb});
 }
 

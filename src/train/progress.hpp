@@ -25,7 +25,9 @@ class ProgressReport {
   // `wall_seconds` is the time since the run (or its resumption) started. `force_line` prints the
   // log line whatever train.log_every says (the last step, a wall-clock stop).
   void step(int step, const StepMetrics& metrics, std::int64_t tokens, double wall_seconds, bool force_line);
-  void evaluation(int step, const inference::Evaluation& evaluation);
+  // `weights`: "" for the live weights of a run that evaluates no average, else the weights scored
+  // (live, ema, swa), which the log line names.
+  void evaluation(int step, const inference::Evaluation& evaluation, const std::string& weights = "");
 
  private:
   io::RunLog& log_;

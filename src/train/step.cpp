@@ -167,6 +167,10 @@ StepMetrics TrainStep<T>::run(const ExecSpace& exec, int step, double training_s
     const profile::Region region(exec, "parameter all-gather (zero stage 1)");
     averager_->gather_parameters(exec, model_.parameters().values());
   }
+  if (averages_ != nullptr) {
+    const profile::Region region(exec, "weight averages");
+    averages_->update(exec, step + 1, m.lr_multiplier, model_.parameters().values());
+  }
   Kokkos::deep_copy(exec, host_sums_, sums_);
   exec.fence();
   timer.lap(m.optimizer_seconds);

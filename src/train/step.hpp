@@ -5,7 +5,8 @@
 //   grad_accum_steps micro-batches: forward, backward with the loss scaled by grad_scale (times
 //   1/world_size where the transport sums), the last micro-step's backward handing finished
 //   gradient spans to the averager; wait for the averaging; the gradient norm and the clipping
-//   factor; the schedule; the optimizer (which applies the clipping as it reads the gradients).
+//   factor; the schedule; the optimizer (which applies the clipping as it reads the gradients); the
+//   averages of the weights, where the run keeps them.
 // The loss and the norm stay on the device until the step's end, where one copy brings both back:
 // nothing else in the step waits for the device or allocates. It returns the step's metrics; the
 // log line and the history row are both made from them.
@@ -18,6 +19,7 @@
 #include "core/views.hpp"
 #include "model/language_model.hpp"
 #include "optim/optimizer.hpp"
+#include "optim/weight_averages.hpp"
 #include "parallel/grad_averager.hpp"
 
 namespace kgpt::train {
@@ -70,6 +72,10 @@ class TrainStep {
 
   const parallel::GradientAverager<T>& averager() const { return *averager_; }
 
+  // The weight averages (train.ema_decay, train.swa_every) to update at the end of every step,
+  // after the optimizer; null: none.
+  void keep_averages(optim::WeightAverages* averages) { averages_ = averages; }
+
   // Bytes of the model's memory space the constructor allocates for this batch plan: the step's
   // tokens, and on a host build (where the staging copy lives in the same memory) their staging
   // copy too.
@@ -96,6 +102,7 @@ class TrainStep {
   // parallel.zero_stage: 1 on more than one rank: the gradients and parameters this rank updates.
   bool sharded_ = false;
   optim::Shard own_;
+  optim::WeightAverages* averages_ = nullptr;
 };
 
 }  // namespace kgpt::train

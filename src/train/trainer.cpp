@@ -16,6 +16,7 @@
 #include "io/history.hpp"
 #include "model/language_model.hpp"
 #include "optim/optimizer.hpp"
+#include "optim/weight_averages.hpp"
 #include "parallel/watchdog.hpp"
 #include "parallel/world.hpp"
 #include "io/checkpoint.hpp"
@@ -85,6 +86,7 @@ struct Run {
   inference::InitWeights init;  // model.init_from's file and checksum (its values are dropped once loaded)
   std::unique_ptr<model::LanguageModel<Real>> model;
   std::unique_ptr<optim::Optimizer<Real>> optimizer;
+  std::unique_ptr<optim::WeightAverages> averages;
   std::unique_ptr<data::DistributedLoader> loader;
   std::unique_ptr<inference::Evaluator> evaluator;
 };
@@ -109,6 +111,7 @@ Run build_run(const config::ResolvedDeck& deck, bool resume, inference::InitWeig
     run.optimizer = std::make_unique<optim::Optimizer<Real>>(
         run.model->parameters(), c, optimizer_shard(deck, run.model->parameters().layout()),
         muon_sharing(deck, parallel::world().rank));
+    run.averages = std::make_unique<optim::WeightAverages>(c.train, run.model->parameters().layout().buffer_size());
     run.loader = std::make_unique<data::DistributedLoader>(
         data::TokenStream(data::find_shards(c.data.train_files), c.model.vocab_size), parallel::world().rank,
         deck.plan.world_size, deck.plan.local_tokens, c.train.seq_len);
@@ -124,7 +127,7 @@ io::CheckpointState resume_from_newest(const std::string& run_dir, Run& run, io:
     std::string problems;
     for (const std::string& path : io::list_checkpoints(run_dir)) {
       try {
-        resumed = io::load_checkpoint(path, run.model->parameters(), *run.optimizer);
+        resumed = io::load_checkpoint(path, run.model->parameters(), *run.optimizer, run.averages.get());
         from = path;
         log.line("resumed_from:" + path + " step:" + std::to_string(resumed.step));
         return;
@@ -174,6 +177,8 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
   }
   broadcast_parameters(values);
   check_parameters_agree(values, "at the start");
+  // A new run's EMA starts from the weights every rank now holds; a resumed one's was read back.
+  if (!options.resume) run.averages->start(exec, values);
 
   io::RunMetadata metadata;
   metadata.deck_text = config::render_resolved(deck);
@@ -219,12 +224,15 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
       state.stream_position = run.loader->stream().tokens_consumed();
       state.training_seconds = training_seconds;
       state.seed = c.run.seed;
-      const std::string path = io::write_checkpoint(options.run_dir, model.parameters(), optimizer_state, state, metadata, keep);
+      state.swa_count = run.averages->swa_count();
+      const std::string path = io::write_checkpoint(options.run_dir, model.parameters(), optimizer_state, state, metadata,
+                                                    keep, io::checkpoint_averages(*run.averages));
       log.line("checkpoint:" + path + " step:" + std::to_string(steps_done));
     });
   };
 
   TrainStep<Real> train_step(model, *run.optimizer, deck, world.size);
+  if (!run.averages->kept().empty()) train_step.keep_averages(run.averages.get());
   LoaderBatches batches(*run.loader);
   ProgressReport report(log, history.get(), c.train, *run.optimizer);
   PreemptionSignals signals;
@@ -244,8 +252,15 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
   TrainSummary summary;
   auto evaluate = [&](int step) {
     parallel::progress(parallel::Phase::evaluation, step);
+    // train.eval_weights: an average is swapped in for the evaluation and out again (the SWA's
+    // only from its first snapshot on).
+    const config::Weights weights =
+        run.averages->available(c.train.eval_weights) ? c.train.eval_weights : config::Weights::live;
+    const bool averaged = weights != config::Weights::live;
+    if (averaged) run.averages->swap(exec, weights, values);
     const inference::Evaluation e = run.evaluator->run(exec, model, world.rank, world.size);
-    report.evaluation(step, e);
+    if (averaged) run.averages->swap(exec, weights, values);  // back: training goes on from the live weights
+    report.evaluation(step, e, c.train.eval_weights == config::Weights::live ? "" : config::name_of(weights));
     summary.final_val_loss = e.loss;
     summary.final_val_bpb = e.bpb;
   };
