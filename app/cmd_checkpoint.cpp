@@ -129,7 +129,8 @@ const CommandSpec& export_spec() {
       "says (--set changes it): 2-D tensors of more than export.keep_float_max (65,536) elements in\n"
       "their group's bits, export.embed_bits, attention_bits and mlp_bits (8: int8 per row, clip at the\n"
       "99.99984th percentile of |w|, fp16 row scales, parameter-golf's baseline; 4-7: per-row codes\n"
-      "packed to that many bits, each row's clip chosen for the least squared error), larger tensors\n"
+      "of that many bits, each row's clip chosen for the least squared error, packed or a byte each as\n"
+      "export.code_layout says: auto keeps the smaller file), larger tensors\n"
       "of other ranks as int8 with one scale, smaller tensors in fp16 (the control tensors attn_scale,\n"
       "mlp_scale, resid_mix, q_gain, skip_weights in fp32), all compressed with export.compression\n"
       "(zlib at level 9, or zstd at level 22); the checkpoint's deck travels inside. Prints every\n"
@@ -198,11 +199,12 @@ int run_export(const ParsedArgs& args) {
     std::cout << line;
   }
   std::snprintf(line, sizeof(line),
-                "artifact:%s step:%lld bytes:%zu float32_bytes:%zu ratio:%.3f payload_bytes:%zu compression:%s "
+                "artifact:%s step:%lld bytes:%zu float32_bytes:%zu ratio:%.3f payload_bytes:%zu compression:%s%s "
                 "tensors:%zu limit:%zu %s\n",
                 args.get("out").c_str(), static_cast<long long>(s.step), s.bytes, s.float32_bytes,
                 static_cast<double>(s.bytes) / static_cast<double>(s.float32_bytes), s.payload_bytes,
-                s.compression.c_str(), s.tensors.size(), io::kArtifactLimitBytes,
+                s.compression.c_str(), s.code_layout.empty() ? "" : (" codes:" + s.code_layout).c_str(),
+                s.tensors.size(), io::kArtifactLimitBytes,
                 s.bytes <= io::kArtifactLimitBytes ? "fits" : "over the limit");
   std::cout << line;
   if (!s.record.empty()) std::cout << "recorded in " << s.record << "\n";

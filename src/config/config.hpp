@@ -20,6 +20,7 @@ enum class MatrixOptimizer { muon, adamw };
 enum class Recompute { none, block };
 enum class Fp8 { none, mlp, all };
 enum class Compression { zlib, zstd };
+enum class CodeLayout { automatic, packed, bytes };
 enum class Weights { live, ema, swa };
 
 template <class E>
@@ -55,6 +56,10 @@ struct ChoiceNames<Fp8> {
 template <>
 struct ChoiceNames<Weights> {
   static constexpr const char* names[] = {"live", "ema", "swa"};
+};
+template <>
+struct ChoiceNames<CodeLayout> {
+  static constexpr const char* names[] = {"auto", "packed", "bytes"};
 };
 template <>
 struct ChoiceNames<Compression> {
@@ -187,6 +192,7 @@ struct ExportConfig {
   int attention_bits = 8;
   int mlp_bits = 8;
   Compression compression = Compression::zlib;
+  CodeLayout code_layout = CodeLayout::automatic;  // 4-7 bit codes: packed, a byte each, or the smaller file
   long long keep_float_max = 65536;  // tensors of at most this many elements stay in fp16/fp32
 };
 

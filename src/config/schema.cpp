@@ -500,6 +500,11 @@ std::vector<KeySpec> build_schema() {
       key("export", "compression", &Config::export_, &EC::compression, VK::choice, none,
           "kgpt export: the compressor of the artifact's payload: zlib (level 9, parameter-golf's baseline) "
           "or zstd (level 22, its records)."),
+      key("export", "code_layout", &Config::export_, &EC::code_layout, VK::choice, none,
+          "kgpt export: how 4-7 bit codes are stored: packed (b bits each: the payload's size follows from the "
+          "shapes, and little is left for the compressor), bytes (one int8 each, as parameter-golf's records "
+          "store them: the compressor codes them by their frequencies, smaller after zstd at 5-7 bits), or auto "
+          "(the file compressed both ways, the smaller kept)."),
       key("export", "keep_float_max", &Config::export_, &EC::keep_float_max, VK::integer, between(0, 1.0e13),
           "kgpt export: tensors of at most this many elements stay in floating point (fp32 for the control "
           "tensors attn_scale, mlp_scale, resid_mix, q_gain and skip_weights, fp16 for the others); "

@@ -312,6 +312,7 @@ std::map<std::string, std::string> artifact_metadata(const std::string& checkpoi
           {"run_dir", run},
           {"export", "embed_bits=" + std::to_string(e.embed_bits) + " attention_bits=" + std::to_string(e.attention_bits) +
                          " mlp_bits=" + std::to_string(e.mlp_bits) + " compression=" + config::name_of(e.compression) +
+                         " code_layout=" + config::name_of(e.code_layout) +
                          " keep_float_max=" + std::to_string(e.keep_float_max)}};
 }
 
@@ -370,9 +371,31 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
     summary.tensors.push_back(report);
     artifact.tensors.push_back(std::move(stored));
   }
+  // export.code_layout: 4-7 bit codes packed, or a byte each for the compressor to code, or the
+  // smaller file of the two.
+  std::string file = io::serialize_artifact(artifact);
+  const bool coded = std::any_of(artifact.tensors.begin(), artifact.tensors.end(),
+                                 [](const io::ArtifactTensor& t) { return t.storage == io::TensorStorage::packed_rows; });
+  if (coded) summary.code_layout = "packed";
+  if (coded && settings.code_layout != config::CodeLayout::packed) {
+    io::Artifact bytes = artifact;
+    for (auto& t : bytes.tensors) t = io::with_byte_codes(t);
+    std::string other = io::serialize_artifact(bytes);
+    if (settings.code_layout == config::CodeLayout::bytes || other.size() < file.size()) {
+      file = std::move(other);
+      summary.code_layout = "bytes";
+      summary.payload_bytes = 0;
+      for (auto& g : summary.groups) g.stored_bytes = 0;
+      for (std::size_t index = 0; index < bytes.tensors.size(); ++index) {
+        summary.payload_bytes += bytes.tensors[index].stored_bytes();
+        summary.groups[group_of[index]].stored_bytes += bytes.tensors[index].stored_bytes();
+      }
+    }
+  }
   const auto slash = out.rfind('/');
   if (slash != std::string::npos && slash > 0) make_directories(out.substr(0, slash));
-  summary.bytes = io::write_artifact(out, artifact);
+  write_file_atomically(out, file);
+  summary.bytes = file.size();
   if (!run.empty()) {
     summary.record = run + "/artifact.yaml";
     write_record(summary.record, {{"artifact", quoted(absolute(out))},
@@ -399,8 +422,10 @@ ArtifactPlan plan_artifact(const config::ResolvedDeck& deck) {
   for (std::size_t index = 0; index < layout.entries().size(); ++index) {
     const auto& spec = layout.entries()[index].spec;
     ExportedGroup& group = plan.groups[group_of[index]];
-    artifact.tensors.push_back(io::planned_tensor(spec.name, spec.shape, static_cast<std::size_t>(settings.keep_float_max),
-                                                  group.bits));
+    // Packed codes bound what export.code_layout: auto writes too (it keeps the smaller file).
+    const io::ArtifactTensor planned =
+        io::planned_tensor(spec.name, spec.shape, static_cast<std::size_t>(settings.keep_float_max), group.bits);
+    artifact.tensors.push_back(settings.code_layout == config::CodeLayout::bytes ? io::with_byte_codes(planned) : planned);
     group.tensors += 1;
     group.elements += artifact.tensors.back().elements();
     group.stored_bytes += artifact.tensors.back().stored_bytes();

@@ -206,12 +206,14 @@ const char* storage_name(TensorStorage storage) {
     case TensorStorage::fp16: return "fp16";
     case TensorStorage::fp32: return "fp32";
     case TensorStorage::packed_rows: return "packed per row";
+    case TensorStorage::byte_rows: return "a byte per code, per row";
   }
   return "?";
 }
 
 std::string ArtifactTensor::storage_label() const {
   if (storage == TensorStorage::packed_rows) return "int" + std::to_string(bits) + " per row";
+  if (storage == TensorStorage::byte_rows) return "int" + std::to_string(bits) + " per row, a byte each";
   return storage_name(storage);
 }
 
@@ -246,6 +248,14 @@ std::vector<float> ArtifactTensor::dequantized() const {
     case TensorStorage::fp32:
       values = single;
       break;
+    case TensorStorage::byte_rows: {
+      const std::size_t columns = shape.at(1);
+      for (std::size_t r = 0; r < shape.at(0); ++r) {
+        const float scale = half_to_float(half.at(r));
+        for (std::size_t c = 0; c < columns; ++c) values[r * columns + c] = static_cast<float>(quantized[r * columns + c]) * scale;
+      }
+      break;
+    }
     case TensorStorage::packed_rows: {
       const std::size_t columns = shape.at(1);
       const auto limit = static_cast<unsigned>(code_limit(bits));
@@ -260,6 +270,32 @@ std::vector<float> ArtifactTensor::dequantized() const {
     }
   }
   return values;
+}
+
+ArtifactTensor with_byte_codes(const ArtifactTensor& t) {
+  if (t.storage != TensorStorage::packed_rows) return t;
+  ArtifactTensor out = t;
+  out.storage = TensorStorage::byte_rows;
+  out.packed.clear();
+  out.quantized.resize(t.elements());
+  const int limit = code_limit(t.bits);
+  for (std::size_t i = 0; i < out.quantized.size(); ++i) {
+    out.quantized[i] = static_cast<std::int8_t>(static_cast<int>(unpack_code(t.packed, i, t.bits)) - limit);
+  }
+  return out;
+}
+
+ArtifactTensor with_packed_codes(const ArtifactTensor& t) {
+  if (t.storage != TensorStorage::byte_rows) return t;
+  ArtifactTensor out = t;
+  out.storage = TensorStorage::packed_rows;
+  out.quantized.clear();
+  out.packed.assign(packed_size(t.elements(), t.bits), 0);
+  const int limit = code_limit(t.bits);
+  for (std::size_t i = 0; i < t.quantized.size(); ++i) {
+    pack_code(out.packed, i, t.bits, static_cast<unsigned>(t.quantized[i] + limit));
+  }
+  return out;
 }
 
 ArtifactTensor planned_tensor(const std::string& name, const std::vector<std::size_t>& shape, std::size_t keep_float_max,
@@ -363,7 +399,9 @@ std::string payload_of(const Artifact& artifact) {
     payload.put(static_cast<std::uint8_t>(t.storage));
     payload.put(static_cast<std::uint32_t>(t.shape.size()));
     for (std::size_t d : t.shape) payload.put(static_cast<std::uint64_t>(d));
-    if (t.storage == TensorStorage::packed_rows) payload.put(static_cast<std::uint8_t>(t.bits));
+    if (t.storage == TensorStorage::packed_rows || t.storage == TensorStorage::byte_rows) {
+      payload.put(static_cast<std::uint8_t>(t.bits));
+    }
     payload.put_array(t.half);
     payload.put_array(t.single);
     payload.put_array(t.quantized);
@@ -514,10 +552,11 @@ Artifact read_artifact(const std::string& path) {
     ArtifactTensor t;
     t.name = r.get_string();
     const auto storage = r.get<std::uint8_t>();
-    const auto last = version == 1 ? TensorStorage::fp32 : TensorStorage::packed_rows;
+    const auto last = version == 1 ? TensorStorage::fp32 : TensorStorage::byte_rows;
     if (storage > static_cast<std::uint8_t>(last)) r.corrupted();
     t.storage = static_cast<TensorStorage>(storage);
-    const bool rows = t.storage == TensorStorage::int8_rows || t.storage == TensorStorage::packed_rows;
+    const bool rows = t.storage == TensorStorage::int8_rows || t.storage == TensorStorage::packed_rows ||
+                      t.storage == TensorStorage::byte_rows;
     const auto rank = r.get<std::uint32_t>();
     if (rank > 8) r.corrupted();
     for (std::uint32_t d = 0; d < rank; ++d) t.shape.push_back(static_cast<std::size_t>(r.get<std::uint64_t>()));
@@ -547,6 +586,17 @@ Artifact read_artifact(const std::string& path) {
         const auto highest = static_cast<unsigned>(2 * code_limit(t.bits));
         for (std::size_t i = 0; i < n; ++i) {
           if (unpack_code(t.packed, i, t.bits) > highest) r.corrupted();
+        }
+        break;
+      }
+      case TensorStorage::byte_rows: {
+        t.bits = r.get<std::uint8_t>();
+        if (t.bits < 4 || t.bits > 7) r.corrupted();
+        t.half = r.get_array<std::uint16_t>(t.shape[0]);
+        t.quantized = r.get_array<std::int8_t>(n);
+        const int limit = code_limit(t.bits);
+        for (const std::int8_t q : t.quantized) {
+          if (q < -limit || q > limit) r.corrupted();
         }
         break;
       }

@@ -8,13 +8,15 @@
 //     between sorted values, as torch.quantile computes it); scale = max(clip / 127, 1 / 127);
 //     q = round-half-even(clamp(w, -clip, clip) / scale) in [-127, 127]; the scales are stored in
 //     fp16 and the row dequantises as q * scale.
-//   - more than keep_float_max elements, 2-D, b = 4..7 bits: codes packed to b bits per row. With
+//   - more than keep_float_max elements, 2-D, b = 4..7 bits: per-row codes of b bits. With
 //     R = 2^(b-1) - 1, each row tries the clips c of |w|'s 99.9th, 99.95th, 99.99th and 99.999th
 //     percentiles and its maximum: s = fp16(c / R) (in float, then rounded to fp16),
 //     q = clamp(round-half-even(w / s), -R, R) (q = 0 where s is 0), and keeps the first with the
-//     least sum of (w - q s)^2. The codes q + R are packed least significant bit first, b bits
-//     each, row after row; the row dequantises as q * s. No floor on s: parameter-golf's 1/R floor
-//     would make the step of an int6 row 1/31, coarser than trained golf weights need.
+//     least sum of (w - q s)^2; the row dequantises as q * s. No floor on s: parameter-golf's 1/R
+//     floor would make the step of an int6 row 1/31, coarser than trained golf weights need. The
+//     codes are stored one of two ways (CodeLayout): packed, q + R in b bits each, least significant
+//     bit first, row after row; or bytes, q as one int8 each, as parameter-golf's records store
+//     them, which the compressor then codes by their frequencies (smaller after zstd at 5-7 bits).
 //   - more than keep_float_max elements, other ranks: int8 with one fp32 scale, clip / 127 (1 when
 //     the clip is 0), over the whole tensor.
 //   - at most keep_float_max elements: fp32 for the control tensors (names holding attn_scale,
@@ -34,18 +36,18 @@
 
 namespace kgpt::io {
 
-enum class TensorStorage : std::uint8_t { int8_rows = 0, int8_tensor = 1, fp16 = 2, fp32 = 3, packed_rows = 4 };
+enum class TensorStorage : std::uint8_t { int8_rows = 0, int8_tensor = 1, fp16 = 2, fp32 = 3, packed_rows = 4, byte_rows = 5 };
 const char* storage_name(TensorStorage storage);
 
 struct ArtifactTensor {
   std::string name;
   std::vector<std::size_t> shape;
   TensorStorage storage = TensorStorage::fp32;
-  std::vector<std::int8_t> quantized;  // int8 storages
+  std::vector<std::int8_t> quantized;  // int8 storages, and byte_rows' codes
   std::vector<std::uint16_t> half;     // fp16 storage: the values; int8_rows: the row scales
   std::vector<float> single;           // fp32 storage: the values; int8_tensor: the one scale
-  int bits = 8;                        // packed_rows: bits per code (4-7)
-  std::vector<std::uint8_t> packed;    // packed_rows: the codes; `half` holds the row scales
+  int bits = 8;                        // packed_rows, byte_rows: bits per code (4-7)
+  std::vector<std::uint8_t> packed;    // packed_rows: the codes; `half` holds the row scales (byte_rows' too)
   std::size_t elements() const;
   std::size_t stored_bytes() const;
   // "int8 per row", "int6 per row", "fp16", ...
@@ -70,6 +72,10 @@ constexpr std::size_t kArtifactLimitBytes = 16000000;
 // `bits` applies to 2-D tensors above keep_float_max.
 ArtifactTensor quantize_tensor(const std::string& name, const std::vector<std::size_t>& shape, const float* values,
                                std::size_t keep_float_max = kKeepFloatMaxElements, int bits = 8);
+// Packed rows as byte rows (one int8 code each) and back; other storages are returned as they are.
+ArtifactTensor with_byte_codes(const ArtifactTensor& t);
+ArtifactTensor with_packed_codes(const ArtifactTensor& t);
+
 // The same storage with every value zero, without quantizing: its sizes, for planning.
 ArtifactTensor planned_tensor(const std::string& name, const std::vector<std::size_t>& shape,
                               std::size_t keep_float_max = kKeepFloatMaxElements, int bits = 8);

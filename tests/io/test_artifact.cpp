@@ -348,3 +348,34 @@ TEST_CASE("every family's tensors fall in the export's weight groups", "[train][
   CHECK(io::export_bits(io::WeightGroup::mlp, settings) == 5);
   CHECK(io::export_bits(io::WeightGroup::other, settings) == 8);
 }
+
+TEST_CASE("4-7 bit codes a byte each: the same values as packed, read back, and out-of-range codes refused",
+          "[train][artifact]") {
+  test::TempDir dir;
+  const io::Artifact packed = sample_artifact(config::Compression::zstd);
+  io::Artifact bytes = packed;
+  for (auto& t : bytes.tensors) t = io::with_byte_codes(t);
+  REQUIRE(bytes.tensors[0].storage == TensorStorage::byte_rows);
+  REQUIRE(bytes.tensors[1].storage == TensorStorage::byte_rows);
+  CHECK(bytes.tensors[2].storage == TensorStorage::int8_rows);  // 8-bit rows are left as they are
+  for (std::size_t i = 0; i < packed.tensors.size(); ++i) {
+    CHECK(bytes.tensors[i].dequantized() == packed.tensors[i].dequantized());
+    CHECK(io::with_packed_codes(bytes.tensors[i]).packed == packed.tensors[i].packed);
+  }
+  CHECK(bytes.tensors[0].storage_label() == "int5 per row, a byte each");
+  CHECK(bytes.tensors[0].stored_bytes() == 96 * 2 + 96 * 700);
+  const std::string path = dir.file("bytes.int8z");
+  io::write_artifact(path, bytes);
+  const io::Artifact back = io::read_artifact(path);
+  REQUIRE(back.tensors.size() == bytes.tensors.size());
+  for (std::size_t i = 0; i < bytes.tensors.size(); ++i) {
+    CHECK(back.tensors[i].storage == bytes.tensors[i].storage);
+    CHECK(back.tensors[i].bits == bytes.tensors[i].bits);
+    CHECK(back.tensors[i].dequantized() == packed.tensors[i].dequantized());
+  }
+  // A 5-bit code of 16, beyond R = 15.
+  io::Artifact bad = bytes;
+  bad.tensors[0].quantized[3] = 16;
+  io::write_artifact(dir.file("bad"), bad);
+  CHECK_THROWS_WITH(io::read_artifact(dir.file("bad")), Catch::Contains("malformed"));
+}

@@ -4,15 +4,17 @@ the storage rules (src/io/artifact.hpp), with the real kgpt.
 
 usage: test_artifact_export.py KGPT SOURCE_DIR WORKDIR
 
-A small golf model trains 30 steps on hand-written shards, then is exported three ways (embed 8,
-attention 6, mlp 5 bits with zstd; every group in 4 bits with zlib; 7 bits with zstd), with
---keep-float-max 1000 so that its small matrices are quantized. Each file is read here from its
+A small golf model trains 30 steps on hand-written shards, then is exported five ways (embed 8,
+attention 6, mlp 5 bits with zstd, its codes packed, a byte each and the smaller of the two; every
+group in 4 bits with zlib; 7 bits with zstd), with --keep-float-max 1000 so that its small matrices
+are quantized. Each file is read here from its
 bytes (header, zlib or zstd, CRC-32, payload, codes unpacked bit by bit), and its tensors are
 checked against the checkpoint's weights (read with h5py) quantized by this file's own numpy code:
 - fp16/fp32 tensors and 8-bit rows (torch.quantile's clip, the 1/127 floor) are equal bit for bit;
-- packed rows: every row's fp16 scale and codes equal the reference's, the clip chosen among the
+- 4-7 bit rows: every row's fp16 scale and codes equal the reference's, the clip chosen among the
   five candidates by the least squared error (rows whose two best candidates differ by less than
-  1e-9 relative may take either: the two sum in different orders);
+  1e-9 relative may take either: the two sum in different orders); packed and byte codes hold the
+  same values, and export.code_layout: auto keeps the smaller file;
 - `kgpt eval` of the artifact equals reference_models.py's Golf (float64) on the reference's
   dequantized weights to 2e-5 relative;
 - `kgpt check` of the deck with the same export keys predicts the payload within the metadata's
@@ -140,6 +142,9 @@ def read_artifact(path):
             limit = (1 << (bits - 1)) - 1
             t["bits"], t["scales"] = bits, r.array("<u2", shape[0])
             t["codes"] = unpack_codes(r.take((n * bits + 7) // 8), n, bits) - limit
+        elif storage == 5:  # rows of codes a byte each
+            (bits,) = r.unpack("B")
+            t["bits"], t["scales"], t["codes"] = bits, r.array("<u2", shape[0]), r.array("i1", n).astype(np.int64)
         else:
             sys.exit(f"{path}: tensor {name} has storage {storage}")
         tensors[name] = t
@@ -206,7 +211,8 @@ def group_bits(name, bits):
 def stored_bytes(t):
     """The bytes a tensor's storage holds: codes, scales and floats."""
     n, rows = int(np.prod(t["shape"])), t["shape"][0] if t["shape"] else 1
-    return {0: 2 * rows + n, 1: 4 + n, 2: 2 * n, 3: 4 * n}.get(t["storage"]) or 2 * rows + (n * t.get("bits", 8) + 7) // 8
+    return {0: 2 * rows + n, 1: 4 + n, 2: 2 * n, 3: 4 * n, 5: 2 * rows + n}.get(t["storage"]) or \
+        2 * rows + (n * t.get("bits", 8) + 7) // 8
 
 
 def reference_tensor(name, w, bits):
@@ -234,7 +240,7 @@ def compare(label, artifact, weights, bits):
         t = artifact["tensors"][name]
         storage, ref, values = reference_tensor(name, w, bits)
         dequantized[name] = values
-        if t["storage"] != storage:
+        if t["storage"] != storage and not (storage == 4 and t["storage"] == 5):
             check(False, f"{label}: {name} stored as {t['storage']}, the rules say {storage}")
             continue
         if storage in (2, 3):
@@ -277,19 +283,27 @@ def main():
         deck = yaml.safe_load(deck.decode() if isinstance(deck, bytes) else deck)
         weights = {name: np.array(f["params"][name], dtype=np.float32) for name in f["params"]}
 
-    ways = [("mixed", {"embed": 8, "attention": 6, "mlp": 5}, "zstd"),
-            ("int4", {"embed": 4, "attention": 4, "mlp": 4}, "zlib"),
-            ("int7", {"embed": 7, "attention": 7, "mlp": 7}, "zstd")]
+    ways = [("mixed", {"embed": 8, "attention": 6, "mlp": 5}, "zstd", "packed"),
+            ("mixed_bytes", {"embed": 8, "attention": 6, "mlp": 5}, "zstd", "bytes"),
+            ("mixed_auto", {"embed": 8, "attention": 6, "mlp": 5}, "zstd", "auto"),
+            ("int4", {"embed": 4, "attention": 4, "mlp": 4}, "zlib", "packed"),
+            ("int7", {"embed": 7, "attention": 7, "mlp": 7}, "zstd", "auto")]
     results = {}
-    for label, bits, compression in ways:
+    for label, bits, compression, layout in ways:
         out = os.path.join(ROOT, f"{label}.kgptz")
         export = [KGPT, "export", checkpoint, "--out", out, "--keep-float-max", str(KEEP),
-                  "--set", f"export.compression={compression}"]
+                  "--set", f"export.compression={compression}", "--set", f"export.code_layout={layout}"]
         for group, b in bits.items():
             export += ["--set", f"export.{group}_bits={b}"]
         printed = run(export).stdout
         artifact = read_artifact(out)
         check(artifact["codec"] == (1 if compression == "zstd" else 0), f"{label}: compressor {artifact['codec']}")
+        kinds = {t["storage"] for t in artifact["tensors"].values()}
+        chosen = re.search(r" codes:(\w+) ", printed)
+        check(chosen is not None and (layout == "auto" or chosen.group(1) == layout),
+              f"{label}: export's codes: {chosen.group(0) if chosen else None}, asked {layout}")
+        check((4 in kinds) != (5 in kinds) and ((5 in kinds) == (chosen is not None and chosen.group(1) == "bytes")),
+              f"{label}: storages {kinds} for codes {chosen.group(1) if chosen else None}")
         summary = re.search(r"^artifact:.*$", printed, re.M)
         summary = summary.group(0) if summary else printed
         tensor_bytes = sum(stored_bytes(t) for t in artifact["tensors"].values())
@@ -305,7 +319,7 @@ def main():
         results[label] = (artifact, dequantized, errors)
 
         # What kgpt check predicts for the same deck and export keys.
-        predict = [KGPT, "check", os.path.join(run_dir, "deck.yaml"), "--no-data",
+        predict = [KGPT, "check", os.path.join(run_dir, "deck.yaml"), "--no-data", "--set", f"export.code_layout={layout}",
                    "--set", f"export.compression={compression}", "--set", f"export.keep_float_max={KEEP}"]
         for group, b in bits.items():
             predict += ["--set", f"export.{group}_bits={b}"]
@@ -320,13 +334,26 @@ def main():
         # the two paths differ from the checkpoint's.
         for group in ("embed", "attention", "mlp", "other"):
             planned = re.search(rf"[(; ]{group} ([0-9,]+) in \d+ tensors, (\d)-bit rows", said)
-            held = sum(stored_bytes(t) for name, t in artifact["tensors"].items() if group_of(name) == group)
+            # auto plans packed codes, whose compressed file bounds the smaller one it keeps.
+            held = sum(stored_bytes(dict(t, storage=4) if layout == "auto" and t["storage"] == 5 else t)
+                       for name, t in artifact["tensors"].items() if group_of(name) == group)
             check(planned is not None and int(planned.group(1).replace(",", "")) == held,
                   f"{label}: kgpt check plans {planned.group(0) if planned else 'nothing'} for {group}, the file holds {held}")
         check(abs(payload - artifact["payload"]) <= 8192,
               f"{label}: kgpt check predicts a payload of {payload} bytes, the file's is {artifact['payload']}")
         check(largest >= artifact["bytes"], f"{label}: the predicted bound {largest} is below the file's {artifact['bytes']}")
         print(f"{label}: {artifact['bytes']} bytes ({artifact['payload']} payload; predicted {payload}, at most {largest})")
+
+    # The same codes either way; auto keeps the smaller file.
+    packed, byte_codes, auto = (results[k][0] for k in ("mixed", "mixed_bytes", "mixed_auto"))
+    same = all(np.array_equal(packed["tensors"][n]["codes"], byte_codes["tensors"][n]["codes"])
+               for n in packed["tensors"] if "codes" in packed["tensors"][n])
+    check(same, "packed and byte codes differ")
+    smaller = 4 if packed["bytes"] <= byte_codes["bytes"] else 5
+    kept = {t["storage"] for t in auto["tensors"].values()}
+    # The files differ only by their metadata's "code_layout=auto" from the one kept.
+    check(smaller in kept and abs(auto["bytes"] - min(packed["bytes"], byte_codes["bytes"])) <= 8,
+          f"auto wrote {auto['bytes']} bytes ({kept}); packed {packed['bytes']}, bytes {byte_codes['bytes']}")
 
     # Fewer bits: a smaller file and a larger error in the packed groups.
     mixed, int4, int7 = (results[k] for k in ("mixed", "int4", "int7"))
