@@ -152,6 +152,7 @@ struct TrainConfig {
   int swa_every = 0;            // 0: no SWA; else every N steps once the lr multiplier is below swa_start_lr
   double swa_start_lr = 0.5;
   Weights eval_weights = Weights::live;  // which weights training's evaluations score
+  double qat_start_lr = 0.0;  // late QAT (train/late_qat.hpp) below this lr multiplier; 0: none
 };
 
 struct OptimConfig {

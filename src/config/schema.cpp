@@ -389,6 +389,13 @@ std::vector<KeySpec> build_schema() {
                  "schedule and warmdown together) is below this."),
              [](const Config& c) -> std::string { return c.train.swa_every > 0 ? "" : "train.swa_every is 0"; },
              "train.swa_every > 0"),
+      key("train", "qat_start_lr", &Config::train, &TC::qat_start_lr, VK::real, half_open(0, 2),
+          "Late quantization-aware training: from the first step after warmup whose learning-rate multiplier "
+          "is below this, the forward and backward read the attention's and MLP's matrices rounded per row to "
+          "their export bits (export.attention_bits, export.mlp_bits; scale max|w| / (2^(b-1) - 1)), and the "
+          "optimizer updates the unrounded weights with those gradients (straight-through). parameter-golf's "
+          "records: 0.15. 0: none; 1.5: every step after warmup. kgpt check's memory plan counts the copy of the "
+          "weights it keeps."),
       key("train", "eval_weights", &Config::train, &TC::eval_weights, VK::choice, none,
           "The weights training's evaluations score: live (the optimizer's), ema (train.ema_decay) or swa "
           "(train.swa_every; the live weights until its first snapshot). The log's val lines name them."),

@@ -14,6 +14,7 @@
 #include "model/recompute.hpp"
 #include "optim/optimizer.hpp"
 #include "optim/weight_averages.hpp"
+#include "train/late_qat.hpp"
 #include "train/step.hpp"
 
 namespace kgpt::train {
@@ -120,6 +121,12 @@ MemoryPlan plan_memory(const config::ResolvedDeck& deck, const model::MemoryTarg
                       {"weight averages", static_cast<double>(average_bytes),
                        std::string(both ? "EMA and SWA, " : c.train.ema_decay > 0 ? "EMA, " : "SWA, ") + n +
                            " fp32 values" + (both ? " each" : "")});
+  }
+  const std::size_t qat_bytes = late_qat_bytes(c, layout);
+  if (qat_bytes > 0) {
+    plan.parts.insert(plan.parts.begin() + 3, {"late QAT copy", static_cast<double>(qat_bytes),
+                                               "the live weights while the micro-steps read rounded ones, " + n +
+                                                   " fp32 values"});
   }
   for (const MemoryPart& part : plan.parts) plan.total += part.bytes;
   set_budget(deck, target, plan);

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 
 #include "core/error.hpp"
 #include "core/profile.hpp"
@@ -90,6 +91,8 @@ TrainStep<T>::TrainStep(model::LanguageModel<T>& model, optim::Optimizer<T>& opt
   });
   // docs/design.md, section 2: grad_scale = 1 / grad_accum_steps; a summing transport adds 1 / world_size.
   backward_scale_ = static_cast<T>(plan_.grad_scale * averager_->backward_scale_factor());
+  auto qat = std::make_unique<LateQat>(deck.config, model.parameters().layout());
+  if (qat->enabled()) qat_ = std::move(qat);
 }
 
 template <class T>
@@ -112,6 +115,12 @@ StepMetrics TrainStep<T>::run(const ExecSpace& exec, int step, double training_s
     model::zero_gradients(exec, model_.parameters());
     Kokkos::deep_copy(exec, sums_, 0.0);
     averager_->begin_step();
+  }
+  m.lr_multiplier = optim::lr_multiplier(train_, step, training_seconds);
+  m.quantized = qat_ && qat_->active(step, m.lr_multiplier);
+  if (m.quantized) {
+    const profile::Phase phase("late QAT");
+    qat_->quantize(exec, model_.parameters().values());
   }
   timer.lap(m.backward_seconds);
   const Kokkos::View<double, MemSpace> loss_sum(sums_.data());
@@ -145,8 +154,9 @@ StepMetrics TrainStep<T>::run(const ExecSpace& exec, int step, double training_s
     const profile::Region region(exec, "gradient averaging (wait)");
     averager_->finish(exec);
   }
+  // The optimizer updates the live weights with the gradients taken at the quantized ones.
+  if (m.quantized) qat_->restore(exec, model_.parameters().values());
   timer.lap(m.backward_seconds);
-  m.lr_multiplier = optim::lr_multiplier(train_, step, training_seconds);
   parallel::progress(parallel::Phase::optimizer, number);
   const profile::Phase phase("optimizer");
   if (train_.grad_clip_norm > 0) {

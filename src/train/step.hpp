@@ -1,10 +1,12 @@
 #pragma once
 // One optimizer step of data-parallel training with gradient accumulation, the step `kgpt train`
 // runs and `kgpt bench` times (docs/design.md, sections 2 to 7):
-//   the step's micro-batches in one copy to the device; zero the gradients; for each of
+//   the step's micro-batches in one copy to the device; zero the gradients; late QAT's rounded
+//   matrices in place of the weights, where it acts (train/late_qat.hpp); for each of
 //   grad_accum_steps micro-batches: forward, backward with the loss scaled by grad_scale (times
 //   1/world_size where the transport sums), the last micro-step's backward handing finished
-//   gradient spans to the averager; wait for the averaging; the gradient norm and the clipping
+//   gradient spans to the averager; wait for the averaging; the live weights back; the gradient
+//   norm and the clipping
 //   factor; the schedule; the optimizer (which applies the clipping as it reads the gradients); the
 //   averages of the weights, where the run keeps them.
 // The loss and the norm stay on the device until the step's end, where one copy brings both back:
@@ -21,6 +23,7 @@
 #include "optim/optimizer.hpp"
 #include "optim/weight_averages.hpp"
 #include "parallel/grad_averager.hpp"
+#include "train/late_qat.hpp"
 
 namespace kgpt::train {
 
@@ -37,6 +40,7 @@ struct StepMetrics {
   double loss = 0.0;           // mean over ranks and micro-steps
   double grad_norm = 0.0;      // global L2 norm of the averaged gradient, before clipping
   double lr_multiplier = 1.0;  // the schedule's factor for this step
+  bool quantized = false;      // the micro-steps read fake-quantized matrices (train.qat_start_lr)
   double seconds = 0.0;        // wall time of the step on the slowest rank
   parallel::AveragingCounters averaging;
   // With fenced phases only (the benchmark): forward; backward with zeroing and the averaging's
@@ -103,6 +107,7 @@ class TrainStep {
   bool sharded_ = false;
   optim::Shard own_;
   optim::WeightAverages* averages_ = nullptr;
+  std::unique_ptr<LateQat> qat_;  // train.qat_start_lr; null when off
 };
 
 }  // namespace kgpt::train

@@ -266,9 +266,16 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
   };
   const auto run_start = Clock::now();
   summary.steps = static_cast<int>(resumed.step);
+  bool quantizing = false;  // train.qat_start_lr: said once, when late QAT starts
   for (int step = summary.steps; step < c.train.iterations; ++step) {
     if (every(c.train.eval_every, step)) evaluate(step);
     const StepMetrics m = train_step.run(exec, step, training_seconds, batches);
+    if (m.quantized && !quantizing) {
+      log.line("late_qat: from step:" + std::to_string(step + 1) + " lr_multiplier:" + significant(m.lr_multiplier) +
+               " (train.qat_start_lr " + significant(c.train.qat_start_lr) + "), matrices at export.attention_bits " +
+               std::to_string(c.export_.attention_bits) + " and mlp_bits " + std::to_string(c.export_.mlp_bits));
+    }
+    quantizing = m.quantized;
     training_seconds += m.seconds;
     tokens_seen += c.train.global_batch_tokens;
     const int done = step + 1;

@@ -1,0 +1,63 @@
+#include "train/late_qat.hpp"
+
+#include <cmath>
+
+#include "core/kernel.hpp"
+#include "io/artifact.hpp"
+
+namespace kgpt::train {
+
+namespace {
+
+// The quantized groups' matrices and their code limits.
+bool quantized(const model::TensorSpec& spec) {
+  const io::WeightGroup g = io::weight_group(spec);
+  return spec.shape.size() == 2 && (g == io::WeightGroup::attention || g == io::WeightGroup::mlp);
+}
+
+}  // namespace
+
+LateQat::LateQat(const config::Config& config, const model::ParameterLayout& layout) : train_(config.train) {
+  if (config.train.qat_start_lr <= 0) return;
+  for (const auto& entry : layout.entries()) {
+    if (!quantized(entry.spec)) continue;
+    const int bits = io::export_bits(io::weight_group(entry.spec), config.export_);
+    targets_.push_back({entry.offset, entry.spec.shape[0], entry.spec.shape[1], (1 << (bits - 1)) - 1});
+  }
+  if (!targets_.empty()) live_ = Vector<float>("kgpt::late_qat::live_weights", layout.buffer_size());
+}
+
+bool LateQat::active(int step, double lr_multiplier) const {
+  return enabled() && step >= train_.warmup_steps && lr_multiplier < train_.qat_start_lr;
+}
+
+void LateQat::quantize(const ExecSpace& exec, const Vector<float>& values) {
+  Kokkos::deep_copy(exec, live_, values);
+  float* const data = values.data();
+  for (const Target& t : targets_) {
+    const std::size_t offset = t.offset, columns = t.columns;
+    const auto limit = static_cast<float>(t.limit);
+    kgpt::parallel_for(
+        "kgpt::late_qat::fake_quantize", Kokkos::RangePolicy<ExecSpace>(exec, 0, t.rows),
+        KOKKOS_LAMBDA(const std::size_t r) {
+          float* const row = data + offset + r * columns;
+          float top = 0.0f;
+          for (std::size_t c = 0; c < columns; ++c) top = fmaxf(top, fabsf(row[c]));
+          const float scale = top / limit;
+          if (!(scale > 0.0f)) return;
+          for (std::size_t c = 0; c < columns; ++c) row[c] = fminf(fmaxf(rintf(row[c] / scale), -limit), limit) * scale;
+        });
+  }
+}
+
+void LateQat::restore(const ExecSpace& exec, const Vector<float>& values) { Kokkos::deep_copy(exec, values, live_); }
+
+std::size_t late_qat_bytes(const config::Config& config, const model::ParameterLayout& layout) {
+  if (config.train.qat_start_lr <= 0) return 0;
+  for (const auto& entry : layout.entries()) {
+    if (quantized(entry.spec)) return layout.buffer_size() * sizeof(float);
+  }
+  return 0;
+}
+
+}  // namespace kgpt::train
