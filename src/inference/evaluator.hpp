@@ -75,50 +75,6 @@ class Evaluator {
   template <class Model>
   Evaluation run(const ExecSpace& exec, Model& model, int rank, int world_size) {
     const auto start = std::chrono::steady_clock::now();
-    Evaluation result =
-        stride_ == 0 ? run_back_to_back(exec, model, rank, world_size) : run_windows(exec, model, rank, world_size);
-    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return result;
-  }
-
-  std::size_t tokens() const { return tokens_.size() - 1; }
-  // Windows of seq_len tokens an evaluation runs forward (of all ranks together).
-  std::size_t windows() const { return windows_.size(); }
-
- private:
-  template <class Model>
-  Evaluation run_back_to_back(const ExecSpace& exec, Model& model, int rank, int world_size) {
-    const std::size_t sequences = (tokens_.size() - 1) / seq_;
-    const std::size_t mine_begin = sequences * rank / world_size, mine_end = sequences * (rank + 1) / world_size;
-    double sums[3] = {0, 0, 0};  // loss, tokens, bytes
-    double& loss_sum = sums[0];
-    double& token_count = sums[1];
-    double& byte_count = sums[2];
-    for (std::size_t first = mine_begin; first < mine_end; first += batch_) {
-      const int rows = static_cast<int>(std::min<std::size_t>(batch_, mine_end - first));
-      for (int r = 0; r < rows; ++r) {
-        for (int t = 0; t < seq_; ++t) {
-          const std::size_t at = (first + r) * seq_ + t;
-          host_inputs_(r, t) = tokens_[at];
-          host_targets_(r, t) = tokens_[at + 1];
-          byte_count += table_.bytes(tokens_[at], tokens_[at + 1]);
-        }
-      }
-      const TokenMatrix inputs(inputs_.data(), rows, seq_), targets(targets_.data(), rows, seq_);
-      Kokkos::deep_copy(exec, inputs, Kokkos::subview(host_inputs_, std::make_pair(0, rows), Kokkos::ALL()));
-      Kokkos::deep_copy(exec, targets, Kokkos::subview(host_targets_, std::make_pair(0, rows), Kokkos::ALL()));
-      if (first != mine_begin) model.reuse_weight_shadow();  // the weights do not change during an evaluation
-      const double mean = model.forward(exec, inputs, targets);
-      loss_sum += mean * rows * seq_;
-      token_count += static_cast<double>(rows) * seq_;
-      parallel::progress();
-    }
-    return summed(sums);
-  }
-
-  // The sliding windows: each row's scored positions' losses, read back and added in double.
-  template <class Model>
-  Evaluation run_windows(const ExecSpace& exec, Model& model, int rank, int world_size) {
     const std::size_t count = windows_.size();
     const std::size_t mine_begin = count * rank / world_size, mine_end = count * (rank + 1) / world_size;
     double sums[3] = {0, 0, 0};  // loss, tokens, bytes
@@ -137,19 +93,33 @@ class Evaluator {
       Kokkos::deep_copy(exec, inputs, Kokkos::subview(host_inputs_, std::make_pair(0, rows), Kokkos::ALL()));
       Kokkos::deep_copy(exec, targets, Kokkos::subview(host_targets_, std::make_pair(0, rows), Kokkos::ALL()));
       if (first != mine_begin) model.reuse_weight_shadow();  // the weights do not change during an evaluation
-      model.forward(exec, inputs, targets);  // waits for the device
-      const auto losses = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model.token_losses());
-      for (int r = 0; r < rows; ++r) {
-        for (int t = windows_[first + r].scored_from; t < seq_; ++t) {
-          sums[0] += static_cast<double>(losses(static_cast<std::size_t>(r) * seq_ + t));
-          sums[1] += 1;
+      const double mean = model.forward(exec, inputs, targets);  // waits for the device
+      if (stride_ == 0) {
+        // Back to back every position is scored: the device's mean, as training's loss takes it.
+        sums[0] += mean * rows * seq_;
+        sums[1] += static_cast<double>(rows) * seq_;
+      } else {
+        // Sliding windows: each row's scored positions' losses, read back and added in double.
+        const auto losses = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model.token_losses());
+        for (int r = 0; r < rows; ++r) {
+          for (int t = windows_[first + r].scored_from; t < seq_; ++t) {
+            sums[0] += static_cast<double>(losses(static_cast<std::size_t>(r) * seq_ + t));
+            sums[1] += 1;
+          }
         }
       }
       parallel::progress();
     }
-    return summed(sums);
+    Evaluation result = summed(sums);
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return result;
   }
 
+  std::size_t tokens() const { return tokens_.size() - 1; }
+  // Windows of seq_len tokens an evaluation runs forward (of all ranks together).
+  std::size_t windows() const { return windows_.size(); }
+
+ private:
   // The loss, token and byte sums of every rank added, and the figures from them.
   static Evaluation summed(double* sums) {
     parallel::progress_detail("summing the evaluation over ranks");
