@@ -43,6 +43,7 @@ import zstandard
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from reference_models import FAMILIES  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from golf_runs import golf_settings, text_tokens  # noqa: E402
 from shards import write_shard  # noqa: E402
 
 KGPT, SOURCE_DIR, WORKDIR = sys.argv[1:4]
@@ -58,17 +59,6 @@ def check(ok, message):
     if not ok:
         failures.append(message)
         print("FAIL:", message)
-
-
-def text_tokens(seed, count):
-    rng = np.random.default_rng(seed)
-    words = [b"the ", b"quick ", b"brown ", b"fox ", b"jumps ", b"over ", b"lazy ", b"dogs. "]
-    out = []
-    while len(out) < count:
-        out += list(words[rng.integers(len(words))])
-        if rng.random() < 0.1:
-            out.append(int(rng.integers(256)))
-    return out[:count]
 
 
 def run(args, expect=0):
@@ -363,9 +353,7 @@ def main():
               f"{name}: rms errors 4/5/7 bits {int4[2][name]:.3g} {mixed[2][name]:.3g} {int7[2][name]:.3g} do not fall with bits")
 
     # The artifact evaluates as the reference model on the reference's dequantized weights.
-    m = deck["model"]
-    settings = {"n_layer": m["n_layer"], "n_head": m["n_head"], "n_kv_head": m["n_kv_head"],
-                "rope_base": m["rope_base"], "logit_softcap": m["logit_softcap"], "rms_eps": 1.1920928955078125e-07}
+    settings = golf_settings(deck["model"])
     torch.set_default_dtype(torch.float64)
     params = {k: torch.tensor(v, dtype=torch.float64) for k, v in mixed[1].items()}
     model = FAMILIES["golf"](params, settings)

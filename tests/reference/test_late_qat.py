@@ -18,11 +18,9 @@ A small golf model starts from weights this script writes (model.init_from). Che
 - kgpt check's memory plan lists the copy of the weights QAT keeps.
 """
 
-import json
 import os
 import re
 import shutil
-import struct
 import subprocess
 import sys
 
@@ -30,10 +28,12 @@ import h5py
 import numpy as np
 import torch
 import torch.nn.functional as F
+import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from reference_models import FAMILIES  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from golf_runs import golf_settings, start_weights, text_tokens, write_safetensors  # noqa: E402
 from shards import write_shard  # noqa: E402
 
 KGPT, SOURCE_DIR, WORKDIR = sys.argv[1:4]
@@ -50,35 +50,12 @@ def check(ok, message):
         print("FAIL:", message)
 
 
-def text_tokens(seed, count):
-    rng = np.random.default_rng(seed)
-    words = [b"the ", b"quick ", b"brown ", b"fox ", b"jumps ", b"over ", b"lazy ", b"dogs. "]
-    out = []
-    while len(out) < count:
-        out += list(words[rng.integers(len(words))])
-        if rng.random() < 0.1:
-            out.append(int(rng.integers(256)))
-    return out[:count]
-
-
 def run(args, expect=0):
     r = subprocess.run(args, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
     if r.returncode != expect:
         print(r.stdout, r.stderr)
         sys.exit(f"{' '.join(args[:4])}: exit code {r.returncode}, want {expect}")
     return r
-
-
-def write_safetensors(path, tensors):
-    header, offset, blobs = {}, 0, []
-    for name, value in tensors.items():
-        data = np.ascontiguousarray(value, dtype="<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(value.shape), "data_offsets": [offset, offset + len(data)]}
-        offset += len(data)
-        blobs.append(data)
-    text = json.dumps(header).encode()
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
 def rounded(name, w):
@@ -136,16 +113,8 @@ def main():
     with h5py.File(os.path.join(ROOT, "plain", "checkpoints", "ckpt_00000001.h5"), "r") as f:
         shapes = {name: f["params"][name].shape for name in f["params"]}
         text = f["metadata/deck"][()]
-    m = __import__("yaml").safe_load(text.decode() if isinstance(text, bytes) else text)["model"]
-    settings = {"n_layer": m["n_layer"], "n_head": m["n_head"], "n_kv_head": m["n_kv_head"],
-                "rope_base": m["rope_base"], "logit_softcap": m["logit_softcap"], "rms_eps": 1.1920928955078125e-07}
-    rng = np.random.default_rng(11)
-    start = {name: (rng.standard_normal(shape) * 0.08).astype(np.float32) for name, shape in shapes.items()}
-    for name in start:
-        if "resid_mix" in name:
-            start[name][0], start[name][1] = 1.0, 0.0
-        if name.endswith(("attn_scale", "mlp_scale", "skip_weights", "q_gain")):
-            start[name] = np.ones(shapes[name], dtype=np.float32)
+    settings = golf_settings(yaml.safe_load(text.decode() if isinstance(text, bytes) else text)["model"])
+    start = start_weights(shapes, 11, 0.08)
     write_safetensors(os.path.join(ROOT, "start.safetensors"), start)
 
     # The first step with and without QAT, against PyTorch.

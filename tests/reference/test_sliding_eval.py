@@ -34,6 +34,7 @@ import yaml
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from reference_models import FAMILIES  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from golf_runs import golf_settings, text_tokens  # noqa: E402
 from shards import write_shard  # noqa: E402
 
 KGPT, MPIEXEC, SOURCE_DIR, WORKDIR = sys.argv[1:5]
@@ -49,18 +50,6 @@ def check(ok, message):
     if not ok:
         failures.append(message)
         print("FAIL:", message)
-
-
-def text_tokens(seed, count):
-    """Bytes of a repetitive text with some noise, so that a few steps learn something."""
-    rng = np.random.default_rng(seed)
-    words = [b"the ", b"quick ", b"brown ", b"fox ", b"jumps ", b"over ", b"lazy ", b"dogs. "]
-    out = []
-    while len(out) < count:
-        out += list(words[rng.integers(len(words))])
-        if rng.random() < 0.1:
-            out.append(int(rng.integers(256)))
-    return out[:count]
 
 
 def run(args, expect=0):
@@ -125,9 +114,7 @@ def main():
         deck = f["metadata/deck"][()]
         deck = yaml.safe_load(deck.decode() if isinstance(deck, bytes) else deck)
         params = {name: torch.tensor(np.array(f["params"][name]), dtype=torch.float64) for name in f["params"]}
-    m = deck["model"]
-    settings = {"n_layer": m["n_layer"], "n_head": m["n_head"], "n_kv_head": m["n_kv_head"],
-                "rope_base": m["rope_base"], "logit_softcap": m["logit_softcap"], "rms_eps": 1.1920928955078125e-07}
+    settings = golf_settings(deck["model"])
     model = FAMILIES["golf"](params, settings)
     tokens = val[:VAL_TOKENS + 1]
 

@@ -1,0 +1,52 @@
+"""What the Python reference tests of small golf runs share: the text they train on, start weights
+they write for model.init_from, and reference_models.py's settings from a checkpoint's deck."""
+
+import json
+import struct
+
+import numpy as np
+
+
+def text_tokens(seed, count):
+    """Bytes of a repetitive text with some noise, so that a few steps learn something."""
+    rng = np.random.default_rng(seed)
+    words = [b"the ", b"quick ", b"brown ", b"fox ", b"jumps ", b"over ", b"lazy ", b"dogs. "]
+    out = []
+    while len(out) < count:
+        out += list(words[rng.integers(len(words))])
+        if rng.random() < 0.1:
+            out.append(int(rng.integers(256)))
+    return out[:count]
+
+
+def write_safetensors(path, tensors):
+    """A float32 safetensors file of `tensors` (name -> array), as model.init_from reads it."""
+    header, offset, blobs = {}, 0, []
+    for name, value in tensors.items():
+        data = np.ascontiguousarray(value, dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(value.shape), "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+        blobs.append(data)
+    text = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def start_weights(shapes, seed, scale):
+    """Normal weights of standard deviation `scale` for golf's tensors (name -> shape), with the
+    residual mixes, scales, skip weights and query gains at golf's initial values."""
+    rng = np.random.default_rng(seed)
+    start = {name: (rng.standard_normal(shape) * scale).astype(np.float32) for name, shape in shapes.items()}
+    for name in start:
+        if "resid_mix" in name:
+            start[name][0], start[name][1] = 1.0, 0.0
+        if name.endswith(("attn_scale", "mlp_scale", "skip_weights", "q_gain")):
+            start[name] = np.ones(shapes[name], dtype=np.float32)
+    return start
+
+
+def golf_settings(model):
+    """reference_models.py's Golf settings from a checkpoint deck's model section."""
+    return {"n_layer": model["n_layer"], "n_head": model["n_head"], "n_kv_head": model["n_kv_head"],
+            "rope_base": model["rope_base"], "logit_softcap": model["logit_softcap"],
+            "rms_eps": 1.1920928955078125e-07}
