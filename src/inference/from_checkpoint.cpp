@@ -303,13 +303,15 @@ std::vector<ExportedGroup> export_groups(const model::ParameterLayout& layout, c
   return groups;
 }
 
-// The metadata every artifact carries; its export line says how the tensors were stored.
+// The metadata every artifact carries; its export line says how the tensors were stored, and
+// `weights` which of the checkpoint's weights they are.
 std::map<std::string, std::string> artifact_metadata(const std::string& checkpoint, const std::string& run,
-                                                     const config::ExportConfig& e) {
+                                                     const config::ExportConfig& e, config::Weights weights) {
   return {{"kgpt_version", versions().kgpt},
           {"git_sha", versions().git_sha},
           {"checkpoint", checkpoint},
           {"run_dir", run},
+          {"weights", config::name_of(weights)},
           {"export", "embed_bits=" + std::to_string(e.embed_bits) + " attention_bits=" + std::to_string(e.attention_bits) +
                          " mlp_bits=" + std::to_string(e.mlp_bits) + " compression=" + config::name_of(e.compression) +
                          " code_layout=" + config::name_of(e.code_layout) +
@@ -334,8 +336,7 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
   artifact.step = step;
   artifact.compression = settings.compression;
   const std::string run = run_directory_of(checkpoint);
-  artifact.metadata = artifact_metadata(absolute(checkpoint), run, settings);
-  artifact.metadata["weights"] = config::name_of(weights);
+  artifact.metadata = artifact_metadata(absolute(checkpoint), run, settings, weights);
   ExportSummary summary;
   summary.step = step;
   summary.compression = config::name_of(settings.compression);
@@ -363,10 +364,8 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
     }
     report.rms_error = back.empty() ? 0.0 : std::sqrt(squares / static_cast<double>(back.size()));
     summary.float32_bytes += back.size() * sizeof(float);
-    summary.payload_bytes += stored.stored_bytes();
     group.tensors += 1;
     group.elements += back.size();
-    group.stored_bytes += stored.stored_bytes();
     group.squares += squares;
     summary.tensors.push_back(report);
     artifact.tensors.push_back(std::move(stored));
@@ -384,13 +383,13 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
     if (settings.code_layout == config::CodeLayout::bytes || other.size() < file.size()) {
       file = std::move(other);
       summary.code_layout = "bytes";
-      summary.payload_bytes = 0;
-      for (auto& g : summary.groups) g.stored_bytes = 0;
-      for (std::size_t index = 0; index < bytes.tensors.size(); ++index) {
-        summary.payload_bytes += bytes.tensors[index].stored_bytes();
-        summary.groups[group_of[index]].stored_bytes += bytes.tensors[index].stored_bytes();
-      }
+      artifact = std::move(bytes);
     }
+  }
+  // The payload's bytes, by group, of the layout written.
+  for (std::size_t index = 0; index < artifact.tensors.size(); ++index) {
+    summary.payload_bytes += artifact.tensors[index].stored_bytes();
+    summary.groups[group_of[index]].stored_bytes += artifact.tensors[index].stored_bytes();
   }
   const auto slash = out.rfind('/');
   if (slash != std::string::npos && slash > 0) make_directories(out.substr(0, slash));
@@ -414,8 +413,7 @@ ArtifactPlan plan_artifact(const config::ResolvedDeck& deck) {
   artifact.deck_text = config::render_resolved(deck);
   artifact.compression = settings.compression;
   // The checkpoint's path and run directory are not known yet: room for two paths of 512 bytes.
-  artifact.metadata = artifact_metadata(std::string(512, '/'), std::string(512, '/'), settings);
-  artifact.metadata["weights"] = "live";
+  artifact.metadata = artifact_metadata(std::string(512, '/'), std::string(512, '/'), settings, config::Weights::live);
   ArtifactPlan plan;
   std::vector<std::size_t> group_of;
   plan.groups = export_groups(layout, settings, group_of);

@@ -63,8 +63,6 @@ double sorted_quantile(const std::vector<float>& sorted, double q) {
   return sorted[low] + (static_cast<double>(sorted[high]) - sorted[low]) * (position - static_cast<double>(low));
 }
 
-int code_limit(int bits) { return (1 << (bits - 1)) - 1; }
-
 std::size_t packed_size(std::size_t codes, int bits) { return (codes * static_cast<std::size_t>(bits) + 7) / 8; }
 
 // Codes in [0, 2^bits) packed least significant bit first.

@@ -68,6 +68,9 @@ constexpr std::size_t kKeepFloatMaxElements = 65536;
 // parameter-golf's limit on a submission's bytes (its code and compressed weights).
 constexpr std::size_t kArtifactLimitBytes = 16000000;
 
+// R = 2^(bits-1) - 1: the largest code of a row quantized to `bits` (4-8).
+inline int code_limit(int bits) { return (1 << (bits - 1)) - 1; }
+
 // The storage of one tensor by the rules above (quantized tensors get their scales computed here);
 // `bits` applies to 2-D tensors above keep_float_max.
 ArtifactTensor quantize_tensor(const std::string& name, const std::vector<std::size_t>& shape, const float* values,

@@ -9,7 +9,7 @@ namespace kgpt::train {
 
 namespace {
 
-// The quantized groups' matrices and their code limits.
+// Whether late QAT rounds this tensor: the attention's and the MLP's matrices.
 bool quantized(const model::TensorSpec& spec) {
   const io::WeightGroup g = io::weight_group(spec);
   return spec.shape.size() == 2 && (g == io::WeightGroup::attention || g == io::WeightGroup::mlp);
@@ -22,7 +22,7 @@ LateQat::LateQat(const config::Config& config, const model::ParameterLayout& lay
   for (const auto& entry : layout.entries()) {
     if (!quantized(entry.spec)) continue;
     const int bits = io::export_bits(io::weight_group(entry.spec), config.export_);
-    targets_.push_back({entry.offset, entry.spec.shape[0], entry.spec.shape[1], (1 << (bits - 1)) - 1});
+    targets_.push_back({entry.offset, entry.spec.shape[0], entry.spec.shape[1], io::code_limit(bits)});
   }
   if (!targets_.empty()) live_ = Vector<float>("kgpt::late_qat::live_weights", layout.buffer_size());
 }
