@@ -37,15 +37,21 @@ void LateQat::quantize(const ExecSpace& exec, const Vector<float>& values) {
   for (const Target& t : targets_) {
     const std::size_t offset = t.offset, columns = t.columns;
     const auto limit = static_cast<float>(t.limit);
+    // A team per row, its threads over the columns (on a GPU coalesced: a thread per row read
+    // each row on its own). The row's maximum is exact in any order, so every backend agrees.
     kgpt::parallel_for(
-        "kgpt::late_qat::fake_quantize", Kokkos::RangePolicy<ExecSpace>(exec, 0, t.rows),
-        KOKKOS_LAMBDA(const std::size_t r) {
-          float* const row = data + offset + r * columns;
+        "kgpt::late_qat::fake_quantize", Kokkos::TeamPolicy<ExecSpace>(exec, static_cast<int>(t.rows), Kokkos::AUTO),
+        KOKKOS_LAMBDA(const Kokkos::TeamPolicy<ExecSpace>::member_type& team) {
+          float* const row = data + offset + static_cast<std::size_t>(team.league_rank()) * columns;
           float top = 0.0f;
-          for (std::size_t c = 0; c < columns; ++c) top = fmaxf(top, fabsf(row[c]));
+          Kokkos::parallel_reduce(
+              Kokkos::TeamThreadRange(team, columns),
+              [&](const std::size_t c, float& m) { m = fmaxf(m, fabsf(row[c])); }, Kokkos::Max<float>(top));
           const float scale = top / limit;
           if (!(scale > 0.0f)) return;
-          for (std::size_t c = 0; c < columns; ++c) row[c] = fminf(fmaxf(rintf(row[c] / scale), -limit), limit) * scale;
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, columns), [&](const std::size_t c) {
+            row[c] = fminf(fmaxf(rintf(row[c] / scale), -limit), limit) * scale;
+          });
         });
   }
 }

@@ -34,13 +34,32 @@ namespace kgpt::model::ops {
 namespace {  // kernels: internal linkage, see core/kernel.hpp
 
 // amax = max |x| over a (rows, cols) view whose rows are contiguous, on the device. On a GPU a
-// thread per element; on the host a loop per row, vectorised.
+// thread per 16 bytes where the rows' packs start on 16 bytes (the rows back to back: one flat
+// range, no index division), else a thread per element; on the host a loop per row, vectorised.
 template <class X>
 void fp8_amax(const ExecSpace& exec, const X& x, float* amax) {
   using V = std::remove_const_t<typename X::value_type>;
   const std::size_t rows = x.extent(0), cols = x.extent(1);
   const RowView<const V> v(x);
   if constexpr (backend::Traits::device_scalars) {
+    constexpr int W = 16 / static_cast<int>(sizeof(V));
+    if (cols % W == 0 && detail::packs_aligned<W>(v)) {
+      const std::size_t packs_per_row = cols / W, ld = v.ld;
+      const bool flat = ld == cols;
+      Kokkos::parallel_reduce(
+          "kgpt::fp8::amax_packed", Kokkos::RangePolicy<ExecSpace>(exec, 0, rows * packs_per_row),
+          KOKKOS_LAMBDA(const std::size_t e, float& m) {
+            const std::size_t at = flat ? e * W : e / packs_per_row * ld + e % packs_per_row * W;
+            float values[W];
+            detail::load_pack<W>(v.data + at, values);
+            for (int k = 0; k < W; ++k) {
+              const float magnitude = values[k] < 0.0f ? -values[k] : values[k];
+              if (magnitude > m) m = magnitude;
+            }
+          },
+          Kokkos::Max<float, MemSpace>(Kokkos::View<float, MemSpace>(amax)));
+      return;
+    }
     Kokkos::parallel_reduce(
         "kgpt::fp8::amax", Kokkos::RangePolicy<ExecSpace>(exec, 0, rows * cols),
         KOKKOS_LAMBDA(const std::size_t e, float& m) {
@@ -101,9 +120,12 @@ void fp8_round_scaled(const ExecSpace& exec, const X& x, const Out& out, const f
   }
 }
 
-// Sixteen FP8 values, stored at once.
+// Sixteen FP8 values, stored at once; and eight.
 struct alignas(16) Fp8Sixteen {
   std::uint32_t words[4];
+};
+struct alignas(8) Fp8Eight {
+  std::uint32_t words[2];
 };
 
 // The 1-byte FP8 values of x (rows, cols) at x's own scale (what fp8_round_scaled's values are at
@@ -111,12 +133,37 @@ struct alignas(16) Fp8Sixteen {
 // null; 2^-k, the scale undone, into *scale. rows must be a multiple of 16, and `transposed` 16-byte
 // aligned: each thread takes one column of 16 rows, so that a warp reads 32 neighbouring columns of
 // a row at once and writes 16 bytes of a transposed row with one store.
+// Where only the copy as it is is asked for and x's packs start on 16 bytes (on a GPU), each thread
+// takes 16 bytes of a row and stores their FP8 bytes at once.
 template <Fp8Format F, class X>
 void fp8_encode_scaled(const ExecSpace& exec, const X& x, std::uint8_t* as_is, std::uint8_t* transposed,
                        const float* amax, float* scale) {
   using V = std::remove_const_t<typename X::value_type>;
   const RowView<const V> in(x);
   const std::size_t rows = x.extent(0), cols = x.extent(1);
+  constexpr int W = 16 / static_cast<int>(sizeof(V));
+  if constexpr (backend::Traits::device_scalars && W == 8) {
+    if (transposed == nullptr && cols % W == 0 && detail::packs_aligned<W>(in)) {
+      const std::size_t packs_per_row = cols / W, ld = in.ld;
+      kgpt::parallel_for(
+          "kgpt::fp8::encode_packed", Kokkos::RangePolicy<ExecSpace>(exec, 0, rows * packs_per_row),
+          KOKKOS_LAMBDA(const std::size_t e) {
+            const std::size_t i = e / packs_per_row, j = e % packs_per_row * W;
+            const int k = fp8_scale_exponent<F>(*amax);
+            const float up = power_of_two(k);
+            if (e == 0) *scale = power_of_two(-k);
+            float values[W];
+            detail::load_pack<W>(in.data + i * ld + j, values);
+            Fp8Eight eight{{0u, 0u}};
+            for (int t = 0; t < W; ++t) {
+              eight.words[t / 4] |= static_cast<std::uint32_t>(fp8_bits<F>(fp8_round<F>(values[t] * up))) << (8 * (t % 4));
+            }
+            // At i * cols + j, a multiple of 8.
+            *reinterpret_cast<Fp8Eight*>(as_is + i * cols + j) = eight;
+          });
+      return;
+    }
+  }
   kgpt::parallel_for(
       "kgpt::fp8::encode", Kokkos::RangePolicy<ExecSpace>(exec, 0, rows / 16 * cols), KOKKOS_LAMBDA(const std::size_t e) {
         const std::size_t j = e % cols, first = e / cols * 16;
