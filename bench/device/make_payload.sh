@@ -15,7 +15,8 @@
 #                 cuFFT, nvJitLink, CUPTI), which are the GPU machine's
 #   openmpi/      Open MPI's components, help texts and configuration, found through OPAL_PREFIX
 #   data/         data/tiny_cpu, the embedded default's shards
-#   cpu_runs/     the CPU build's 10-step runs of the decks run_cuda_checks.sh trains on the GPU
+#   cpu_runs/     the CPU build's 10-step runs of the decks run_cuda_checks.sh trains on the GPU (golf and
+#                 gpt2 in fp32 and bf16; golf with the EMA, SWA and late QAT)
 #   payload.env   where the test executables expect the source tree and kgpt (they were built there)
 # The working tree itself travels with the device call. The pack must stay under 60 MiB.
 #
@@ -59,6 +60,9 @@ common=(--set train.iterations=10 --set train.log_every=1 --set train.warmdown_i
 gpt2=(--set model.family=gpt2 --set model.n_kv_head=4 --set model.logit_softcap=0 --set optim.matrix_lr=0.001
       --set optim.embed_lr=0.001 --set optim.scalar_lr=0.001)
 bf16=(--set train.precision=bf16)
+# The weight averages and late QAT on every step (their kernels, and the EMA's evaluation, on the GPU).
+averages=(--set train.ema_decay=0.9 --set train.swa_every=2 --set train.swa_start_lr=1.5 --set train.qat_start_lr=1.5
+          --set train.eval_weights=ema)
 (
   cd "$tree"
   export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-2}
@@ -66,6 +70,7 @@ bf16=(--set train.precision=bf16)
   "$cpu_build/kgpt" train inputs/tiny_cpu.yaml "${common[@]}" "${gpt2[@]}" --run-dir "$stage/cpu_runs/gpt2" > /dev/null
   "$cpu_build/kgpt" train inputs/tiny_cpu.yaml "${common[@]}" "${bf16[@]}" --run-dir "$stage/cpu_runs/golf_bf16" > /dev/null
   "$cpu_build/kgpt" train inputs/tiny_cpu.yaml "${common[@]}" "${gpt2[@]}" "${bf16[@]}" --run-dir "$stage/cpu_runs/gpt2_bf16" > /dev/null
+  "$cpu_build/kgpt" train inputs/tiny_cpu.yaml "${common[@]}" "${averages[@]}" --run-dir "$stage/cpu_runs/golf_averages" > /dev/null
 )
 rm -rf "$stage"/cpu_runs/*/checkpoints  # the comparison reads history.h5 only
 cp -a "$tree/data/tiny_cpu" "$stage/data/"

@@ -17,17 +17,21 @@
 #           (model.gelu_epilogue: false, said in the summary).
 #           Stops everything if no attention runs.
 #   tests   every ctest group of kgpt_tests, and the PyTorch reference comparison (reference_dump)
-#   train   10 steps of inputs/tiny_cpu.yaml (golf and gpt2, fp32 and bf16) against the CPU runs
+#   train   10 steps of inputs/tiny_cpu.yaml (golf and gpt2, fp32 and bf16; golf with the EMA, SWA
+#           and late QAT on every step, its val loss scored on the EMA) against the CPU runs
 #   bench   kgpt bench --profile of golf 64x1024 (accum 8) and gpt2-124M 16x1024 in bf16 with cuDNN's
 #           non-deterministic backward (PyTorch's flash backward is not deterministic either):
 #           tokens/s, the ceilings measured in the same run, the five costliest ops
 #   variants  the same benches with the decks' deterministic backward, with Zipf tokens, in fp32,
 #           for golf as one rank of 8 sharing Muon (--muon-share 8) and at parallel.zero_stage: 1,
-#           for gpt2 with GELU apart from its products, and both with model.fp8: mlp and all
+#           for gpt2 with GELU apart from its products, for golf with the EMA, SWA and late QAT on
+#           every step, and both with model.fp8: mlp and all (KGPT_VARIANTS="fp8_all zero1 ...":
+#           only those labels)
+#   fp8     kgpt bench --profile of both with model.fp8: all: the FP8 passes' rows (amax, encoding)
 #   train_bench  kgpt train of the golf deck for 12 steps (tokens/s against the bench's)
 #   torch   bench/torch_reference.py (compiled whole, flash SDPA pinned, Newton-Schulz compiled, gpt2
 #           padded to 50,304) for golf, golf as one rank of 8 sharing Muon, gpt2-124M and the 1.3B
-#           shape, on the same GPU
+#           shape, on the same GPU (KGPT_TORCH_JOBS="golf gpt2": only those labels)
 #   torch_fp8  the same for gpt2-124M, 1.3B and golf with every block's linear layer on FP8
 #           products (--fp8 all)
 #   world8  one rank of an 8-GPU golf job without its communication (one micro-step, a share of
@@ -37,7 +41,8 @@
 #           train.recompute none and block, and with model.fp8: all: the plan beside the measured
 #           view_peak_mb (cuDNN's real workspace), tokens/s, MFU
 # A device call runs "device tests train bench torch train_bench variants --budget 340" in one
-# command (247 s on an H100) and "scale" in a second (docs/cuda.md).
+# command (247 s on an H100) and "scale" in a second (docs/cuda.md); with the torch jobs and the
+# variants narrowed, "device tests train bench torch fp8 variants train_bench world8" took 309 s.
 #
 # Output in $OUT (default /tmp/kgpt-cuda), three files, each rewritten after every step so that a
 # command stopped at its limit still brings back what it did: summary.txt (the lines printed on
@@ -75,6 +80,11 @@ pack() {
 limit() {
   local left=$((deadline - $(date +%s) - 15))
   [ "$left" -lt "$1" ] && echo "$left" || echo "$1"
+}
+# wanted LABEL LIST: whether LABEL is in the space-separated LIST, or LIST is empty (everything).
+wanted() {
+  [ -z "$2" ] && return 0
+  [[ " $2 " == *" $1 "* ]]
 }
 # What the last command run printed (its part of details.log), for the summary's lines.
 output_from=1
@@ -215,17 +225,23 @@ for step in "${steps[@]}"; do
       gpt2=(--set model.family=gpt2 --set model.n_kv_head=4 --set model.logit_softcap=0 --set optim.matrix_lr=0.001
             --set optim.embed_lr=0.001 --set optim.scalar_lr=0.001)
       bf16=(--set train.precision=bf16)
-      for run_name in golf gpt2 golf_bf16 gpt2_bf16; do
+      averages=(--set train.ema_decay=0.9 --set train.swa_every=2 --set train.swa_start_lr=1.5 --set train.qat_start_lr=1.5
+                --set train.eval_weights=ema)
+      for run_name in golf gpt2 golf_bf16 gpt2_bf16 golf_averages; do
         options=("${common[@]}")
         [[ $run_name == gpt2* ]] && options+=("${gpt2[@]}" "${gelu[@]}")
         [[ $run_name == *bf16 ]] && options+=("${bf16[@]}")
+        [[ $run_name == *averages ]] && options+=("${averages[@]}")
         run "train $run_name" 120 "${kgpt_env[@]}" "$kgpt" train inputs/tiny_cpu.yaml "${options[@]}" "${attention[@]}" \
           --run-dir "$work/runs/$run_name"
         say "train $run_name: exit $status $(grep -o 'step:10/10 train_loss:[0-9.]*.*tok/s:[0-9]*' "$work/runs/$run_name/log.txt" 2>/dev/null)"
         pack
       done
+      # golf_averages at 2e-4: late QAT rounds every matrix row to 255 levels (8 bits here), and a
+      # weight one ulp off the CPU's (the sums' order) can round to the next step. Its first step,
+      # before the weights differ, agreed to 5.8e-9 on an H100, and the later ones grew to 4.2e-5.
       run compare 60 "$python" "$tree/bench/device/compare_losses.py" "$stage/cpu_runs" "$work/runs" golf@1e-5 gpt2@1e-5 \
-        golf_bf16@2e-2 gpt2_bf16@2e-2 golf:golf_bf16@0 gpt2:gpt2_bf16@0
+        golf_bf16@2e-2 gpt2_bf16@2e-2 golf_averages@2e-4 golf:golf_bf16@0 gpt2:gpt2_bf16@0
       say "compare_losses: exit $status"
       output | grep 'loss agreement' | tee -a "$summary"
       ;;
@@ -245,6 +261,21 @@ for step in "${steps[@]}"; do
         pack
       done
       ;;
+    fp8)
+      # The FP8 products' passes (amax, encoding) in the fenced profile, golf and gpt2 with model.fp8: all.
+      mkdir -p "$work/bench"
+      for deck in golf gpt2; do
+        bench_deck "$deck"
+        [ "$deck" = gpt2 ] && deck_args+=("${gelu[@]}")
+        run "bench $deck fp8 profile" 200 "${kgpt_env[@]}" "$kgpt" bench "${deck_args[@]}" --set train.precision=bf16 \
+          --set model.fp8=all "${attention[@]}" "${like_torch[@]}" --steps 3 --warmup 1 --profile
+        output > "$work/bench/${deck}_fp8_profile.txt"
+        say "bench $deck fp8 all --profile: exit $status"
+        grep -E '^(tok/s|view_peak|device_mem)' "$work/bench/${deck}_fp8_profile.txt" | tee -a "$summary"
+        grep -E 'fp8' "$work/bench/${deck}_fp8_profile.txt" | grep -v '^kgpt' | head -n 12 | tee -a "$summary"
+        pack
+      done
+      ;;
     variants)
       for deck in golf gpt2; do
         bench_deck "$deck"
@@ -257,9 +288,12 @@ for step in "${steps[@]}"; do
           # One rank of 8 sharing Muon (its Newton-Schulz share, every update applied), and the
           # optimizer's stage-1 path, which one rank runs whole.
           variants=("muon_share8:--muon-share 8" "zero1:--set parallel.zero_stage=1" "${variants[@]}")
+          # The records' options on every step: the EMA and the SWA updated, the matrices fake-quantized.
+          variants+=("averages_qat:--set train.ema_decay=0.997 --set train.swa_every=1 --set train.swa_start_lr=1.5 --set train.qat_start_lr=1.5")
         fi
         for variant in "${variants[@]}"; do
           label=${variant%%:*} variant_options=${variant#*:}
+          wanted "$label" "${KGPT_VARIANTS:-}" || continue
           precision=(--set train.precision=bf16)
           [ "$label" = fp32 ] && precision=()
           # shellcheck disable=SC2086
@@ -294,6 +328,7 @@ for step in "${steps[@]}"; do
       fi
       for job in "${jobs[@]}"; do
         label=${job%%:*} job_args=${job#*:}
+        wanted "$label" "${KGPT_TORCH_JOBS:-}" || continue
         # shellcheck disable=SC2086
         run "torch $label" 240 "$python" "$tree/bench/torch_reference.py" $job_args --json "$work/torch/$label.json"
         say "torch $label: exit $status $(output | grep torch_reference | tail -n 2 | paste -sd' ')"
@@ -332,7 +367,7 @@ for step in "${steps[@]}"; do
         pack
       done
       ;;
-    *) say "unknown step '$step' (device, tests, train, bench, variants, train_bench, torch, torch_fp8, world8, scale)" ;;
+    *) say "unknown step '$step' (device, tests, train, bench, fp8, variants, train_bench, torch, torch_fp8, world8, scale)" ;;
   esac
 done
 say "== done in $(($(date +%s) - start_s))s"
