@@ -112,6 +112,8 @@ struct ModelConfig {
   bool attention_deterministic = true;  // cudnn: the deterministic backward algorithm
   bool gelu_epilogue = true;  // GELU and its gradient in the MLP's products, where the backend has them
   Fp8 fp8 = Fp8::none;        // which blocks' linear layers run FP8 products (model/ops/fp8.hpp)
+  bool smear_gate = false;    // golf: each position mixes in a learned share of the previous one
+  int parallel_residual_start = -1;  // golf: blocks from this one on run attention and MLP side by side; -1: none
   // The deck key is train.precision; it lives here because the model is built for it, so that
   // eval, sample and resume run a checkpoint in the precision it was trained in.
   Precision precision = Precision::fp32;

@@ -282,6 +282,20 @@ std::vector<KeySpec> build_schema() {
                  "products and GELU's own kernels apart, as the host always runs them. The same function either "
                  "way."),
              read_by_family("model.gelu_epilogue"), readers("model.gelu_epilogue")),
+      acting(key("model", "smear_gate", &Config::model, &MC::smear_gate, VK::boolean, none,
+                 "SmearGate, as parameter-golf's records from 2026-03-20 use it: after the embedding's RMSNorm "
+                 "each position becomes (1 - g) x_t + g x_{t-1} (x_{-1} = 0 at a sequence's start), g = "
+                 "sigmoid(smear_gate) per channel, smear_gate a vector of d_model trained with optim.scalar_lr "
+                 "from zero (g = 0.5). Part of the model: eval, sample and resume use the checkpoint deck's."),
+             read_by_family("model.smear_gate"), readers("model.smear_gate")),
+      acting(key("model", "parallel_residual_start", &Config::model, &MC::parallel_residual_start, VK::integer,
+                 between(-1, 1023),
+                 "Parallel residuals, as parameter-golf's records from 2026-03-31 use them (GPT-J's form): blocks "
+                 "from this index on (counted from 0) feed the attention and the MLP the same normed input, x_out = "
+                 "x + attn_scale * Attn(RMSNorm(x)) + mlp_scale * MLP(RMSNorm(x)), where the others run the MLP "
+                 "after the attention's residual add. -1: no block; below model.n_layer. The same parameters and "
+                 "FLOPs either way. Part of the model: eval, sample and resume use the checkpoint deck's."),
+             read_by_family("model.parallel_residual_start"), readers("model.parallel_residual_start")),
       key("model", "fp8", &Config::model, &MC::fp8, VK::choice, none,
           "Which linear layers of the blocks run FP8 products, as Hopper's FP8 GEMMs with per-tensor scales do "
           "(torchtitan's float8 tensorwise recipe): none; mlp (each block's MLP); all (every linear layer of the "

@@ -43,13 +43,16 @@ def rotary(x, base):
 
 class Golf(torch.nn.Module):
     """parameter-golf's baseline family: GQA, RoPE, relu^2 MLP, weightless RMSNorm (also on q and k),
-    q_gain, residual mix with x0, attn/mlp scales, U-Net skips, tied embedding, logit softcap."""
+    q_gain, residual mix with x0, attn/mlp scales, U-Net skips, tied embedding, logit softcap; the
+    records' SmearGate where the weights hold a smear_gate, and their parallel residuals from block
+    parallel_from on."""
 
-    def __init__(self, params, n_layer, n_head, n_kv_head, rope_base, softcap, eps):
+    def __init__(self, params, n_layer, n_head, n_kv_head, rope_base, softcap, eps, parallel_from=-1):
         super().__init__()
         self.p = torch.nn.ParameterDict({k.replace(".", "__"): torch.nn.Parameter(v) for k, v in params.items()})
         self.n_layer, self.n_head, self.n_kv_head = n_layer, n_head, n_kv_head
         self.rope_base, self.softcap, self.eps = rope_base, softcap, eps
+        self.parallel_from = parallel_from  # blocks from this one on: attention and MLP side by side
 
     def w(self, name):
         return self.p[name.replace(".", "__")]
@@ -68,13 +71,22 @@ class Golf(torch.nn.Module):
         k = rotary(rms_norm(k, self.eps), self.rope_base)
         q = q * self.w(b + "attn.q_gain")[None, :, None, None]
         y = causal_attention(q, k, v).transpose(1, 2).reshape(bsz, t, c)
-        x = x + self.w(b + "attn_scale") * (y @ self.w(b + "attn.proj.weight").t())
-        h = rms_norm(x, self.eps)
+        attn = self.w(b + "attn_scale") * (y @ self.w(b + "attn.proj.weight").t())
+        parallel = 0 <= self.parallel_from <= i
+        if not parallel:  # sequential: the MLP reads the norm of the attention's residual
+            x = x + attn
+            h = rms_norm(x, self.eps)
         m = torch.relu(h @ self.w(b + "mlp.fc.weight").t()).square() @ self.w(b + "mlp.proj.weight").t()
-        return x + self.w(b + "mlp_scale") * m
+        return x + self.w(b + "mlp_scale") * m + (attn if parallel else 0)
 
     def logits(self, tokens):
         x = rms_norm(F.embedding(tokens, self.w("tok_emb.weight")), self.eps)
+        if "smear_gate" in self.p:
+            # SmearGate: each position takes a share sigmoid(gate) of the previous one (none before
+            # the first).
+            g = torch.sigmoid(self.w("smear_gate"))
+            previous = torch.cat((torch.zeros_like(x[:, :1]), x[:, :-1]), dim=1)
+            x = (1 - g) * x + g * previous
         x0, skips = x, []
         encoders = self.n_layer // 2
         for i in range(encoders):
@@ -192,7 +204,7 @@ class Llama(torch.nn.Module):
 # kgpt registers must have one here: tests/reference/test_coverage.py says so when it has not.
 FAMILIES = {
     "golf": lambda w, s: Golf(w, int(s["n_layer"]), int(s["n_head"]), int(s["n_kv_head"]), s["rope_base"],
-                              s["logit_softcap"], s["rms_eps"]),
+                              s["logit_softcap"], s["rms_eps"], int(s.get("parallel_residual_start", -1))),
     "gpt2": lambda w, s: Gpt2(w, int(s["n_layer"]), int(s["n_head"]), s["logit_softcap"]),
     "llama": lambda w, s: Llama(w, int(s["n_layer"]), int(s["n_head"]), int(s["n_kv_head"]), s["rope_base"],
                                 s["logit_softcap"]),

@@ -6,6 +6,7 @@
 #include "model/ops/activations.hpp"
 #include "model/ops/elementwise.hpp"
 #include "model/ops/rmsnorm.hpp"
+#include "model/ops/smear.hpp"
 #include "model/precision_check.hpp"
 
 using namespace kgpt;
@@ -319,5 +320,67 @@ TEST_CASE("the residual backwards' column sums in 16-byte packs equal them a col
     check_residual_backwards_in_packs<bf16>(1100, cols);
     check_residual_backwards_in_packs<float>(1100, cols);
     check_residual_backwards_in_packs<double>(1100, cols);
+  }
+}
+
+TEST_CASE("SmearGate: forward from its definition, backward against finite differences", "[model][elementwise][gradcheck]") {
+  // 3 sequences of 4 positions, 5 channels: the first row of each sequence has no previous one.
+  const int seq = 4;
+  Matrix<double> x("x", 12, 5), y("y", 12, 5), dx("dx", 12, 5);
+  Vector<double> gate("gate", 5), dgate("dgate", 5);
+  random::fill_normal(x, 83, 0, 1.0);
+  random::fill_normal(gate, 83, 1, 1.0);
+  const auto w = test::random_like("w", y, 84);
+  auto loss = [&] {
+    model::ops::smear_forward<double>(ExecSpace(), ConstMatrix<double>(x), gate, y, seq);
+    return test::dot(w, y);
+  };
+  loss();
+  auto hx = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), x);
+  auto hg = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), gate);
+  auto hy = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y);
+  for (const int i : {0, 4, 5, 11}) {
+    for (int j = 0; j < 5; ++j) {
+      const double g = 1.0 / (1.0 + std::exp(-hg(j)));
+      const double previous = i % seq == 0 ? 0.0 : hx(i - 1, j);
+      CHECK(hy(i, j) == Approx((1 - g) * hx(i, j) + g * previous).epsilon(1e-14));
+    }
+  }
+  model::ops::smear_backward<double>(ExecSpace(), ConstMatrix<double>(x), gate, ConstMatrix<double>(w), dx, dgate, seq);
+  test::check_gradient("smear dx", x, dx, loss);
+  test::check_gradient("smear dgate", gate, dgate, loss);
+}
+
+namespace {
+
+// SmearGate's backward with its column sums in 16-byte packs (Packs) or a column at a time.
+template <class A, bool Packs>
+auto smear_backward_of(std::size_t n, std::size_t c, int seq) {
+  using T = compute_t<A>;
+  Matrix<A> x("x", n, c), dy("dy", n, c), dx("dx", n, c);
+  Vector<T> gate("gate", c), dgate("dgate", c);
+  random::fill_normal(x, 92, 0, 1.0);
+  random::fill_normal(dy, 92, 1, 1.0);
+  random::fill_normal(gate, 92, 2, 1.0);
+  random::fill_normal(dgate, 92, 3, 1.0);
+  model::ops::smear_backward<T, Packs>(ExecSpace(), ConstMatrix<A>(x), gate, ConstMatrix<A>(dy), dx, dgate, seq);
+  return std::make_pair(host_matrix(dx), Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), dgate));
+}
+
+template <class A>
+void check_smear_in_packs(std::size_t n, std::size_t c, int seq) {
+  INFO(n << " x " << c << (sizeof(A) == 2 ? " bf16" : sizeof(A) == 4 ? " float" : " double"));
+  const auto packed = smear_backward_of<A, true>(n, c, seq), alone = smear_backward_of<A, false>(n, c, seq);
+  CHECK(count_differences(packed.first, alone.first) == 0);
+  CHECK(count_differences(packed.second, alone.second) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("SmearGate's backward in 16-byte packs equals it a column at a time", "[model][elementwise][bf16]") {
+  for (const std::size_t cols : {std::size_t(48), std::size_t(44)}) {
+    check_smear_in_packs<bf16>(1100, cols, 100);
+    check_smear_in_packs<float>(1100, cols, 100);
+    check_smear_in_packs<double>(1100, cols, 100);
   }
 }

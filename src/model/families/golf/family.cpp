@@ -1,6 +1,8 @@
 // The golf family's entry in the registry (model/family.hpp).
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "config/deck.hpp"
 #include "model/family.hpp"
@@ -24,6 +26,17 @@ std::size_t activation_bytes(const config::ModelConfig& m, int max_batch, int ma
 
 double flops_per_token(const config::ModelConfig& m, int seq) { return standard_flops_per_token(m, layout(m, seq), seq); }
 
+void check(const config::ResolvedDeck& deck, std::vector<std::string>& problems) {
+  family_entry::check_rope_head_dim(deck, problems);
+  const config::ModelConfig& m = deck.config.model;
+  if (m.parallel_residual_start >= m.n_layer) {
+    problems.push_back(deck.where("model.parallel_residual_start") + ": " + std::to_string(m.parallel_residual_start) +
+                       " names no block: the blocks are 0 to " + std::to_string(m.n_layer - 1) + " (model.n_layer = " +
+                       std::to_string(m.n_layer) + " (" + deck.origin("model.n_layer").describe() + ")); -1 runs none "
+                       "in parallel");
+  }
+}
+
 }  // namespace
 
 const Family& golf_family() {
@@ -33,9 +46,9 @@ const Family& golf_family() {
     made.summary = "parameter-golf's baseline: RMSNorm, RoPE with q/k norms and gains, GQA, relu^2 MLP, U-Net skips, "
                    "residual mixes, softcapped tied head, Muon";
     made.defaults = FamilyDefaults{2, 0.005, 30.0, true, config::MatrixOptimizer::muon};
-    made.reads = {"model.rope_base", "model.qk_gain_init"};
-    made.rules = "the head dimension is even (RoPE)";
-    made.check = family_entry::check_rope_head_dim;
+    made.reads = {"model.rope_base", "model.qk_gain_init", "model.smear_gate", "model.parallel_residual_start"};
+    made.rules = "the head dimension is even (RoPE); model.parallel_residual_start is below model.n_layer";
+    made.check = check;
     made.layout = layout;
     made.make_float = family_entry::make_float<GolfModel>;
     made.make_double = family_entry::make_double<GolfModel>;

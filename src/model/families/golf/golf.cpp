@@ -6,6 +6,7 @@
 #include "model/ops/elementwise.hpp"
 #include "model/ops/qk_norm_rope.hpp"
 #include "model/ops/rmsnorm.hpp"
+#include "model/ops/smear.hpp"
 
 namespace kgpt::model {
 
@@ -80,8 +81,10 @@ Matrix<A> GolfModel<T, A>::final_input() const {
 template <class T, class A>
 void GolfModel<T, A>::embedding_forward(const ExecSpace& exec) {
   const std::size_t n = this->rows_, c = this->config_.d_model;
-  ops::embedding_rmsnorm_forward<T>(exec, this->stage_.inputs(), this->w_.tok_emb, acts_.x0.mat(n, c), acts_.rstd0.vec(n),
-                                    T(kRmsEps));
+  const bool smear = this->config_.smear_gate;
+  const Matrix<A> normed = smear ? acts_.x_embed.mat(n, c) : acts_.x0.mat(n, c);
+  ops::embedding_rmsnorm_forward<T>(exec, this->stage_.inputs(), this->w_.tok_emb, normed, acts_.rstd0.vec(n), T(kRmsEps));
+  if (smear) ops::smear_forward<T>(exec, ConstMatrix<A>(normed), this->w_.smear_gate, acts_.x0.mat(n, c), this->seq_);
 }
 
 template <class T, class A>
@@ -131,10 +134,17 @@ void GolfModel<T, A>::block_forward(const ExecSpace& exec, int l) {
                             heads_of(CM(k_final), 0, b, kv_heads_, head_dim_),
                             heads_of(CM(qkv), static_cast<int>(c + kvd), b, kv_heads_, head_dim_),
                             heads_of(o, 0, b, heads_, head_dim_));
-  const Matrix<A> attn_out = L.attn_out.mat(n, c), x_attn = L.x_attn.mat(n, c), h_mlp = L.h_mlp.mat(n, c);
+  const Matrix<A> attn_out = L.attn_out.mat(n, c), x_attn = L.x_attn.mat(n, c);
   ops::linear_forward(exec, proj_[static_cast<std::size_t>(l)], o, attn_out);
-  ops::residual_rmsnorm_forward<T>(exec, CM(x_mix), W.attn_scale, CM(attn_out), x_attn, h_mlp, L.rstd_mlp.vec(n),
-                                   T(kRmsEps));
+  // In parallel the MLP reads the attention's input, h_attn; else the norm of the attention's residual.
+  const bool parallel = runs_parallel(l);
+  const Matrix<A> h_mlp = parallel ? h_attn : L.h_mlp.mat(n, c);
+  if (parallel) {
+    ops::scaled_add_forward<T>(exec, x_mix, W.attn_scale, attn_out, x_attn);
+  } else {
+    ops::residual_rmsnorm_forward<T>(exec, CM(x_mix), W.attn_scale, CM(attn_out), x_attn, h_mlp, L.rstd_mlp.vec(n),
+                                     T(kRmsEps));
+  }
   const Matrix<A> fc = L.fc.mat(n, f), act = L.act.mat(n, f), mlp_out = L.mlp_out.mat(n, c);
   ops::linear_forward(exec, fc_[static_cast<std::size_t>(l)], h_mlp, fc);
   ops::relu_squared_forward<T>(exec, fc, act);
@@ -156,8 +166,16 @@ void GolfModel<T, A>::embedding_backward(const ExecSpace& exec, const GradientsR
   const Matrix<A> dx0 = acts_.dx0.mat(n, c), d_rows = this->d_final();
   ops::add_into<T>(exec, acts_.dx.mat(n, c), dx0);  // x0 is the first block's input and every block's mix input
   const ConstTokenMatrix tokens = this->stage_.inputs();
+  // x0 = SmearGate(the embedding's RMSNorm): its gradient to the norm's output, in d_branch (free
+  // once the blocks are done).
+  Matrix<A> d_normed = dx0;
+  if (this->config_.smear_gate) {
+    d_normed = acts_.d_branch.mat(n, c);
+    ops::smear_backward<T>(exec, ConstMatrix<A>(acts_.x_embed.mat(n, c)), this->w_.smear_gate, ConstMatrix<A>(dx0),
+                           d_normed, this->g_.smear_gate, this->seq_, partials());
+  }
   // d_final is free now: the gradient reaching the gathered embedding rows.
-  ops::embedding_rmsnorm_backward<T>(exec, tokens, this->w_.tok_emb, acts_.rstd0.vec(n), dx0, d_rows);
+  ops::embedding_rmsnorm_backward<T>(exec, tokens, this->w_.tok_emb, acts_.rstd0.vec(n), d_normed, d_rows);
   ops::embedding_backward<T>(exec, tokens, d_rows, this->g_.tok_emb, this->sort_space_);
 }
 
@@ -179,11 +197,21 @@ void GolfModel<T, A>::block_backward(const ExecSpace& exec, int l, const Gradien
   ops::scaled_add_backward<T>(exec, L.mlp_out.mat(n, c), W.mlp_scale, dx, d_branch, G.mlp_scale, partials());
   ops::linear_backward(exec, mlp_proj_[static_cast<std::size_t>(l)], L.act.mat(n, f), d_branch, d_hidden);
   ops::relu_squared_backward<T>(exec, L.fc.mat(n, f), d_hidden, d_hidden);
-  ops::linear_backward(exec, fc_[static_cast<std::size_t>(l)], L.h_mlp.mat(n, c), d_hidden, d_h);
-  // x_attn = x_mix + attn_scale * attn_out (residual_rmsnorm): dx += the norm's gradient, then
-  // continues as the gradient of x_mix; d_branch becomes the gradient of attn_out.
-  ops::residual_rmsnorm_backward<T>(exec, L.x_attn.mat(n, c), ConstVector<T>(L.rstd_mlp.vec(n)), d_h,
-                                    L.attn_out.mat(n, c), W.attn_scale, dx, d_branch, G.attn_scale, partials());
+  const bool parallel = runs_parallel(l);
+  // d_h: the gradient of the MLP's input; in parallel that is h_attn, whose gradient the attention's
+  // products then add to.
+  ops::linear_backward(exec, fc_[static_cast<std::size_t>(l)], parallel ? L.h_attn.mat(n, c) : L.h_mlp.mat(n, c),
+                       d_hidden, d_h);
+  if (parallel) {
+    // x_attn = x_mix + attn_scale * attn_out: dx continues as the gradient of x_mix; d_branch
+    // becomes the gradient of attn_out.
+    ops::scaled_add_backward<T>(exec, L.attn_out.mat(n, c), W.attn_scale, dx, d_branch, G.attn_scale, partials());
+  } else {
+    // x_attn = x_mix + attn_scale * attn_out (residual_rmsnorm): dx += the norm's gradient, then
+    // continues as the gradient of x_mix; d_branch becomes the gradient of attn_out.
+    ops::residual_rmsnorm_backward<T>(exec, L.x_attn.mat(n, c), ConstVector<T>(L.rstd_mlp.vec(n)), d_h,
+                                      L.attn_out.mat(n, c), W.attn_scale, dx, d_branch, G.attn_scale, partials());
+  }
   const Matrix<A> d_o = acts_.d_o.mat(n, c), o = L.o.mat(n, c), qkv = L.qkv.mat(n, w), d_qkv = acts_.d_qkv.mat(n, w);
   ops::linear_backward(exec, proj_[static_cast<std::size_t>(l)], o, d_branch, d_o);
   const Matrix<A> q_final = L.q_final.mat(n, c), k_final = L.k_final.mat(n, kvd);
@@ -202,10 +230,10 @@ void GolfModel<T, A>::block_backward(const ExecSpace& exec, int l, const Gradien
   const Matrix<A> h_attn = L.h_attn.mat(n, c);
   const std::size_t pieces = qkv_.size() / static_cast<std::size_t>(this->config_.n_layer);
   if (pieces == 1) {
-    ops::linear_backward(exec, qkv_[static_cast<std::size_t>(l)], h_attn, d_qkv, d_h);
+    ops::linear_backward(exec, qkv_[static_cast<std::size_t>(l)], h_attn, d_qkv, d_h, parallel);
   } else {
     const std::size_t first = static_cast<std::size_t>(l) * 3;
-    ops::linear_backward(exec, qkv_[first], h_attn, columns(d_qkv, 0, c), d_h);
+    ops::linear_backward(exec, qkv_[first], h_attn, columns(d_qkv, 0, c), d_h, parallel);
     ops::linear_backward(exec, qkv_[first + 1], h_attn, columns(d_qkv, c, c + kvd), d_h, true);
     ops::linear_backward(exec, qkv_[first + 2], h_attn, columns(d_qkv, c + kvd, w), d_h, true);
   }

@@ -1,6 +1,8 @@
 #pragma once
-// The golf family (parameter-golf's baseline): token embedding -> RMSNorm = x0; L blocks of
+// The golf family (parameter-golf's baseline): token embedding -> RMSNorm (-> SmearGate, with
+// model.smear_gate) = x0; L blocks of
 //   x = mix0*x + mix1*x0;  x += attn_scale * Attn(RMSNorm(x));  x += mlp_scale * MLP(RMSNorm(x))
+// (from model.parallel_residual_start on: h = RMSNorm(x); x += attn_scale * Attn(h) + mlp_scale * MLP(h))
 // with GQA attention (RMSNorm and RoPE on q and k, per-head q_gain) and a relu^2 MLP; U-Net skips
 // (the first L/2 block outputs are added back, scaled by skip_weights, before the last blocks, in
 // reverse order); final RMSNorm; logits through the tied embedding (or an untied head), softcapped;
@@ -38,6 +40,7 @@ struct GolfTensors {
   std::vector<GolfBlockTensors<T>> blocks;
   Matrix<T> skip_weights;  // (min(encoders, decoders), C); empty without skips
   Matrix<T> lm_head;       // lm_head.weight (V, C); empty when the embedding is tied
+  Vector<T> smear_gate;    // smear_gate (C) with model.smear_gate, else empty
 };
 
 // U-Net split of golf: the first n_layer / 2 blocks are encoders, the rest decoders.
@@ -82,6 +85,7 @@ void declare_golf(const config::ModelConfig& m, Tensors& t, Declare&& declare) {
                                        Init::constant, 1.0});
   }
   if (!m.tie_embeddings) declare(t.lm_head, TensorSpec{"lm_head.weight", {v, c}, ParamGroup::head, Init::zeros});
+  if (m.smear_gate) declare(t.smear_gate, TensorSpec{"smear_gate", {c}, ParamGroup::scalar, Init::zeros});
 }
 
 // golf's activations and workspaces, kept from the forward for the backward or shared scratch.
@@ -98,6 +102,7 @@ struct GolfActivations {
   };
   BlockActivations<Kept, Working> blocks;
   Buffer<A> x0, final;
+  Buffer<A> x_embed;  // with model.smear_gate: the embedding's RMSNorm, which SmearGate turns into x0
   Buffer<T> rstd0, rstd_final;
   // Backward scratch, shared by all layers, and the gradients the U-Net skips carry.
   Buffer<A> dx, dx0, d_branch, d_hidden, d_o, d_qf, d_kf, d_qkv;
@@ -144,6 +149,7 @@ void declare_golf_activations(const config::ModelConfig& m, std::size_t max_toke
         declare(L.mlp_out, ActivationSpec{"mlp_out", c});
       });
   declare(a.x0, ActivationSpec{"x0", c});
+  if (m.smear_gate) declare(a.x_embed, ActivationSpec{"x_embed", c});
   declare(a.rstd0, ActivationSpec{"rstd0", 1});
   declare(a.final, ActivationSpec{"final", c});
   declare(a.rstd_final, ActivationSpec{"rstd_final", 1});
@@ -180,6 +186,10 @@ class GolfModel final : public ModelBase<T, A, GolfTensors> {
 
  private:
   Matrix<A> block_input(int l) const;  // x0 for block 0, else block l - 1's output
+  // Whether block l runs its attention and MLP side by side (model.parallel_residual_start).
+  bool runs_parallel(int l) const {
+    return this->config_.parallel_residual_start >= 0 && l >= this->config_.parallel_residual_start;
+  }
   Workspace<T> partials() const { return Workspace<T>(acts_.partials); }
 
   int heads_, kv_heads_, head_dim_, hidden_, qkv_width_, encoders_, skips_;
