@@ -222,6 +222,10 @@ int run_check(const ParsedArgs& args) {
                                     text::fixed(static_cast<double>(windows) * seq /
                                                     static_cast<double>(files.val_evaluated), 2) +
                                     "x the forward tokens of back to back)");
+    if (deck.config.train.eval_isolate_documents) {
+      data_note += "; train.eval_isolate_documents: one window or more per document instead (kgpt eval prints how "
+                   "many)";
+    }
     if (!deck.config.model.init_from.empty()) {
       const inference::InitWeights init = inference::read_init_weights(deck);
       data_note += "; model.init_from " + init.file + " (" + std::to_string(init.tensors) +

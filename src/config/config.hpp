@@ -148,6 +148,7 @@ struct TrainConfig {
   int eval_every = 1000;               // 0: evaluate only at the end
   long long val_tokens = 0;            // 0: the whole val split
   int eval_stride = 0;                 // 0: back-to-back windows; else sliding windows advancing by this
+  bool eval_isolate_documents = false;  // windows never reach back across a document's start
   int log_every = 200;
   // Averages of the weights (optim/weight_averages.hpp), kept beside them and in checkpoints.
   double ema_decay = 0.0;       // 0: no EMA; else ema = d ema + (1 - d) w after every step

@@ -364,6 +364,14 @@ std::vector<KeySpec> build_schema() {
           "context (parameter-golf's records use 64). 0: back-to-back windows, each token with the context "
           "since its window's start. At most train.seq_len; an evaluation then runs about seq_len / "
           "eval_stride times the forwards (kgpt check prints them)."),
+      key("train", "eval_isolate_documents", &Config::train, &TC::eval_isolate_documents, VK::boolean, none,
+          "Evaluation with each document on its own, as papers score documents: no window reaches back "
+          "across a document's start (the token kgpt prepare places before every document: the byte "
+          "tokenizer's 256, SentencePiece's <s>), so every val token's context is its own document's "
+          "tokens before it. A document of up to seq_len tokens is one window; a longer one gets "
+          "train.eval_stride's windows over it (0: back to back). Every val token is still scored once, so "
+          "val_bpb's bytes are unchanged; short documents make more windows than back to back (kgpt eval "
+          "prints eval_windows)."),
       key("train", "log_every", &Config::train, &TC::log_every, VK::integer, positive_int,
           "Print a train line every N steps (and the first and last steps)."),
       key("train", "precision", &Config::model, &MC::precision, VK::choice, none,

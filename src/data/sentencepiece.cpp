@@ -296,6 +296,7 @@ TokenByteTable SentencePieceModel::byte_table(int vocab_size) const {
   table.has_leading_space.assign(vocab_size, 0);
   table.is_boundary.assign(vocab_size, 1);
   const int pieces = this->vocab_size() < vocab_size ? this->vocab_size() : vocab_size;
+  if (bos_id() >= 0 && bos_id() < pieces) table.document_start = bos_id();
   for (int id = 0; id < pieces; ++id) {
     if (is_boundary(id)) continue;
     table.is_boundary[id] = 0;

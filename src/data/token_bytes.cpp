@@ -32,6 +32,7 @@ TokenByteTable byte_tokenizer_table(int vocab_size) {
     table.is_boundary[id] = 0;
   }
   static_assert(kByteDocumentBoundary == 256, "the boundary follows the 256 byte tokens");
+  if (vocab_size > kByteDocumentBoundary) table.document_start = kByteDocumentBoundary;
   return table;
 }
 
@@ -64,6 +65,7 @@ TokenByteTable load_sentencepiece_vocab(const std::string& path, int vocab_size)
                        std::to_string(vocab_size));
     }
     std::string piece = line.substr(0, tab);
+    if (piece == "<s>") table.document_start = id;
     if (!is_control_piece(piece)) {
       table.is_boundary[id] = 0;
       if (is_byte_piece(piece)) {

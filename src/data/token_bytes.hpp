@@ -18,6 +18,9 @@ struct TokenByteTable {
   std::vector<std::uint8_t> base_bytes;          // by token id
   std::vector<std::uint8_t> has_leading_space;   // by token id
   std::vector<std::uint8_t> is_boundary;         // by token id
+  // The token kgpt prepare places before every document (the byte tokenizer's 256, SentencePiece's
+  // <s>), or -1 when the vocabulary has none.
+  int document_start = -1;
 
   // Bytes of text that `token` adds after `previous`.
   int bytes(int previous, int token) const {

@@ -111,6 +111,7 @@ TEST_CASE("bytes per token from the model equal those from its .vocab", "[data][
   // And the counts are the text's bytes: summed over a text's tokens (no boundary before the
   // first), they give its length whenever it does not start with a space.
   const TokenByteTable table = model.byte_table(400);
+  CHECK(table.document_start == model.bos_id());  // what kgpt prepare places before a document
   for (const std::string& text : {std::string("Everyone is permitted to copy  and distribute\nverbatim copies."),
                                  std::string("caf\xc3\xa9 \xe2\x80\x94 tabs\tand    spaces\n")}) {
     const std::vector<int> ids = model.encode_text(text);

@@ -15,6 +15,8 @@ TEST_CASE("byte tokenizer: one byte per byte token, the boundary counts none", "
   CHECK(table.bytes('a', 0) == 1);
   CHECK(bits_per_byte(std::log(2.0), 100, 100) == Approx(1.0));
   CHECK(bits_per_byte(std::log(2.0) * 2, 100, 400) == Approx(0.5));
+  CHECK(table.document_start == 256);                       // what kgpt prepare places before a document
+  CHECK(byte_tokenizer_table(256).document_start == -1);    // no room for the boundary
 }
 
 TEST_CASE("SentencePiece vocab: control, byte, and word-start pieces", "[data][bpb]") {
@@ -32,6 +34,7 @@ TEST_CASE("SentencePiece vocab: control, byte, and word-start pieces", "[data][b
   CHECK(table.bytes(5, 6) == 3);  // " é"
   CHECK(table.bytes(5, 7) == 0);  // <pad>
   CHECK(table.bytes(5, 9) == 0);  // past the file: nothing
+  CHECK(table.document_start == 1);  // <s>
   CHECK_THROWS_WITH(load_sentencepiece_vocab(dir.file("sp.vocab"), 5),
                     dir.file("sp.vocab") + ":6: the vocab file has more pieces than model.vocab_size = 5");
   kgpt::test::write_file(dir.file("bad.vocab"), "<unk>\t0\nno tab here\n");

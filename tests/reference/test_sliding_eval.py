@@ -15,7 +15,13 @@ positions no earlier window scored. Checks:
   (more context per token);
 - every evaluation scores each token once, so val_bpb / val_loss is the same for every stride;
 - 1 and 3 ranks print the same figures;
-- a stride above seq_len is refused with exit code 2, naming train.eval_stride.
+- a stride above seq_len is refused with exit code 2, naming train.eval_stride;
+- with train.eval_isolate_documents, on a val split of documents (each after the byte tokenizer's
+  boundary 256, some shorter than seq_len, some longer, one at the split's end): kgpt's val_loss
+  equals the reference's, which feeds each document alone (a short one as a sequence of its own
+  length; a long one through the stride's windows inside it), back to back and with stride 5, on 1
+  and 3 ranks; every token is scored once (val_bpb / val_loss as without isolation), and the figure
+  differs from the one without isolation.
 """
 
 import math
@@ -42,6 +48,7 @@ ROOT = os.path.join(WORKDIR, "sliding_eval")
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OPENBLAS_NUM_THREADS="1")
 ENV.pop("SLURM_NTASKS", None)
 SEQ, VAL_TOKENS = 16, 320
+BOUNDARY = 256  # the byte tokenizer's document boundary
 torch.set_default_dtype(torch.float64)
 failures = []
 
@@ -60,8 +67,8 @@ def run(args, expect=0):
     return r
 
 
-def kgpt_eval(checkpoint, stride, ranks=1):
-    args = [KGPT, "eval", checkpoint, "--set", f"train.eval_stride={stride}"]
+def kgpt_eval(checkpoint, stride, ranks=1, extra=()):
+    args = [KGPT, "eval", checkpoint, "--set", f"train.eval_stride={stride}"] + list(extra)
     if ranks > 1:
         args = [MPIEXEC, "--oversubscribe", "-n", str(ranks)] + args
     line = run(args).stdout
@@ -91,6 +98,41 @@ def reference_loss(model, tokens, stride):
     if count != targets:
         sys.exit(f"the reference scored {count} positions of {targets}")
     return total / count
+
+
+def reference_document_loss(model, tokens, stride):
+    """The mean loss with every document on its own: a document starts at the split's start and at
+    every boundary token (its first input); one of up to SEQ positions is scored as a sequence of
+    its own length, a longer one by reference_loss's windows inside it."""
+    targets = len(tokens) - 1
+    starts = [0] + [p for p in range(1, targets) if tokens[p] == BOUNDARY]
+    ends = starts[1:] + [targets]
+    total, count = 0.0, 0
+    x = torch.tensor(tokens, dtype=torch.long)
+    for begin, end in zip(starts, ends):
+        if end - begin <= SEQ:
+            with torch.no_grad():
+                logits = model.logits(x[begin:end][None])[0]
+                total += float(F.cross_entropy(logits, x[begin + 1:end + 1], reduction="sum"))
+            count += end - begin
+        else:
+            total += reference_loss(model, tokens[begin:end + 1], stride) * (end - begin)
+            count += end - begin
+    if count != targets:
+        sys.exit(f"the document reference scored {count} positions of {targets}")
+    return total / count
+
+
+def document_tokens(count):
+    """Text in documents of 3 to 40 tokens, each after the boundary token; the split starts inside a
+    document and ends inside one."""
+    rng = np.random.default_rng(5)
+    text = text_tokens(6, count)
+    out = text[:7]
+    while len(out) < count:
+        length = int(rng.choice([3, 9, SEQ - 1, SEQ, SEQ + 1, 23, 40]))
+        out += [BOUNDARY] + text[len(out):len(out) + length]
+    return out[:count]
 
 
 def main():
@@ -136,6 +178,28 @@ def main():
         loss, bpb, _ = kgpt_eval(checkpoint, 5, ranks)
         check(abs(loss - figures[5][0]) <= 2e-6 and abs(bpb - figures[5][1]) <= 2e-6,
               f"{ranks} ranks, stride 5: {loss} {bpb}, one rank {figures[5]}")
+    # Documents apart, on a split of documents.
+    docs = document_tokens(VAL_TOKENS + 1)
+    write_shard(os.path.join(ROOT, "docs_000000.bin"), docs)
+    isolated = ["--set", "data.val_files=docs_*.bin", "--set", "train.eval_isolate_documents=true"]
+    together = ["--set", "data.val_files=docs_*.bin"]
+    for stride in (0, 5):
+        loss, bpb, count = kgpt_eval(checkpoint, stride, extra=isolated)
+        expected = reference_document_loss(model, docs, stride)
+        check(count == VAL_TOKENS, f"documents apart, stride {stride}: val_tokens {count}, want {VAL_TOKENS}")
+        check(abs(loss - expected) <= 2e-5 * expected,
+              f"documents apart, stride {stride}: kgpt val_loss {loss}, the PyTorch reference {expected:.6f}")
+        print(f"documents apart, stride {stride}: kgpt val_loss {loss:.6f} val_bpb {bpb:.6f}, reference {expected:.6f}")
+        plain_loss, plain_bpb, _ = kgpt_eval(checkpoint, stride, extra=together)
+        check(abs(bpb / loss - plain_bpb / plain_loss) <= 1e-5 * plain_bpb / plain_loss,
+              f"documents apart, stride {stride}: val_bpb / val_loss {bpb / loss}, without isolation "
+              f"{plain_bpb / plain_loss}")
+        check(abs(loss - plain_loss) > 1e-4, f"documents apart, stride {stride}: {loss} equals the figure without "
+              f"isolation {plain_loss}")
+        ranked = kgpt_eval(checkpoint, stride, 3, extra=isolated)
+        check(abs(ranked[0] - loss) <= 2e-6 and abs(ranked[1] - bpb) <= 2e-6,
+              f"documents apart, 3 ranks, stride {stride}: {ranked[:2]}, one rank {loss} {bpb}")
+
     r = run([KGPT, "eval", checkpoint, "--set", f"train.eval_stride={SEQ + 1}"], expect=2)
     check("train.eval_stride" in r.stderr and "train.seq_len" in r.stderr,
           f"a stride above seq_len: stderr does not name train.eval_stride and train.seq_len: {r.stderr}")
