@@ -16,7 +16,8 @@
 #   openmpi/      Open MPI's components, help texts and configuration, found through OPAL_PREFIX
 #   data/         data/tiny_cpu, the embedded default's shards
 #   cpu_runs/     the CPU build's 10-step runs of the decks run_cuda_checks.sh trains on the GPU (golf and
-#                 gpt2 in fp32 and bf16; golf with the EMA, SWA and late QAT)
+#                 gpt2 in fp32 and bf16; golf with the EMA, SWA and late QAT; golf with SmearGate,
+#                 parallel residuals and the evaluation with documents apart)
 #   payload.env   where the test executables expect the source tree and kgpt (they were built there)
 # The working tree itself travels with the device call. The pack must stay under 60 MiB.
 #
@@ -63,6 +64,8 @@ bf16=(--set train.precision=bf16)
 # The weight averages and late QAT on every step (their kernels, and the EMA's evaluation, on the GPU).
 averages=(--set train.ema_decay=0.9 --set train.swa_every=2 --set train.swa_start_lr=1.5 --set train.qat_start_lr=1.5
           --set train.eval_weights=ema)
+# The records' architecture options and the evaluation with documents apart.
+architecture=(--set model.smear_gate=true --set model.parallel_residual_start=2 --set train.eval_isolate_documents=true)
 (
   cd "$tree"
   export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-2}
@@ -71,6 +74,7 @@ averages=(--set train.ema_decay=0.9 --set train.swa_every=2 --set train.swa_star
   "$cpu_build/kgpt" train inputs/tiny_cpu.yaml "${common[@]}" "${bf16[@]}" --run-dir "$stage/cpu_runs/golf_bf16" > /dev/null
   "$cpu_build/kgpt" train inputs/tiny_cpu.yaml "${common[@]}" "${gpt2[@]}" "${bf16[@]}" --run-dir "$stage/cpu_runs/gpt2_bf16" > /dev/null
   "$cpu_build/kgpt" train inputs/tiny_cpu.yaml "${common[@]}" "${averages[@]}" --run-dir "$stage/cpu_runs/golf_averages" > /dev/null
+  "$cpu_build/kgpt" train inputs/tiny_cpu.yaml "${common[@]}" "${architecture[@]}" --run-dir "$stage/cpu_runs/golf_options" > /dev/null
 )
 rm -rf "$stage"/cpu_runs/*/checkpoints  # the comparison reads history.h5 only
 cp -a "$tree/data/tiny_cpu" "$stage/data/"

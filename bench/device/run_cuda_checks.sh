@@ -18,7 +18,8 @@
 #           Stops everything if no attention runs.
 #   tests   every ctest group of kgpt_tests, and the PyTorch reference comparison (reference_dump)
 #   train   10 steps of inputs/tiny_cpu.yaml (golf and gpt2, fp32 and bf16; golf with the EMA, SWA
-#           and late QAT on every step, its val loss scored on the EMA) against the CPU runs
+#           and late QAT on every step, its val loss scored on the EMA; golf with SmearGate, parallel
+#           residuals from block 2 and its val loss with documents apart) against the CPU runs
 #   bench   kgpt bench --profile of golf 64x1024 (accum 8) and gpt2-124M 16x1024 in bf16 with cuDNN's
 #           non-deterministic backward (PyTorch's flash backward is not deterministic either):
 #           tokens/s, the ceilings measured in the same run, the five costliest ops
@@ -227,11 +228,13 @@ for step in "${steps[@]}"; do
       bf16=(--set train.precision=bf16)
       averages=(--set train.ema_decay=0.9 --set train.swa_every=2 --set train.swa_start_lr=1.5 --set train.qat_start_lr=1.5
                 --set train.eval_weights=ema)
-      for run_name in golf gpt2 golf_bf16 gpt2_bf16 golf_averages; do
+      architecture=(--set model.smear_gate=true --set model.parallel_residual_start=2 --set train.eval_isolate_documents=true)
+      for run_name in golf gpt2 golf_bf16 gpt2_bf16 golf_averages golf_options; do
         options=("${common[@]}")
         [[ $run_name == gpt2* ]] && options+=("${gpt2[@]}" "${gelu[@]}")
         [[ $run_name == *bf16 ]] && options+=("${bf16[@]}")
         [[ $run_name == *averages ]] && options+=("${averages[@]}")
+        [[ $run_name == *options ]] && options+=("${architecture[@]}")
         run "train $run_name" 120 "${kgpt_env[@]}" "$kgpt" train inputs/tiny_cpu.yaml "${options[@]}" "${attention[@]}" \
           --run-dir "$work/runs/$run_name"
         say "train $run_name: exit $status $(grep -o 'step:10/10 train_loss:[0-9.]*.*tok/s:[0-9]*' "$work/runs/$run_name/log.txt" 2>/dev/null)"
@@ -241,7 +244,7 @@ for step in "${steps[@]}"; do
       # weight one ulp off the CPU's (the sums' order) can round to the next step. Its first step,
       # before the weights differ, agreed to 5.8e-9 on an H100, and the later ones grew to 4.2e-5.
       run compare 60 "$python" "$tree/bench/device/compare_losses.py" "$stage/cpu_runs" "$work/runs" golf@1e-5 gpt2@1e-5 \
-        golf_bf16@2e-2 gpt2_bf16@2e-2 golf_averages@2e-4 golf:golf_bf16@0 gpt2:gpt2_bf16@0
+        golf_bf16@2e-2 gpt2_bf16@2e-2 golf_averages@2e-4 golf_options@1e-5 golf:golf_bf16@0 gpt2:gpt2_bf16@0
       say "compare_losses: exit $status"
       output | grep 'loss agreement' | tee -a "$summary"
       ;;
