@@ -29,7 +29,6 @@ import os
 import re
 import shutil
 import struct
-import subprocess
 import sys
 import zlib
 
@@ -43,7 +42,7 @@ import zstandard
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from reference_models import FAMILIES  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from golf_runs import golf_settings, text_tokens  # noqa: E402
+from golf_runs import check, failures, golf_settings, runner, text_tokens  # noqa: E402
 from shards import write_shard  # noqa: E402
 
 KGPT, SOURCE_DIR, WORKDIR = sys.argv[1:4]
@@ -52,21 +51,7 @@ ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1")
 SEQ, VAL_TOKENS, KEEP = 16, 320, 1000
 CONTROL = ("attn_scale", "mlp_scale", "resid_mix", "q_gain", "skip_weight")
 CANDIDATES = (0.999, 0.9995, 0.9999, 0.99999, 1.0)
-failures = []
-
-
-def check(ok, message):
-    if not ok:
-        failures.append(message)
-        print("FAIL:", message)
-
-
-def run(args, expect=0):
-    r = subprocess.run(args, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
-    if r.returncode != expect:
-        print(r.stdout, r.stderr)
-        sys.exit(f"{' '.join(args[:4])}: exit code {r.returncode}, want {expect}")
-    return r
+run = runner(ROOT, ENV)
 
 
 # ---- the artifact file, read from its bytes ----

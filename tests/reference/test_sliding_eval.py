@@ -24,11 +24,9 @@ positions no earlier window scored. Checks:
   differs from the one without isolation.
 """
 
-import math
 import os
 import re
 import shutil
-import subprocess
 import sys
 
 import h5py
@@ -40,7 +38,7 @@ import yaml
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from reference_models import FAMILIES  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from golf_runs import golf_settings, text_tokens  # noqa: E402
+from golf_runs import check, failures, golf_settings, runner, text_tokens  # noqa: E402
 from shards import write_shard  # noqa: E402
 
 KGPT, MPIEXEC, SOURCE_DIR, WORKDIR = sys.argv[1:5]
@@ -50,21 +48,7 @@ ENV.pop("SLURM_NTASKS", None)
 SEQ, VAL_TOKENS = 16, 320
 BOUNDARY = 256  # the byte tokenizer's document boundary
 torch.set_default_dtype(torch.float64)
-failures = []
-
-
-def check(ok, message):
-    if not ok:
-        failures.append(message)
-        print("FAIL:", message)
-
-
-def run(args, expect=0):
-    r = subprocess.run(args, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
-    if r.returncode != expect:
-        print(r.stdout, r.stderr)
-        sys.exit(f"{' '.join(args[:4])}: exit code {r.returncode}, want {expect}")
-    return r
+run = runner(ROOT, ENV)
 
 
 def kgpt_eval(checkpoint, stride, ranks=1, extra=()):

@@ -26,7 +26,6 @@ known here) and trains 24 steps with a 12-step warmdown, keeping an EMA (decay 0
 import os
 import re
 import shutil
-import subprocess
 import sys
 
 import h5py
@@ -38,7 +37,7 @@ import yaml
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from reference_models import FAMILIES  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from golf_runs import golf_settings, start_weights, text_tokens, write_safetensors  # noqa: E402
+from golf_runs import check, failures, golf_settings, runner, start_weights, text_tokens, write_safetensors  # noqa: E402
 from shards import write_shard  # noqa: E402
 
 KGPT, SOURCE_DIR, WORKDIR = sys.argv[1:4]
@@ -46,21 +45,7 @@ ROOT = os.path.join(WORKDIR, "weight_averages")
 ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1")
 SEQ, VAL_TOKENS, STEPS, WARMDOWN = 16, 320, 24, 12
 DECAY, SWA_EVERY, SWA_START = 0.9, 3, 0.6
-failures = []
-
-
-def check(ok, message):
-    if not ok:
-        failures.append(message)
-        print("FAIL:", message)
-
-
-def run(args, expect=0):
-    r = subprocess.run(args, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
-    if r.returncode != expect:
-        print(r.stdout, r.stderr)
-        sys.exit(f"{' '.join(args[:4])}: exit code {r.returncode}, want {expect}")
-    return r
+run = runner(ROOT, ENV)
 
 
 def read_group(path, group):

@@ -1,10 +1,33 @@
-"""What the Python reference tests of small golf runs share: the text they train on, start weights
-they write for model.init_from, and reference_models.py's settings from a checkpoint's deck."""
+"""What the Python reference tests of small golf runs share: their checks and the commands they run,
+the text they train on, start weights they write for model.init_from, and reference_models.py's
+settings from a checkpoint's deck."""
 
 import json
 import struct
+import subprocess
+import sys
 
 import numpy as np
+
+failures = []  # every failed check's message: a test goes on after one and ends non-zero at the end
+
+
+def check(ok, message):
+    if not ok:
+        failures.append(message)
+        print("FAIL:", message)
+
+
+def runner(root, env):
+    """run(args, expect=0): the command in `root` with `env`; the test stops, printing its output,
+    when its exit code is not `expect`."""
+    def run(args, expect=0):
+        r = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+        if r.returncode != expect:
+            print(r.stdout, r.stderr)
+            sys.exit(f"{' '.join(args[:4])}: exit code {r.returncode}, want {expect}")
+        return r
+    return run
 
 
 def text_tokens(seed, count):
