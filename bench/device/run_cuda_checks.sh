@@ -26,7 +26,7 @@
 #   variants  the same benches with the decks' deterministic backward, with Zipf tokens, in fp32,
 #           for golf as one rank of 8 sharing Muon (--muon-share 8) and at parallel.zero_stage: 1,
 #           for gpt2 with GELU apart from its products, for golf with the EMA, SWA and late QAT on
-#           every step, and both with model.fp8: mlp and all (KGPT_VARIANTS="fp8_all zero1 ...":
+#           every step and with SmearGate and parallel residuals, and both with model.fp8: mlp and all (KGPT_VARIANTS="fp8_all zero1 ...":
 #           only those labels)
 #   fp8     kgpt bench --profile of both with model.fp8: all: the FP8 passes' rows (amax, encoding)
 #   train_bench  kgpt train of the golf deck for 12 steps (tokens/s against the bench's)
@@ -293,6 +293,8 @@ for step in "${steps[@]}"; do
           variants=("muon_share8:--muon-share 8" "zero1:--set parallel.zero_stage=1" "${variants[@]}")
           # The records' options on every step: the EMA and the SWA updated, the matrices fake-quantized.
           variants+=("averages_qat:--set train.ema_decay=0.997 --set train.swa_every=1 --set train.swa_start_lr=1.5 --set train.qat_start_lr=1.5")
+          # SmearGate and parallel residuals from block 5 of 9.
+          variants+=("smear_parallel:--set model.smear_gate=true --set model.parallel_residual_start=5")
         fi
         for variant in "${variants[@]}"; do
           label=${variant%%:*} variant_options=${variant#*:}
