@@ -114,6 +114,14 @@ struct ModelConfig {
   Fp8 fp8 = Fp8::none;        // which blocks' linear layers run FP8 products (model/ops/fp8.hpp)
   bool smear_gate = false;    // golf: each position mixes in a learned share of the previous one
   int parallel_residual_start = -1;  // golf: blocks from this one on run attention and MLP side by side; -1: none
+  // golf's depth recurrence: blocks recur_start .. recur_start + recur_count - 1 run a second time,
+  // with the same weights, right after their first pass; -1: none (model/block_sequence.hpp).
+  int recur_start = -1;
+  int recur_count = 1;
+  // golf's BigramHash: a table of bigram_buckets rows of bigram_dim, indexed by a hash of each
+  // (previous token, token) pair, projected to d_model and added to the token embedding; 0: none.
+  int bigram_buckets = 0;
+  int bigram_dim = 128;
   // The deck key is train.precision; it lives here because the model is built for it, so that
   // eval, sample and resume run a checkpoint in the precision it was trained in.
   Precision precision = Precision::fp32;

@@ -351,11 +351,14 @@ void check_cross_field(ResolvedDeck& deck, std::vector<std::string>& problems) {
                        deck.origin("train.precision").describe() + ")");
   }
   // One rebuilt block has no other to share its working set with: the memory of none, for more compute.
-  if (m.recompute == Recompute::block && m.recompute_every > 1 && m.recompute_every >= m.n_layer) {
+  // Depth recurrence (model.recur_start) runs more layers than blocks; the rebuilt ones are layers.
+  const int layers = m.n_layer + (m.recur_start >= 0 && family_reads(m, "model.recur_start") ? m.recur_count : 0);
+  if (m.recompute == Recompute::block && m.recompute_every > 1 && m.recompute_every >= layers) {
     problems.push_back(deck.where("train.recompute_every") + ": recompute_every = " + std::to_string(m.recompute_every) +
                        " with " + value_of("model.n_layer", m.n_layer) +
+                       (layers != m.n_layer ? " (" + std::to_string(layers) + " layers run, with model.recur_count)" : "") +
                        " rebuilds block 0 alone, which keeps as much memory as train.recompute: none for more "
-                       "compute: use a value below n_layer");
+                       "compute: use a value below the layers run");
   }
   if (deck.config.train.eval_stride > deck.config.train.seq_len) {
     problems.push_back(deck.where("train.eval_stride") + ": eval_stride = " +

@@ -43,6 +43,12 @@ struct FamilyRules {
 const std::vector<const FamilyRules*>& family_rules();
 // The rules of the family named `name`, or nullptr.
 const FamilyRules* find_family_rules(const std::string& name);
+// Whether the family of `model` reads the key: a key set for a family that does not read it is a
+// note in the deck, and the model must act as if it were not set.
+inline bool family_reads(const ModelConfig& model, const std::string& dotted) {
+  const FamilyRules* f = find_family_rules(model.family);
+  return f != nullptr && f->reads_key(dotted);
+}
 // The same; throws Error naming the registered families when there is none.
 const FamilyRules& family_rules(const std::string& name);
 // "golf, gpt2, llama"

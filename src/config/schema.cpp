@@ -296,6 +296,29 @@ std::vector<KeySpec> build_schema() {
                  "after the attention's residual add. -1: no block; below model.n_layer. The same parameters and "
                  "FLOPs either way. Part of the model: eval, sample and resume use the checkpoint deck's."),
              read_by_family("model.parallel_residual_start"), readers("model.parallel_residual_start")),
+      acting(key("model", "recur_start", &Config::model, &MC::recur_start, VK::integer, between(-1, 1023),
+                 "Depth recurrence, as parameter-golf's record of 2026-03-31 runs it: the model.recur_count blocks "
+                 "from this index on (counted from 0) run a second time, with the same weights, right after their "
+                 "first pass, so the forward runs n_layer + recur_count layers (0 .. s+k-1, s .. s+k-1, s+k .. "
+                 "n_layer-1). The U-Net skips pair the layers as run; model.parallel_residual_start counts blocks. "
+                 "-1: none. Part of the model: eval, sample and resume use the checkpoint deck's."),
+             read_by_family("model.recur_start"), readers("model.recur_start")),
+      acting(key("model", "recur_count", &Config::model, &MC::recur_count, VK::integer, between(1, 1024),
+                 "How many consecutive blocks, from model.recur_start, run twice (the record: 2, blocks 4 and 5 of "
+                 "11). recur_start + recur_count is at most n_layer."),
+             read_by_family("model.recur_count"), readers("model.recur_count")),
+      acting(key("model", "bigram_buckets", &Config::model, &MC::bigram_buckets, VK::integer, between(0, 1 << 24),
+                 "BigramHash, as parameter-golf's records from 2026-03-20 use it: a table of this many rows of "
+                 "model.bigram_dim, trained with optim.embed_lr from zero, read at a hash of each (previous "
+                 "token, token) pair (the records' (36313 t XOR 27191 t_prev) mod (buckets - 1); a sequence's "
+                 "first position reads the last row), projected to d_model (bigram.proj, a Muon matrix, where "
+                 "bigram_dim is not d_model), scaled by a learned scalar from 0.05 and added to the token "
+                 "embedding before its RMSNorm. 0: none; else at least 2. Part of the model: eval, sample and "
+                 "resume use the checkpoint deck's."),
+             read_by_family("model.bigram_buckets"), readers("model.bigram_buckets")),
+      acting(key("model", "bigram_dim", &Config::model, &MC::bigram_dim, VK::integer, between(1, 65536),
+                 "The width of BigramHash's table rows (the records: 112 or 128)."),
+             read_by_family("model.bigram_dim"), readers("model.bigram_dim")),
       key("model", "fp8", &Config::model, &MC::fp8, VK::choice, none,
           "Which linear layers of the blocks run FP8 products, as Hopper's FP8 GEMMs with per-tensor scales do "
           "(torchtitan's float8 tensorwise recipe): none; mlp (each block's MLP); all (every linear layer of the "

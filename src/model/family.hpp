@@ -64,7 +64,11 @@ const Family& family(const std::string& name);
 const Family* find_family(const std::string& name);
 using config::family_names;  // "golf, gpt2, llama"
 
-// 6 N + 12 L H D T with N the layout's parameters without those named in `outside_products`.
+// The parameters a token's forward multiplies by: the layout's, a block's counted once per layer
+// that runs it (model/block_sequence.hpp).
+std::size_t run_parameter_count(const config::ModelConfig& model, const ParameterLayout& layout);
+// 6 N + 12 L H D T with N the run parameters without those named in `outside_products` and L the
+// layers run.
 double standard_flops_per_token(const config::ModelConfig& model, const ParameterLayout& layout, int seq,
                                 const std::vector<std::string>& outside_products = {});
 

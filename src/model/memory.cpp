@@ -24,7 +24,8 @@ std::size_t base_bytes(const config::ModelConfig& m, int max_batch, int max_seq,
   bytes += TokenStage::bytes(max_batch, max_seq);
   bytes += OutputHead<float, A>::bytes(rows, vocab, width, target.gpu);
   bytes += rows * width * sizeof(A);  // d_final
-  if (target.gpu) bytes += ops::EmbeddingSortSpace<float>::bytes(rows, vocab, width);
+  const SortedTables tables = sorted_tables(m);
+  if (target.gpu) bytes += ops::EmbeddingSortSpace<float>::bytes(rows, tables.rows, tables.width);
   return bytes;
 }
 

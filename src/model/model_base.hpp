@@ -2,8 +2,9 @@
 // What every family's model shares, written once: the parameters and their typed views (values,
 // gradients, and the bf16 shadow the products read), the staged micro-batch, the output head (the
 // logits, the softcap, the cross-entropy and their backward, tied or untied), the attention, the
-// embedding gradient's workspace, and the loop over blocks. The loop runs the blocks forward, and
-// backward in reverse, with recompute (a rebuilt block runs its forward again just before its
+// embedding gradient's workspace, and the loop over blocks. The loop runs the layers forward (each
+// a block; under depth recurrence some blocks twice, model/block_sequence.hpp), and backward in
+// reverse, with recompute (a rebuilt block runs its forward again just before its
 // backward; model/recompute.hpp) and the spans reported to gradient averaging as each block's
 // gradients are final. A family derives from ModelBase with its tensor struct and supplies the
 // pieces: the embedding (staged tokens to block 0's input), a block's forward and backward, and
@@ -18,12 +19,14 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "config/config.hpp"
 #include "core/backend.hpp"
 #include "core/bf16.hpp"
 #include "core/views.hpp"
 #include "model/attention/attention.hpp"
+#include "model/block_sequence.hpp"
 #include "model/gemm/gemm.hpp"
 #include "model/language_model.hpp"
 #include "model/ops/cross_entropy.hpp"
@@ -139,6 +142,19 @@ inline Fp8Sizes fp8_sizes(const config::ModelConfig& m) {
   return {std::max(c, f), output, output * c};
 }
 
+// The largest table whose gradient the embedding's backward sorts rows for: the token embedding,
+// or golf's BigramHash table (model.bigram_buckets rows of model.bigram_dim), one after the other.
+struct SortedTables {
+  std::size_t rows, width;
+};
+inline SortedTables sorted_tables(const config::ModelConfig& m) {
+  if (m.bigram_buckets == 0 || !config::family_reads(m, "model.bigram_buckets")) {
+    return {static_cast<std::size_t>(m.vocab_size), static_cast<std::size_t>(m.d_model)};
+  }
+  return {static_cast<std::size_t>(std::max(m.vocab_size, m.bigram_buckets)),
+          static_cast<std::size_t>(std::max(m.d_model, m.bigram_dim))};
+}
+
 template <class T, class A, template <class> class Tensors>
 class ModelBase : public LanguageModel<T> {
  public:
@@ -160,7 +176,7 @@ class ModelBase : public LanguageModel<T> {
       if (!reuse_shadow) refresh_shadow(exec, params_.values(), shadow_);
     }
     embedding_forward(exec);
-    for (int l = 0; l < config_.n_layer; ++l) block_forward(exec, l);
+    for (int l = 0; l < layers(); ++l) block_forward(exec, l);
     const Matrix<A> final = final_forward(exec);
     head_.forward(exec, final, head_weights(), stage_.targets(), T(config_.logit_softcap), loss_sum);
   }
@@ -171,12 +187,13 @@ class ModelBase : public LanguageModel<T> {
                    d_final());
     if (!config_.tie_embeddings) report(ready, head_grad());
     final_backward(exec, ready);
-    for (int l = config_.n_layer - 1; l >= 0; --l) {
+    for (int l = layers() - 1; l >= 0; --l) {
       // The rebuilt block writes its output again too: the same kernels on the same input give the
       // same values, and its readers (the blocks above, the final stage) are done with it.
       if (recompute_.rebuilt(l)) block_forward(exec, l);
       block_backward(exec, l, ready);
-      report_block(ready, l);
+      // A block that runs in two layers has its whole gradient once the backward passes the first.
+      if (first_layer_[static_cast<std::size_t>(block_of(l))] == l) report_block(ready, block_of(l));
     }
     embedding_backward(exec, ready);
   }
@@ -192,10 +209,13 @@ class ModelBase : public LanguageModel<T> {
         max_seq_(max_seq),
         max_rows_(static_cast<std::size_t>(max_batch) * max_seq),
         params_(std::move(layout)),
+        blocks_(block_sequence(config)),
+        first_layer_(static_cast<std::size_t>(config.n_layer), -1),
         recompute_(config),
         stage_(max_batch, max_seq),
         head_(prefix_, max_rows_, static_cast<std::size_t>(config.vocab_size), static_cast<std::size_t>(config.d_model)),
         d_final_(prefix_ + "d_final", max_rows_ * static_cast<std::size_t>(config.d_model)) {
+    for (int l = layers() - 1; l >= 0; --l) first_layer_[static_cast<std::size_t>(block_of(l))] = l;
     declare(w_, ViewBinder<T>(params_.layout(), params_.values()));
     declare(g_, ViewBinder<T>(params_.layout(), params_.grads()));
     if constexpr (std::is_same<A, T>::value) {
@@ -209,10 +229,10 @@ class ModelBase : public LanguageModel<T> {
       fp8_ = std::make_unique<ops::Fp8Operands<A>>(prefix_, max_rows_, fp8.input, fp8.output, fp8.weight);
     }
     attention_ = make_attention<A>(resolve_attention(config), attention_shape(config, max_batch, max_seq), prefix_);
-    // The table gradient's workspace, where this backend sorts the rows by token.
+    // The table gradients' workspace, where this backend sorts the rows by token.
     if (backend::Traits::sorted_embedding_gradient) {
-      sort_space_ = ops::EmbeddingSortSpace<T>(max_rows_, static_cast<std::size_t>(config.vocab_size),
-                                               static_cast<std::size_t>(config.d_model));
+      const SortedTables tables = sorted_tables(config);
+      sort_space_ = ops::EmbeddingSortSpace<T>(max_rows_, tables.rows, tables.width);
     }
     prepare_gemm();
   }
@@ -237,12 +257,17 @@ class ModelBase : public LanguageModel<T> {
     }
   }
 
+  // The layers the loop runs, and the block whose parameters layer l runs (model/block_sequence.hpp):
+  // a family's activations are per layer, its parameters per block.
+  int layers() const { return static_cast<int>(blocks_.size()); }
+  int block_of(int layer) const { return blocks_[static_cast<std::size_t>(layer)]; }
+
   // The family's pieces, which the loop above runs in order. Each reads and writes the family's own
   // activations, with the shapes of the staged micro-batch (rows(), batch_, seq_).
   // The staged tokens to block 0's input.
   virtual void embedding_forward(const ExecSpace& exec) = 0;
-  // Block l: its input to its output, keeping what its backward reads. Under recompute the loop
-  // runs it again, unchanged, just before the block's backward.
+  // Layer l (block block_of(l)): its input to its output, keeping what its backward reads. Under
+  // recompute the loop runs it again, unchanged, just before the layer's backward.
   virtual void block_forward(const ExecSpace& exec, int l) = 0;
   // The last block's output to the head's input (N, C), returned.
   virtual Matrix<A> final_forward(const ExecSpace& exec) = 0;
@@ -251,8 +276,9 @@ class ModelBase : public LanguageModel<T> {
   // From d_final() to the gradient of the last block's output; d_final() is the family's scratch
   // from then on. Reports the gradients of the final stage's own parameters.
   virtual void final_backward(const ExecSpace& exec, const GradientsReady& ready) = 0;
-  // Block l: the gradient of its output to that of its input, and its parameters' gradients (the
-  // loop reports the block's span). Reports any tensor outside the blocks it finishes.
+  // Layer l: the gradient of its output to that of its input, and its parameters' gradients added
+  // to its block's (the loop reports the block's span). Reports any tensor outside the blocks it
+  // finishes.
   virtual void block_backward(const ExecSpace& exec, int l, const GradientsReady& ready) = 0;
   // The gradient of block 0's input to the embedding's gradients, reported.
   virtual void embedding_backward(const ExecSpace& exec, const GradientsReady& ready) = 0;
@@ -287,6 +313,8 @@ class ModelBase : public LanguageModel<T> {
   int batch_ = 0, seq_ = 0;
   std::size_t rows_ = 0;
   Parameters<T> params_;
+  std::vector<int> blocks_;       // the block each layer runs
+  std::vector<int> first_layer_;  // the first layer that runs each block
   Tensors<T> w_, g_;   // views into the values and the gradients
   Vector<A> shadow_;   // the values rounded to A, when A is not T
   Tensors<A> wa_;      // the weights the products read: the values, or their shadow

@@ -6,6 +6,9 @@
 // every rebuilt block shares; a block that is not rebuilt has a working set of its own. The same
 // numbering picks a block's attention statistics (attention_layer), so the two always agree.
 //
+// "Block" here is a layer the forward runs (model/block_sequence.hpp): under depth recurrence a
+// repeated block's two layers each have their activations.
+//
 // Working sets are numbered in the order blocks first use them: the shared set (when any block is
 // rebuilt) is set 0, used first by block 0. Everything here is arithmetic on the configuration, so
 // the step may ask it without allocating.
@@ -13,13 +16,14 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "model/block_sequence.hpp"
 
 namespace kgpt::model {
 
 class RecomputePlan {
  public:
   explicit RecomputePlan(const config::ModelConfig& m)
-      : blocks_(m.n_layer),
+      : blocks_(run_layers(m)),
         recompute_(m.recompute == config::Recompute::block),
         every_(m.recompute_every > 0 ? m.recompute_every : 1) {}
 

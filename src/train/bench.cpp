@@ -8,6 +8,7 @@
 
 #include "core/kokkos_compat.hpp"
 #include "core/random.hpp"
+#include "model/block_sequence.hpp"
 #include "model/family.hpp"
 #include "model/gemm/gemm.hpp"
 #include "model/language_model.hpp"
@@ -204,8 +205,8 @@ BenchResult run_bench(const config::ResolvedDeck& deck, const BenchOptions& opti
   result.step_ms = seconds * 1e3;
   result.tokens_per_s = static_cast<double>(c.train.global_batch_tokens) / seconds;
   result.flops_per_token = model::family(c.model.family).flops_per_token(c.model, c.train.seq_len);
-  result.flops_per_token_llmc = 6.0 * static_cast<double>(layout.parameter_count()) +
-                                6.0 * c.model.n_layer * c.model.d_model * static_cast<double>(c.train.seq_len);
+  result.flops_per_token_llmc = 6.0 * static_cast<double>(model::run_parameter_count(c.model, layout)) +
+                                6.0 * model::run_layers(c.model) * c.model.d_model * static_cast<double>(c.train.seq_len);
   result.model_flops = result.flops_per_token * result.tokens_per_s;
   result.device_used_bytes = device_used;
   struct rusage usage {};

@@ -191,7 +191,7 @@ void require_fit(const config::ResolvedDeck& deck, const MemoryPlan& plan, const
   if (deck.config.model.recompute == config::Recompute::none) {
     config::ResolvedDeck recomputed = deck;
     recomputed.config.model.recompute = config::Recompute::block;
-    const int layers = deck.config.model.n_layer;
+    const int layers = model::run_layers(deck.config.model);
     for (int every = std::max(1, layers - 1); every >= 1; --every) {
       recomputed.config.model.recompute_every = every;
       const MemoryPlan plan_block = plan_memory(recomputed, target);

@@ -1,10 +1,12 @@
 // Writes a tiny model's weights, a batch, and kgpt's logits, loss, gradients and the losses of 10
 // optimizer steps to an HDF5 file, for tests/reference/compare.py to check against the independent
-// PyTorch model. usage: reference_dump FAMILY[-untied|-muon|-smear|-parallel] OUT.h5, FAMILY a
+// PyTorch model. usage: reference_dump FAMILY[-untied|-muon|-smear|-parallel|-bigram|-recur] OUT.h5, FAMILY a
 // registered family with its defaults (golf: tied, Muon; gpt2: tied, AdamW), -untied with
 // model.tie_embeddings false (an output head trained with optim.head_lr), -muon with
 // optim.matrix_optimizer muon, -smear with model.smear_gate (golf), -parallel with blocks 1 and 2 of
-// 3 in parallel (model.parallel_residual_start: 1, golf).
+// 3 in parallel (model.parallel_residual_start: 1, golf), -bigram with BigramHash (11 buckets of 8,
+// projected) and SmearGate (golf), -recur with blocks 1 and 2 of 3 run twice and block 2 in
+// parallel (model.recur_start: 1, recur_count: 2, parallel_residual_start: 2; golf).
 // reference_dump --families lists the registered families, one a line; --hf-families those that
 // Hugging Face transformers holds (kgpt export --format hf, model.init_from).
 #include <cstdio>
@@ -97,7 +99,8 @@ int dump(config::Config config, const char* path) {
   const std::vector<std::pair<const char*, double>> settings = {
       {"n_layer", m.n_layer}, {"n_head", m.n_head}, {"n_kv_head", m.n_kv_head}, {"rope_base", m.rope_base},
       {"logit_softcap", m.logit_softcap}, {"rms_eps", 1.1920928955078125e-07},
-      {"parallel_residual_start", m.parallel_residual_start},
+      {"parallel_residual_start", m.parallel_residual_start}, {"recur_start", m.recur_start},
+      {"recur_count", m.recur_count},
       {"tie_embeddings", m.tie_embeddings ? 1.0 : 0.0}, {"head_lr", config.optim.head_lr},
       {"matrix_lr", config.optim.matrix_lr}, {"scalar_lr", config.optim.scalar_lr}, {"embed_lr", config.optim.embed_lr},
       {"beta1", config.optim.beta1}, {"beta2", config.optim.beta2}, {"adam_eps", config.optim.adam_eps},
@@ -130,8 +133,9 @@ int main(int argc, char** argv) {
   const std::string name = variant.substr(0, variant.find('-'));
   const std::string modifier = variant.find('-') == std::string::npos ? "" : variant.substr(variant.find('-') + 1);
   if (model::find_family(name) == nullptr ||
-      (modifier != "" && modifier != "untied" && modifier != "muon" && modifier != "smear" && modifier != "parallel")) {
-    std::fprintf(stderr, "usage: %s FAMILY[-untied|-muon|-smear|-parallel] OUT.h5 (families: %s)\n", argv[0],
+      (modifier != "" && modifier != "untied" && modifier != "muon" && modifier != "smear" && modifier != "parallel" &&
+       modifier != "bigram" && modifier != "recur")) {
+    std::fprintf(stderr, "usage: %s FAMILY[-untied|-muon|-smear|-parallel|-bigram|-recur] OUT.h5 (families: %s)\n", argv[0],
                  model::family_names().c_str());
     return 2;
   }
@@ -176,5 +180,15 @@ int main(int argc, char** argv) {
   }
   if (modifier == "smear") m.smear_gate = true;
   if (modifier == "parallel") m.parallel_residual_start = 1;
+  if (modifier == "bigram") {
+    m.bigram_buckets = 11;
+    m.bigram_dim = 8;
+    m.smear_gate = true;
+  }
+  if (modifier == "recur") {
+    m.recur_start = 1;
+    m.recur_count = 2;
+    m.parallel_residual_start = 2;
+  }
   return dump(config, argv[2]);
 }

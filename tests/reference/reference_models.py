@@ -44,15 +44,23 @@ def rotary(x, base):
 class Golf(torch.nn.Module):
     """parameter-golf's baseline family: GQA, RoPE, relu^2 MLP, weightless RMSNorm (also on q and k),
     q_gain, residual mix with x0, attn/mlp scales, U-Net skips, tied embedding, logit softcap; the
-    records' SmearGate where the weights hold a smear_gate, and their parallel residuals from block
-    parallel_from on."""
+    records' SmearGate where the weights hold a smear_gate, their BigramHash where they hold a
+    bigram table, their parallel residuals from block parallel_from on, and their depth recurrence:
+    blocks recur_start .. recur_start + recur_count - 1 run again right after their first pass."""
 
-    def __init__(self, params, n_layer, n_head, n_kv_head, rope_base, softcap, eps, parallel_from=-1):
+    def __init__(self, params, n_layer, n_head, n_kv_head, rope_base, softcap, eps, parallel_from=-1,
+                 recur_start=-1, recur_count=1):
         super().__init__()
         self.p = torch.nn.ParameterDict({k.replace(".", "__"): torch.nn.Parameter(v) for k, v in params.items()})
         self.n_layer, self.n_head, self.n_kv_head = n_layer, n_head, n_kv_head
         self.rope_base, self.softcap, self.eps = rope_base, softcap, eps
         self.parallel_from = parallel_from  # blocks from this one on: attention and MLP side by side
+        # The blocks in the order they run, as the record's layer list has them.
+        if recur_start >= 0:
+            end = recur_start + recur_count
+            self.order = list(range(end)) + list(range(recur_start, end)) + list(range(end, n_layer))
+        else:
+            self.order = list(range(n_layer))
 
     def w(self, name):
         return self.p[name.replace(".", "__")]
@@ -79,8 +87,22 @@ class Golf(torch.nn.Module):
         m = torch.relu(h @ self.w(b + "mlp.fc.weight").t()).square() @ self.w(b + "mlp.proj.weight").t()
         return x + self.w(b + "mlp_scale") * m + (attn if parallel else 0)
 
+    def bigram(self, tokens):
+        """The scaled, projected rows of the bigram table at each position's hash."""
+        table = self.w("bigram.embed.weight")
+        last = table.size(0) - 1
+        rows = torch.full_like(tokens, last)
+        rows[:, 1:] = torch.bitwise_xor(36313 * tokens[:, 1:], 27191 * tokens[:, :-1]) % last
+        e = F.embedding(rows, table)
+        if "bigram__proj__weight" in self.p:
+            e = e @ self.w("bigram.proj.weight").t()
+        return self.w("bigram.scale") * e
+
     def logits(self, tokens):
-        x = rms_norm(F.embedding(tokens, self.w("tok_emb.weight")), self.eps)
+        x = F.embedding(tokens, self.w("tok_emb.weight"))
+        if "bigram__embed__weight" in self.p:
+            x = x + self.bigram(tokens)
+        x = rms_norm(x, self.eps)
         if "smear_gate" in self.p:
             # SmearGate: each position takes a share sigmoid(gate) of the previous one (none before
             # the first).
@@ -88,14 +110,15 @@ class Golf(torch.nn.Module):
             previous = torch.cat((torch.zeros_like(x[:, :1]), x[:, :-1]), dim=1)
             x = (1 - g) * x + g * previous
         x0, skips = x, []
-        encoders = self.n_layer // 2
+        layers = len(self.order)
+        encoders = layers // 2
         for i in range(encoders):
-            x = self.block(i, x, x0)
+            x = self.block(self.order[i], x, x0)
             skips.append(x)
-        for i in range(self.n_layer - encoders):
+        for i in range(layers - encoders):
             if skips:
                 x = x + self.w("skip_weights")[i] * skips.pop()
-            x = self.block(encoders + i, x, x0)
+            x = self.block(self.order[encoders + i], x, x0)
         z = rms_norm(x, self.eps) @ self.head().t()
         return self.softcap * torch.tanh(z / self.softcap) if self.softcap > 0 else z
 
@@ -204,7 +227,8 @@ class Llama(torch.nn.Module):
 # kgpt registers must have one here: tests/reference/test_coverage.py says so when it has not.
 FAMILIES = {
     "golf": lambda w, s: Golf(w, int(s["n_layer"]), int(s["n_head"]), int(s["n_kv_head"]), s["rope_base"],
-                              s["logit_softcap"], s["rms_eps"], int(s.get("parallel_residual_start", -1))),
+                              s["logit_softcap"], s["rms_eps"], int(s.get("parallel_residual_start", -1)),
+                              int(s.get("recur_start", -1)), int(s.get("recur_count", 1))),
     "gpt2": lambda w, s: Gpt2(w, int(s["n_layer"]), int(s["n_head"]), s["logit_softcap"]),
     "llama": lambda w, s: Llama(w, int(s["n_layer"]), int(s["n_head"]), int(s["n_kv_head"]), s["rope_base"],
                                 s["logit_softcap"]),

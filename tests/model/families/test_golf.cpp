@@ -49,6 +49,25 @@ TEST_CASE("golf: the whole model's gradient matches finite differences", "[model
   test::check_model_gradient(model, inputs, targets);
 }
 
+TEST_CASE("golf with BigramHash and depth recurrence: the whole model's gradient matches finite differences",
+          "[model][golf][gradcheck]") {
+  // Projected bigram rows (4 wide) or rows as wide as the model (no projection); block 1 of 3 run
+  // twice, and blocks 1 and 2 twice, so that a block serves an encoder and a decoder layer.
+  const int dim = GENERATE(4, 16);
+  const int count = GENERATE(1, 2);
+  INFO("bigram_dim " << dim << " recur_count " << count);
+  config::ModelConfig m = tiny_golf();
+  m.bigram_buckets = 7;
+  m.bigram_dim = dim;
+  m.recur_start = 1;
+  m.recur_count = count;
+  model::GolfModel<double> model(m, 2, 7);
+  CHECK(model.parameters().layout().contains("bigram.proj.weight") == (dim != 16));
+  randomize(model);
+  const auto inputs = test::random_tokens(2, 5, 19, 3), targets = test::random_tokens(2, 5, 19, 4);
+  test::check_model_gradient(model, inputs, targets);
+}
+
 TEST_CASE("golf: gradients accumulate over micro-steps with the grad scale", "[model][golf]") {
   model::GolfModel<double> model(tiny_golf(), 2, 7);
   randomize(model);

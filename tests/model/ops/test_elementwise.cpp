@@ -1,9 +1,12 @@
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <tuple>
+#include <vector>
 
 #include "model/gradcheck.hpp"
 #include "model/ops/activations.hpp"
+#include "model/ops/bigram.hpp"
 #include "model/ops/elementwise.hpp"
 #include "model/ops/rmsnorm.hpp"
 #include "model/ops/smear.hpp"
@@ -382,5 +385,84 @@ TEST_CASE("SmearGate's backward in 16-byte packs equals it a column at a time", 
     check_smear_in_packs<bf16>(1100, cols, 100);
     check_smear_in_packs<float>(1100, cols, 100);
     check_smear_in_packs<double>(1100, cols, 100);
+  }
+}
+
+TEST_CASE("BigramHash: the rows from the records' hash, the sum from its definition, the scale's backward against "
+          "finite differences", "[model][elementwise][gradcheck]") {
+  // 2 sequences of 4 tokens, 3 channels: the first position of each sequence reads the last row.
+  const int buckets = 13, seq = 4;
+  TokenMatrix tokens("tokens", 2, seq), rows("rows", 2, seq);
+  const std::vector<int> ids = {5, 1023, 0, 77, 40000, 3, 3, 59000};
+  auto ht = Kokkos::create_mirror_view(tokens);
+  for (int i = 0; i < 8; ++i) ht(i / seq, i % seq) = ids[static_cast<std::size_t>(i)];
+  Kokkos::deep_copy(tokens, ht);
+  model::ops::bigram_rows(ExecSpace(), ConstTokenMatrix(tokens), buckets, rows);
+  auto hr = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), rows);
+  for (int b = 0; b < 2; ++b) {
+    CHECK(hr(b, 0) == buckets - 1);
+    for (int t = 1; t < seq; ++t) {
+      // The records take the products in 32-bit integers; these ids keep them below 2^31.
+      const std::int32_t h = (36313 * ht(b, t)) ^ (27191 * ht(b, t - 1));
+      CHECK(hr(b, t) == h % (buckets - 1));
+    }
+  }
+
+  Matrix<double> table("table", 60000, 3), p("p", 8, 3), x("x", 8, 3), dp("dp", 8, 3);
+  Vector<double> scale("scale", 1), dscale("dscale", 1), columns("columns", 3);
+  random::fill_normal(table, 85, 0, 1.0);
+  random::fill_normal(p, 85, 1, 1.0);
+  random::fill_normal(scale, 85, 2, 1.0);
+  const auto w = test::random_like("w", x, 86);
+  auto loss = [&] {
+    model::ops::bigram_add_forward<double>(ExecSpace(), ConstTokenMatrix(tokens), table, scale, ConstMatrix<double>(p), x);
+    return test::dot(w, x);
+  };
+  loss();
+  auto hx = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), x);
+  auto htable = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), table);
+  auto hp = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p);
+  auto hs = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), scale);
+  for (int i = 0; i < 8; ++i) {
+    for (int j = 0; j < 3; ++j) CHECK(hx(i, j) == Approx(htable(ids[std::size_t(i)], j) + hs(0) * hp(i, j)).epsilon(1e-14));
+  }
+  model::ops::bigram_scale_backward<double>(ExecSpace(), ConstMatrix<double>(p), scale, ConstMatrix<double>(w), dp, dscale,
+                                            columns);
+  test::check_gradient("bigram dp", p, dp, loss);
+  test::check_gradient("bigram dscale", scale, dscale, loss);
+}
+
+namespace {
+
+// BigramHash's scale backward with its column sums in 16-byte packs (Packs) or a column at a time.
+template <class A, bool Packs>
+auto bigram_backward_of(std::size_t n, std::size_t c) {
+  using T = compute_t<A>;
+  Matrix<A> p("p", n, c), dx("dx", n, c), dp("dp", n, c);
+  Vector<T> scale("scale", 1), dscale("dscale", 1), columns("columns", c);
+  random::fill_normal(p, 93, 0, 1.0);
+  random::fill_normal(dx, 93, 1, 1.0);
+  random::fill_normal(scale, 93, 2, 1.0);
+  random::fill_normal(dscale, 93, 3, 1.0);
+  model::ops::bigram_scale_backward<T, Packs>(ExecSpace(), ConstMatrix<A>(p), scale, ConstMatrix<A>(dx), dp, dscale,
+                                              columns);
+  return std::make_pair(host_matrix(dp), Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), dscale));
+}
+
+template <class A>
+void check_bigram_in_packs(std::size_t n, std::size_t c) {
+  INFO(n << " x " << c << (sizeof(A) == 2 ? " bf16" : sizeof(A) == 4 ? " float" : " double"));
+  const auto packed = bigram_backward_of<A, true>(n, c), alone = bigram_backward_of<A, false>(n, c);
+  CHECK(count_differences(packed.first, alone.first) == 0);
+  CHECK(count_differences(packed.second, alone.second) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("BigramHash's scale backward in 16-byte packs equals it a column at a time", "[model][elementwise][bf16]") {
+  for (const std::size_t cols : {std::size_t(48), std::size_t(44)}) {
+    check_bigram_in_packs<bf16>(1100, cols);
+    check_bigram_in_packs<float>(1100, cols);
+    check_bigram_in_packs<double>(1100, cols);
   }
 }

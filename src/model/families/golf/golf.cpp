@@ -3,6 +3,7 @@
 #include <type_traits>
 
 #include "model/ops/activations.hpp"
+#include "model/ops/bigram.hpp"
 #include "model/ops/elementwise.hpp"
 #include "model/ops/qk_norm_rope.hpp"
 #include "model/ops/rmsnorm.hpp"
@@ -32,8 +33,8 @@ GolfModel<T, A>::GolfModel(const config::ModelConfig& config, int max_batch, int
       head_dim_(config.d_model / config.n_head),
       hidden_(config.d_model * config.mlp_mult),
       qkv_width_(config.d_model + 2 * config.n_kv_head * (config.d_model / config.n_head)),
-      encoders_(golf_encoder_layers(config.n_layer)),
-      skips_(golf_skip_count(config.n_layer)) {
+      encoders_(golf_encoder_layers(run_layers(config))),
+      skips_(golf_skip_count(run_layers(config))) {
   declare_golf_activations(config, this->max_rows_, acts_, ActivationAllocator(this->prefix_, this->max_rows_));
   acts_.rope_cos = Matrix<T>(this->prefix_ + "rope_cos", max_seq, head_dim_ / 2);
   acts_.rope_sin = Matrix<T>(this->prefix_ + "rope_sin", max_seq, head_dim_ / 2);
@@ -61,6 +62,7 @@ GolfModel<T, A>::GolfModel(const config::ModelConfig& config, int max_batch, int
       qkv_.emplace_back(Wa.c_v, G.c_v);
     }
   }
+  if (golf_bigram_projects(config)) bigram_proj_ = ops::Linear<T, A>(this->wa_.bigram_proj, this->g_.bigram_proj);
   this->use_fp8(ops::LayerKind::attention, qkv_);
   this->use_fp8(ops::LayerKind::attention, proj_);
   this->use_fp8(ops::LayerKind::mlp, fc_);
@@ -83,14 +85,29 @@ void GolfModel<T, A>::embedding_forward(const ExecSpace& exec) {
   const std::size_t n = this->rows_, c = this->config_.d_model;
   const bool smear = this->config_.smear_gate;
   const Matrix<A> normed = smear ? acts_.x_embed.mat(n, c) : acts_.x0.mat(n, c);
-  ops::embedding_rmsnorm_forward<T>(exec, this->stage_.inputs(), this->w_.tok_emb, normed, acts_.rstd0.vec(n), T(kRmsEps));
+  const ConstTokenMatrix tokens = this->stage_.inputs();
+  if (golf_bigram(this->config_)) {
+    // The embedding plus the scaled, projected bigram rows, then their RMSNorm.
+    const std::size_t dim = this->config_.bigram_dim;
+    const TokenMatrix rows = acts_.bigram_rows.mat(this->batch_, this->seq_);
+    ops::bigram_rows(exec, tokens, this->config_.bigram_buckets, rows);
+    const Matrix<A> read = acts_.bigram_read.mat(n, dim);
+    ops::embedding_forward<T>(exec, ConstTokenMatrix(rows), this->w_.bigram_embed, read);
+    const Matrix<A> projected = golf_bigram_projects(this->config_) ? acts_.bigram_projected.mat(n, c) : read;
+    if (golf_bigram_projects(this->config_)) ops::linear_forward(exec, bigram_proj_, read, projected);
+    const Matrix<A> sum = acts_.embed_sum.mat(n, c);
+    ops::bigram_add_forward<T>(exec, tokens, this->w_.tok_emb, this->w_.bigram_scale, ConstMatrix<A>(projected), sum);
+    ops::rmsnorm_forward<T>(exec, sum, normed, acts_.rstd0.vec(n), T(kRmsEps));
+  } else {
+    ops::embedding_rmsnorm_forward<T>(exec, tokens, this->w_.tok_emb, normed, acts_.rstd0.vec(n), T(kRmsEps));
+  }
   if (smear) ops::smear_forward<T>(exec, ConstMatrix<A>(normed), this->w_.smear_gate, acts_.x0.mat(n, c), this->seq_);
 }
 
 template <class T, class A>
 Matrix<A> GolfModel<T, A>::final_forward(const ExecSpace& exec) {
   const std::size_t n = this->rows_, c = this->config_.d_model;
-  ops::rmsnorm_forward<T>(exec, block_input(this->config_.n_layer), acts_.final.mat(n, c), acts_.rstd_final.vec(n),
+  ops::rmsnorm_forward<T>(exec, block_input(this->layers()), acts_.final.mat(n, c), acts_.rstd_final.vec(n),
                           T(kRmsEps));
   return acts_.final.mat(n, c);
 }
@@ -98,7 +115,8 @@ Matrix<A> GolfModel<T, A>::final_forward(const ExecSpace& exec) {
 template <class T, class A>
 void GolfModel<T, A>::block_forward(const ExecSpace& exec, int l) {
   const auto& L = acts_.blocks.working(l);
-  const GolfBlockTensors<T>& W = this->w_.blocks[static_cast<std::size_t>(l)];
+  const std::size_t block = static_cast<std::size_t>(this->block_of(l));
+  const GolfBlockTensors<T>& W = this->w_.blocks[block];
   const std::size_t n = this->rows_, c = this->config_.d_model, kvd = static_cast<std::size_t>(kv_heads_) * head_dim_;
   const std::size_t f = hidden_, w = qkv_width_;
   const int b = this->batch_;
@@ -118,9 +136,9 @@ void GolfModel<T, A>::block_forward(const ExecSpace& exec, int l) {
   }
   const std::size_t pieces = qkv_.size() / static_cast<std::size_t>(this->config_.n_layer);
   if (pieces == 1) {
-    ops::linear_forward(exec, qkv_[static_cast<std::size_t>(l)], h_attn, qkv);
+    ops::linear_forward(exec, qkv_[block], h_attn, qkv);
   } else {
-    const std::size_t first = static_cast<std::size_t>(l) * 3;
+    const std::size_t first = block * 3;
     ops::linear_forward(exec, qkv_[first], h_attn, columns(qkv, 0, c));
     ops::linear_forward(exec, qkv_[first + 1], h_attn, columns(qkv, c, c + kvd));
     ops::linear_forward(exec, qkv_[first + 2], h_attn, columns(qkv, c + kvd, w));
@@ -135,9 +153,9 @@ void GolfModel<T, A>::block_forward(const ExecSpace& exec, int l) {
                             heads_of(CM(qkv), static_cast<int>(c + kvd), b, kv_heads_, head_dim_),
                             heads_of(o, 0, b, heads_, head_dim_));
   const Matrix<A> attn_out = L.attn_out.mat(n, c), x_attn = L.x_attn.mat(n, c);
-  ops::linear_forward(exec, proj_[static_cast<std::size_t>(l)], o, attn_out);
+  ops::linear_forward(exec, proj_[block], o, attn_out);
   // In parallel the MLP reads the attention's input, h_attn; else the norm of the attention's residual.
-  const bool parallel = runs_parallel(l);
+  const bool parallel = runs_parallel(static_cast<int>(block));
   const Matrix<A> h_mlp = parallel ? h_attn : L.h_mlp.mat(n, c);
   if (parallel) {
     ops::scaled_add_forward<T>(exec, x_mix, W.attn_scale, attn_out, x_attn);
@@ -146,16 +164,16 @@ void GolfModel<T, A>::block_forward(const ExecSpace& exec, int l) {
                                      T(kRmsEps));
   }
   const Matrix<A> fc = L.fc.mat(n, f), act = L.act.mat(n, f), mlp_out = L.mlp_out.mat(n, c);
-  ops::linear_forward(exec, fc_[static_cast<std::size_t>(l)], h_mlp, fc);
+  ops::linear_forward(exec, fc_[block], h_mlp, fc);
   ops::relu_squared_forward<T>(exec, fc, act);
-  ops::linear_forward(exec, mlp_proj_[static_cast<std::size_t>(l)], act, mlp_out);
+  ops::linear_forward(exec, mlp_proj_[block], act, mlp_out);
   ops::scaled_add_forward<T>(exec, x_attn, W.mlp_scale, mlp_out, acts_.blocks.kept(l).x_out.mat(n, c));
 }
 
 template <class T, class A>
 void GolfModel<T, A>::final_backward(const ExecSpace& exec, const GradientsReady&) {
   const std::size_t n = this->rows_, c = this->config_.d_model;
-  ops::rmsnorm_backward<T>(exec, block_input(this->config_.n_layer), acts_.rstd_final.vec(n), this->d_final(),
+  ops::rmsnorm_backward<T>(exec, block_input(this->layers()), acts_.rstd_final.vec(n), this->d_final(),
                            acts_.dx.mat(n, c));
   Kokkos::deep_copy(exec, acts_.dx0.vec(n * c), store<A>(0.0f));
 }
@@ -175,15 +193,34 @@ void GolfModel<T, A>::embedding_backward(const ExecSpace& exec, const GradientsR
                            d_normed, this->g_.smear_gate, this->seq_, partials());
   }
   // d_final is free now: the gradient reaching the gathered embedding rows.
-  ops::embedding_rmsnorm_backward<T>(exec, tokens, this->w_.tok_emb, acts_.rstd0.vec(n), d_normed, d_rows);
+  if (!golf_bigram(this->config_)) {
+    ops::embedding_rmsnorm_backward<T>(exec, tokens, this->w_.tok_emb, acts_.rstd0.vec(n), d_normed, d_rows);
+    ops::embedding_backward<T>(exec, tokens, d_rows, this->g_.tok_emb, this->sort_space_);
+    return;
+  }
+  // With BigramHash the norm's input is the sum: its gradient reaches the token embedding's rows and,
+  // scaled, the projected bigram rows (into dx, free once added to dx0).
+  const std::size_t dim = this->config_.bigram_dim;
+  const bool projects = golf_bigram_projects(this->config_);
+  const Matrix<A> read = acts_.bigram_read.mat(n, dim);
+  const Matrix<A> projected = projects ? acts_.bigram_projected.mat(n, c) : read;
+  ops::rmsnorm_backward<T>(exec, acts_.embed_sum.mat(n, c), ConstVector<T>(acts_.rstd0.vec(n)), d_normed, d_rows);
   ops::embedding_backward<T>(exec, tokens, d_rows, this->g_.tok_emb, this->sort_space_);
+  const Matrix<A> d_projected = acts_.dx.mat(n, c);
+  ops::bigram_scale_backward<T>(exec, ConstMatrix<A>(projected), this->w_.bigram_scale, ConstMatrix<A>(d_rows), d_projected,
+                                this->g_.bigram_scale, acts_.bigram_scale_columns.vec(c), partials());
+  const Matrix<A> d_read = projects ? acts_.d_bigram_read.mat(n, dim) : d_projected;
+  if (projects) ops::linear_backward(exec, bigram_proj_, read, d_projected, d_read);
+  const ConstTokenMatrix rows = acts_.bigram_rows.mat(this->batch_, this->seq_);
+  ops::embedding_backward<T>(exec, rows, d_read, this->g_.bigram_embed, this->sort_space_);
 }
 
 template <class T, class A>
 void GolfModel<T, A>::block_backward(const ExecSpace& exec, int l, const GradientsReady& ready) {
   const auto& L = acts_.blocks.working(l);
-  const GolfBlockTensors<T>& W = this->w_.blocks[static_cast<std::size_t>(l)];
-  const GolfBlockTensors<T>& G = this->g_.blocks[static_cast<std::size_t>(l)];
+  const std::size_t block = static_cast<std::size_t>(this->block_of(l));
+  const GolfBlockTensors<T>& W = this->w_.blocks[block];
+  const GolfBlockTensors<T>& G = this->g_.blocks[block];
   const std::size_t n = this->rows_, c = this->config_.d_model, kvd = static_cast<std::size_t>(kv_heads_) * head_dim_;
   const std::size_t f = hidden_, w = qkv_width_;
   const int b = this->batch_;
@@ -195,12 +232,12 @@ void GolfModel<T, A>::block_backward(const ExecSpace& exec, int l, const Gradien
   if (l < skips_) ops::add_into<T>(exec, acts_.d_skips[static_cast<std::size_t>(l)].mat(n, c), dx);
   // x_out = x_attn + mlp_scale * mlp_out; dx continues as the gradient of x_attn.
   ops::scaled_add_backward<T>(exec, L.mlp_out.mat(n, c), W.mlp_scale, dx, d_branch, G.mlp_scale, partials());
-  ops::linear_backward(exec, mlp_proj_[static_cast<std::size_t>(l)], L.act.mat(n, f), d_branch, d_hidden);
+  ops::linear_backward(exec, mlp_proj_[block], L.act.mat(n, f), d_branch, d_hidden);
   ops::relu_squared_backward<T>(exec, L.fc.mat(n, f), d_hidden, d_hidden);
-  const bool parallel = runs_parallel(l);
+  const bool parallel = runs_parallel(static_cast<int>(block));
   // d_h: the gradient of the MLP's input; in parallel that is h_attn, whose gradient the attention's
   // products then add to.
-  ops::linear_backward(exec, fc_[static_cast<std::size_t>(l)], parallel ? L.h_attn.mat(n, c) : L.h_mlp.mat(n, c),
+  ops::linear_backward(exec, fc_[block], parallel ? L.h_attn.mat(n, c) : L.h_mlp.mat(n, c),
                        d_hidden, d_h);
   if (parallel) {
     // x_attn = x_mix + attn_scale * attn_out: dx continues as the gradient of x_mix; d_branch
@@ -213,7 +250,7 @@ void GolfModel<T, A>::block_backward(const ExecSpace& exec, int l, const Gradien
                                       L.attn_out.mat(n, c), W.attn_scale, dx, d_branch, G.attn_scale, partials());
   }
   const Matrix<A> d_o = acts_.d_o.mat(n, c), o = L.o.mat(n, c), qkv = L.qkv.mat(n, w), d_qkv = acts_.d_qkv.mat(n, w);
-  ops::linear_backward(exec, proj_[static_cast<std::size_t>(l)], o, d_branch, d_o);
+  ops::linear_backward(exec, proj_[block], o, d_branch, d_o);
   const Matrix<A> q_final = L.q_final.mat(n, c), k_final = L.k_final.mat(n, kvd);
   const Matrix<A> d_qf = acts_.d_qf.mat(n, c), d_kf = acts_.d_kf.mat(n, kvd);
   this->attention_->backward(exec, attention_layer(this->config_, l), heads_of(CM(q_final), 0, b, heads_, head_dim_),
@@ -230,9 +267,9 @@ void GolfModel<T, A>::block_backward(const ExecSpace& exec, int l, const Gradien
   const Matrix<A> h_attn = L.h_attn.mat(n, c);
   const std::size_t pieces = qkv_.size() / static_cast<std::size_t>(this->config_.n_layer);
   if (pieces == 1) {
-    ops::linear_backward(exec, qkv_[static_cast<std::size_t>(l)], h_attn, d_qkv, d_h, parallel);
+    ops::linear_backward(exec, qkv_[block], h_attn, d_qkv, d_h, parallel);
   } else {
-    const std::size_t first = static_cast<std::size_t>(l) * 3;
+    const std::size_t first = block * 3;
     ops::linear_backward(exec, qkv_[first], h_attn, columns(d_qkv, 0, c), d_h, parallel);
     ops::linear_backward(exec, qkv_[first + 1], h_attn, columns(d_qkv, c, c + kvd), d_h, true);
     ops::linear_backward(exec, qkv_[first + 2], h_attn, columns(d_qkv, c + kvd, w), d_h, true);

@@ -1,8 +1,9 @@
 #pragma once
-// The golf family (parameter-golf's baseline): token embedding -> RMSNorm (-> SmearGate, with
-// model.smear_gate) = x0; L blocks of
+// The golf family (parameter-golf's baseline): token embedding (+ BigramHash, with
+// model.bigram_buckets) -> RMSNorm (-> SmearGate, with model.smear_gate) = x0; L blocks of
 //   x = mix0*x + mix1*x0;  x += attn_scale * Attn(RMSNorm(x));  x += mlp_scale * MLP(RMSNorm(x))
-// (from model.parallel_residual_start on: h = RMSNorm(x); x += attn_scale * Attn(h) + mlp_scale * MLP(h))
+// (from model.parallel_residual_start on: h = RMSNorm(x); x += attn_scale * Attn(h) + mlp_scale * MLP(h);
+// with model.recur_start, some blocks run twice: L counts the layers run, model/block_sequence.hpp)
 // with GQA attention (RMSNorm and RoPE on q and k, per-head q_gain) and a relu^2 MLP; U-Net skips
 // (the first L/2 block outputs are added back, scaled by skip_weights, before the last blocks, in
 // reverse order); final RMSNorm; logits through the tied embedding (or an untied head), softcapped;
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "model/block_sequence.hpp"
 #include "model/model_base.hpp"
 #include "model/ops/linear.hpp"
 #include "model/parameters.hpp"
@@ -41,13 +43,21 @@ struct GolfTensors {
   Matrix<T> skip_weights;  // (min(encoders, decoders), C); empty without skips
   Matrix<T> lm_head;       // lm_head.weight (V, C); empty when the embedding is tied
   Vector<T> smear_gate;    // smear_gate (C) with model.smear_gate, else empty
+  // With model.bigram_buckets B (else empty): bigram.embed.weight (B, Db), bigram.proj.weight (C, Db)
+  // where Db = model.bigram_dim is not C, bigram.scale (1).
+  Matrix<T> bigram_embed, bigram_proj;
+  Vector<T> bigram_scale;
 };
 
-// U-Net split of golf: the first n_layer / 2 blocks are encoders, the rest decoders.
-inline int golf_encoder_layers(int n_layer) { return n_layer / 2; }
-inline int golf_skip_count(int n_layer) {
-  const int encoders = golf_encoder_layers(n_layer);
-  const int decoders = n_layer - encoders;
+inline bool golf_bigram(const config::ModelConfig& m) { return m.bigram_buckets > 0; }
+inline bool golf_bigram_projects(const config::ModelConfig& m) { return golf_bigram(m) && m.bigram_dim != m.d_model; }
+
+// U-Net split of golf over the layers it runs (run_layers): the first half are encoders, the rest
+// decoders.
+inline int golf_encoder_layers(int layers) { return layers / 2; }
+inline int golf_skip_count(int layers) {
+  const int encoders = golf_encoder_layers(layers);
+  const int decoders = layers - encoders;
   return encoders < decoders ? encoders : decoders;
 }
 
@@ -79,13 +89,24 @@ void declare_golf(const config::ModelConfig& m, Tensors& t, Declare&& declare) {
     declare(b.mlp_scale, spec({p + "mlp_scale", {c}, ParamGroup::scalar, Init::constant, 1.0}));
     declare(b.resid_mix, spec({p + "resid_mix", {2, c}, ParamGroup::scalar, Init::first_row, 1.0}));
   }
-  const int skips = golf_skip_count(m.n_layer);
+  const int skips = golf_skip_count(run_layers(m));
   if (skips > 0) {
     declare(t.skip_weights, TensorSpec{"skip_weights", {static_cast<std::size_t>(skips), c}, ParamGroup::scalar,
                                        Init::constant, 1.0});
   }
   if (!m.tie_embeddings) declare(t.lm_head, TensorSpec{"lm_head.weight", {v, c}, ParamGroup::head, Init::zeros});
   if (m.smear_gate) declare(t.smear_gate, TensorSpec{"smear_gate", {c}, ParamGroup::scalar, Init::zeros});
+  // BigramHash as the records declare it: the table from zero with the embedding's rate; the
+  // projection as an nn.Linear, trained by the matrices' optimizer; the scale from 0.05.
+  if (golf_bigram(m)) {
+    const std::size_t buckets = m.bigram_buckets, dim = m.bigram_dim;
+    declare(t.bigram_embed, TensorSpec{"bigram.embed.weight", {buckets, dim}, ParamGroup::embedding, Init::zeros});
+    if (golf_bigram_projects(m)) {
+      declare(t.bigram_proj, TensorSpec{"bigram.proj.weight", {c, dim}, ParamGroup::matrix, Init::uniform,
+                                        1.0 / std::sqrt(static_cast<double>(dim))});
+    }
+    declare(t.bigram_scale, TensorSpec{"bigram.scale", {1}, ParamGroup::scalar, Init::constant, 0.05});
+  }
 }
 
 // golf's activations and workspaces, kept from the forward for the backward or shared scratch.
@@ -103,6 +124,12 @@ struct GolfActivations {
   BlockActivations<Kept, Working> blocks;
   Buffer<A> x0, final;
   Buffer<A> x_embed;  // with model.smear_gate: the embedding's RMSNorm, which SmearGate turns into x0
+  // With model.bigram_buckets: the rows each position reads, the rows read, their projection (where
+  // there is one) and the sum the RMSNorm reads; the projection's input gradient, and the scale's
+  // column sums.
+  Buffer<int> bigram_rows;
+  Buffer<A> bigram_read, bigram_projected, embed_sum, d_bigram_read;
+  Buffer<T> bigram_scale_columns;
   Buffer<T> rstd0, rstd_final;
   // Backward scratch, shared by all layers, and the gradients the U-Net skips carry.
   Buffer<A> dx, dx0, d_branch, d_hidden, d_o, d_qf, d_kf, d_qkv;
@@ -111,10 +138,10 @@ struct GolfActivations {
   Matrix<T> rope_cos, rope_sin;
 };
 
-// Whether golf's block l is a decoder that adds an encoder's output through a U-Net skip.
+// Whether golf's layer l is a decoder that adds an encoder's output through a U-Net skip.
 inline bool golf_adds_skip(const config::ModelConfig& m, int l) {
-  const int decoder = l - golf_encoder_layers(m.n_layer);
-  return decoder >= 0 && decoder < golf_skip_count(m.n_layer);
+  const int decoder = l - golf_encoder_layers(run_layers(m));
+  return decoder >= 0 && decoder < golf_skip_count(run_layers(m));
 }
 
 // The one declaration of golf's activations: per token of the micro-batch, or fixed.
@@ -123,7 +150,7 @@ void declare_golf_activations(const config::ModelConfig& m, std::size_t max_toke
                               Declare&& declare) {
   const std::size_t c = m.d_model, heads = m.n_head, kv_heads = m.n_kv_head, d = c / heads;
   const std::size_t kvd = kv_heads * d, f = c * m.mlp_mult, w = c + 2 * kvd;
-  const int skips = golf_skip_count(m.n_layer);
+  const int skips = golf_skip_count(run_layers(m));
   using Acts = GolfActivations<T, A>;
   a.blocks.declare(
       m, [&](typename Acts::Kept& k) { declare(k.x_out, ActivationSpec{"x_out", c}); },
@@ -150,6 +177,17 @@ void declare_golf_activations(const config::ModelConfig& m, std::size_t max_toke
       });
   declare(a.x0, ActivationSpec{"x0", c});
   if (m.smear_gate) declare(a.x_embed, ActivationSpec{"x_embed", c});
+  if (golf_bigram(m)) {
+    const std::size_t dim = m.bigram_dim;
+    declare(a.bigram_rows, ActivationSpec{"bigram_rows", 1});
+    declare(a.bigram_read, ActivationSpec{"bigram_read", dim});
+    if (golf_bigram_projects(m)) {
+      declare(a.bigram_projected, ActivationSpec{"bigram_projected", c});
+      declare(a.d_bigram_read, ActivationSpec{"backward_bigram", dim});
+    }
+    declare(a.embed_sum, ActivationSpec{"embed_sum", c});
+    declare(a.bigram_scale_columns, ActivationSpec::elements("bigram_scale_columns", c));
+  }
   declare(a.rstd0, ActivationSpec{"rstd0", 1});
   declare(a.final, ActivationSpec{"final", c});
   declare(a.rstd_final, ActivationSpec{"rstd_final", 1});
@@ -185,15 +223,17 @@ class GolfModel final : public ModelBase<T, A, GolfTensors> {
   const Matrix<T>& head_grad() const override { return this->config_.tie_embeddings ? this->g_.tok_emb : this->g_.lm_head; }
 
  private:
-  Matrix<A> block_input(int l) const;  // x0 for block 0, else block l - 1's output
-  // Whether block l runs its attention and MLP side by side (model.parallel_residual_start).
-  bool runs_parallel(int l) const {
-    return this->config_.parallel_residual_start >= 0 && l >= this->config_.parallel_residual_start;
+  Matrix<A> block_input(int l) const;  // x0 for layer 0, else layer l - 1's output
+  // Whether block b runs its attention and MLP side by side (model.parallel_residual_start counts
+  // blocks, as the record does: both layers of a repeated block run alike).
+  bool runs_parallel(int b) const {
+    return this->config_.parallel_residual_start >= 0 && b >= this->config_.parallel_residual_start;
   }
   Workspace<T> partials() const { return Workspace<T>(acts_.partials); }
 
   int heads_, kv_heads_, head_dim_, hidden_, qkv_width_, encoders_, skips_;
   std::vector<ops::Linear<T, A>> qkv_, proj_, fc_, mlp_proj_;  // per block
+  ops::Linear<T, A> bigram_proj_;                              // with a BigramHash projection
   GolfActivations<T, A> acts_;
 };
 
