@@ -19,6 +19,7 @@
 #include "model/fp8_probe.hpp"
 #include "model/head_probe.hpp"
 #include "train/memory_plan.hpp"
+#include "train/step_estimate.hpp"
 
 namespace kgpt::app {
 
@@ -38,7 +39,9 @@ const CommandSpec& check_spec() {
       "machine (cuDNN attention where the deck allows it; set parallel.device_memory_gib).\n"
       "Then what `kgpt export` would write for the deck's export section: the payload's bytes by\n"
       "weight group, exact, and the most the artifact file can take after compression, against\n"
-      "parameter-golf's 16,000,000-byte limit.\n"
+      "parameter-golf's 16,000,000-byte limit. For a bf16 deck, the step it should take on H100s at the\n"
+      "given world size: its FLOPs at the rate golf's baseline deck was measured at on one H100 as one\n"
+      "rank of 8, plus its gradients' all-reduce over NVLink (an estimate; kgpt bench measures).\n"
       "Nothing is written. Exit code 0 when the deck is valid, 2 with one message per problem if not.\n"
       "\n"
       "--device also runs the deck's attention on this machine's device (the GPU of a CUDA build):\n"
@@ -239,6 +242,10 @@ int run_check(const ParsedArgs& args) {
   for (const auto& line : train::describe(memory)) std::cerr << line << "\n";
   train::require_fit(deck, memory, target);
   describe_artifact(deck);
+  // A bf16 deck is a GPU deck: how long its step should take on H100s, from the measured baseline.
+  if (deck.config.model.precision == config::Precision::bf16) {
+    std::cerr << "kgpt check: " << train::describe(train::estimate_h100_step(deck), world_size) << "\n";
+  }
   std::cerr << "kgpt check: " << deck.path << " is valid for world size " << world_size << "; " << data_note << "\n";
   if (args.has("device")) check_device(deck);
   return 0;
