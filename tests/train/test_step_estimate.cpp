@@ -50,6 +50,16 @@ TEST_CASE("the step estimate gives the measured baseline back and scales with FL
   CHECK(line.find("34.3 ms") != std::string::npos);
 }
 
+TEST_CASE("BigramHash counts its projection's FLOPs and not its table's", "[train][estimate]") {
+  config::ModelConfig m = deck_at(1).config.model;
+  const model::Family& golf = model::family("golf");
+  const double plain = golf.flops_per_token(m, 1024);
+  m.bigram_buckets = 2816;
+  m.bigram_dim = 112;
+  // The table is read; the projection (512 x 112) and the scale are parameters of products.
+  CHECK(golf.flops_per_token(m, 1024) == Approx(plain + 6.0 * (512 * 112 + 1)).epsilon(1e-12));
+}
+
 TEST_CASE("depth recurrence counts a repeated block's FLOPs once per layer that runs it", "[train][estimate]") {
   config::ModelConfig m = deck_at(1).config.model;
   const model::Family& golf = model::family("golf");

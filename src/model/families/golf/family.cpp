@@ -24,7 +24,10 @@ std::size_t activation_bytes(const config::ModelConfig& m, int max_batch, int ma
       });
 }
 
-double flops_per_token(const config::ModelConfig& m, int seq) { return standard_flops_per_token(m, layout(m, seq), seq); }
+// BigramHash's table is read, not multiplied: its rows are no product's FLOPs (its projection's are).
+double flops_per_token(const config::ModelConfig& m, int seq) {
+  return standard_flops_per_token(m, layout(m, seq), seq, {"bigram.embed.weight"});
+}
 
 void check(const config::ResolvedDeck& deck, std::vector<std::string>& problems) {
   family_entry::check_rope_head_dim(deck, problems);
