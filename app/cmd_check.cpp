@@ -12,6 +12,7 @@
 #include "inference/from_checkpoint.hpp"
 #include "inference/hf.hpp"
 #include "data/dataset_check.hpp"
+#include "inference/tasks.hpp"
 #include "io/artifact.hpp"
 #include "model/attention/probe.hpp"
 #include "model/family.hpp"
@@ -228,6 +229,11 @@ int run_check(const ParsedArgs& args) {
     if (deck.config.train.eval_isolate_documents) {
       data_note += "; train.eval_isolate_documents: one window or more per document instead (kgpt eval prints how "
                    "many)";
+    }
+    const std::vector<inference::Task> tasks = inference::deck_tasks(deck);
+    for (const inference::Task& task : tasks) {
+      data_note += "; task " + task.name + " (" + task.path + "): " + text::with_thousands(task.examples.size()) +
+                   " examples";
     }
     if (!deck.config.model.init_from.empty()) {
       const inference::InitWeights init = inference::read_init_weights(deck);

@@ -34,7 +34,7 @@ config::Weights weights_option(const ParsedArgs& args) {
 const CommandSpec& eval_spec() {
   static const CommandSpec spec{
       "eval",
-      "CKPT|ARTIFACT [--set section.key=value]... [--weights live|ema|swa]",
+      "CKPT|ARTIFACT [--set section.key=value]... [--weights live|ema|swa] [--task FILE.jsonl]...",
       "val loss and val_bpb of a checkpoint or an exported artifact",
       "Rebuilds the model from the resolved deck stored in the checkpoint (or artifact), loads it\n"
       "(checking its checksum, names and shapes) and evaluates it on the deck's val split\n"
@@ -44,8 +44,18 @@ const CommandSpec& eval_spec() {
       "Prints one line (eval_s: the evaluation's wall time):\n"
       "  checkpoint:PATH step:S val_loss:L val_bpb:B val_tokens:N eval_windows:W eval_s:E weights:live\n"
       "(artifact:PATH ... for an artifact: the round-trip figures, which are also added to the\n"
-      "artifact.yaml of the run it was exported from).",
-      {{"set", "section.key=value", "override a key of the checkpoint's deck (repeatable)"}, kWeightsOption},
+      "artifact.yaml of the run it was exported from).\n"
+      "--task scores a multiple-choice task instead: a JSON Lines file in HellaSwag's format, one\n"
+      "{\"ctx\": ..., \"endings\": [...], \"label\": N} a line. Each ending (after a space) is scored by its\n"
+      "log-likelihood given the context (after the document start); acc counts the examples whose\n"
+      "right ending scores highest, acc_norm those whose right ending scores highest per character.\n"
+      "The same figures on any number of ranks. One line per task:\n"
+      "  task:NAME file:PATH examples:N acc:A acc_norm:B eval_s:E checkpoint:PATH step:S weights:live\n"
+      "A bad task file (not JSON, a missing field, a label out of range, an empty ending, a context and\n"
+      "ending longer than train.seq_len) ends with exit code 2 naming the file and line.",
+      {{"set", "section.key=value", "override a key of the checkpoint's deck (repeatable)"},
+       kWeightsOption,
+       {"task", "FILE.jsonl", "score this multiple-choice task file instead of the val split (repeatable)"}},
       1,
       1};
   return spec;
@@ -57,12 +67,26 @@ int run_eval(const ParsedArgs& args) {
   // Evaluation splits the val sequences over any number of ranks: the deck's batch plan is read for
   // one rank, whatever the world size.
   parallel::agreed([&] { deck = inference::checkpoint_deck(path, args.all("set"), 1); });
-  inference::CheckpointEvaluation result;
   config::Weights weights = config::Weights::live;
-  parallel::agreed([&] {
-    weights = weights_option(args);
-    result = inference::evaluate_checkpoint(deck, path, weights);
-  });
+  parallel::agreed([&] { weights = weights_option(args); });
+  if (args.has("task")) {
+    inference::TaskEvaluation tasks;
+    const std::vector<std::string> files = args.all("task");
+    parallel::agreed([&] { tasks = inference::evaluate_tasks(deck, path, files, weights); });
+    if (parallel::world().rank == 0) {
+      for (std::size_t i = 0; i < tasks.tasks.size(); ++i) {
+        const inference::TaskResult& t = tasks.tasks[i];
+        char line[256];
+        std::snprintf(line, sizeof(line), " examples:%zu acc:%.6f acc_norm:%.6f eval_s:%.2f", t.examples, t.acc,
+                      t.acc_norm, t.seconds);
+        std::cout << "task:" << t.name << " file:" << files[i] << line << (tasks.artifact ? " artifact:" : " checkpoint:")
+                  << path << " step:" << tasks.step << " weights:" << config::name_of(weights) << std::endl;
+      }
+    }
+    return 0;
+  }
+  inference::CheckpointEvaluation result;
+  parallel::agreed([&] { result = inference::evaluate_checkpoint(deck, path, weights); });
   if (parallel::world().rank == 0) {
     char line[256];
     std::snprintf(line, sizeof(line),

@@ -9,6 +9,7 @@
 #include "core/text.hpp"
 #include "data/dataset_check.hpp"
 #include "inference/hf.hpp"
+#include "inference/tasks.hpp"
 #include "io/run_directory.hpp"
 #include "io/run_log.hpp"
 #include "model/attention/attention.hpp"
@@ -66,6 +67,7 @@ int run_train(const ParsedArgs& args) {
   io::RunLog log;
   train::MemoryPlan memory;
   inference::InitWeights init_weights;
+  std::vector<inference::Task> tasks;
   const bool auto_resume = args.has("auto-resume");
   bool resume = args.has("resume");
   std::string restart_note;
@@ -82,6 +84,7 @@ int run_train(const ParsedArgs& args) {
     files = data::check_dataset(deck);
     // model.init_from's tensors against the model, before the run directory is made.
     if (!deck.config.model.init_from.empty() && !resume) init_weights = inference::read_init_weights(deck);
+    tasks = inference::deck_tasks(deck);  // data.task_files, read and checked before anything is written
     dir = io::run_directory_path(deck, args.get("run-dir")) + args.get("run-suffix");
     if (w.rank == 0) {
       if (auto_resume && io::holds_run(dir)) {
@@ -125,6 +128,7 @@ int run_train(const ParsedArgs& args) {
   options.resume = resume;
   // Read and checked above; --auto-resume may have chosen to resume instead, which ignores them.
   if (!init_weights.file.empty()) options.init_weights = &init_weights;
+  options.tasks = &tasks;
   train::TrainSummary summary;
   try {
     summary = train::run_training(deck, log, options);

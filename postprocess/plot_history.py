@@ -4,7 +4,8 @@
 usage: plot_history.py [--out PNG] [--x step|tokens] RUN_DIR_OR_HISTORY
 
 Left panel: the train loss of every step, the val loss at each evaluation and val_bpb on a second
-y axis; right panel: the learning rate of each parameter group, schedule applied. The title names
+y axis; middle (right without tasks): the learning rate of each parameter group, schedule applied;
+right, when the run scored multiple-choice tasks (data.task_files): each task's acc and acc_norm. The title names
 the run directory and the model family from the resolved deck stored in the file. Writes
 <run_dir>/history.png unless --out is given and prints the path written. The file may still be
 written by a running job. Exit code 2 when the history file is missing or unreadable.
@@ -116,6 +117,12 @@ class History:
                     raise InputError(f"{self.path}: no /{needed} dataset; not a kgpt history file")
             self.train, train_units = read_columns(f["train"])
             self.val, val_units = read_columns(f["val"]) if "val" in f else ({}, {})
+            # Multiple-choice tasks (data.task_files): rows of (step, task index, acc, acc_norm); the
+            # group's attribute names lists the tasks, one a line.
+            self.task, _ = read_columns(f["task"]) if "task" in f else ({}, {})
+            names = f["task"].attrs.get("names", "") if "task" in f else ""
+            names = names.decode() if isinstance(names, bytes) else str(names)
+            self.task_names = names.split("\n") if names else []
             self.metadata, self.deck_text = read_metadata(f)
         self.units = {**{f"train/{k}": v for k, v in train_units.items()},
                       **{f"val/{k}": v for k, v in val_units.items()}}
@@ -127,9 +134,9 @@ class History:
         """A column as an array; empty when the file does not have it."""
         return getattr(self, group).get(name, np.array([]))
 
-    def val_x(self, axis):
-        """The x values of the val rows: their steps, or the tokens seen at those steps."""
-        steps = self.column("val", "step")
+    def val_x(self, axis, group="val"):
+        """The x values of the val (or task) rows: their steps, or the tokens seen at those steps."""
+        steps = self.column(group, "step")
         if axis == "step":
             return steps
         train_steps, tokens = self.column("train", "step"), self.column("train", "tokens")
@@ -207,7 +214,9 @@ def plot_history(history, out, axis):
     plt = pyplot()
     if not len(history.column("train", "step")) and not len(history.column("val", "step")):
         raise InputError(f"{history.path}: no rows in /train or /val yet")
-    fig, (loss_ax, lr_ax) = plt.subplots(1, 2, figsize=(13, 4.8), layout="constrained")
+    tasks = len(history.column("task", "step")) > 0
+    fig, axes = plt.subplots(1, 3 if tasks else 2, figsize=(19.5 if tasks else 13, 4.8), layout="constrained")
+    loss_ax, lr_ax = axes[0], axes[1]
     train_x, val_x = history.train_x(axis), history.val_x(axis)
 
     loss_ax.plot(train_x, history.column("train", "loss"), lw=1, color="tab:blue", label="train loss")
@@ -240,6 +249,21 @@ def plot_history(history, out, axis):
     lr_ax.set_ylabel("learning rate")
     lr_ax.grid(alpha=0.3)
     lr_ax.set_title("learning rate (schedule applied)")
+
+    if tasks:
+        # Each task's acc and acc_norm (data.task_files), over the steps they were scored at.
+        task_ax, task_x, index = axes[2], history.val_x(axis, "task"), history.column("task", "task").astype(int)
+        for i in sorted(set(index.tolist())):
+            name = history.task_names[i] if i < len(history.task_names) else f"task {i}"
+            rows = index == i
+            line, = task_ax.plot(task_x[rows], history.column("task", "acc")[rows], "o-", label=f"{name} acc")
+            task_ax.plot(task_x[rows], history.column("task", "acc_norm")[rows], "s--", color=line.get_color(),
+                         label=f"{name} acc_norm")
+        task_ax.set_xlabel(axis)
+        task_ax.set_ylabel("share of examples right")
+        task_ax.grid(alpha=0.3)
+        task_ax.legend(loc="best")
+        task_ax.set_title("multiple-choice tasks")
 
     steps = history.column("train", "step")
     last = f", {int(steps[-1])} steps" if len(steps) else ""

@@ -140,6 +140,8 @@ struct DataConfig {
   std::string val_files = "data/datasets/fineweb10B_sp1024/fineweb_val_*.bin";
   Tokenizer tokenizer = Tokenizer::sentencepiece;
   std::string vocab_file = "data/tokenizers/fineweb_1024_bpe.vocab";  // for val_bpb
+  // Multiple-choice task files (a glob) scored at the end and every train.task_eval_every steps; "": none.
+  std::string task_files = "";
 };
 
 struct TrainConfig {
@@ -157,6 +159,7 @@ struct TrainConfig {
   long long val_tokens = 0;            // 0: the whole val split
   int eval_stride = 0;                 // 0: back-to-back windows; else sliding windows advancing by this
   bool eval_isolate_documents = false;  // windows never reach back across a document's start
+  int task_eval_every = 0;              // score data.task_files every N steps too; 0: at the end only
   int log_every = 200;
   // Averages of the weights (optim/weight_averages.hpp), kept beside them and in checkpoints.
   double ema_decay = 0.0;       // 0: no EMA; else ema = d ema + (1 - d) w after every step

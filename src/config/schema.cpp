@@ -351,6 +351,11 @@ std::vector<KeySpec> build_schema() {
                return c.data.tokenizer == Tokenizer::sentencepiece ? "" : "data.tokenizer is byte";
              },
              "data.tokenizer: sentencepiece"),
+      key("data", "task_files", &Config::data, &DC::task_files, VK::string, none,
+          "Multiple-choice task files (a glob; kgpt eval --task's format: JSON Lines as HellaSwag's, one "
+          "{\"ctx\", \"endings\", \"label\"} a line) that training scores at the end, and every "
+          "train.task_eval_every steps: acc and acc_norm per file, in the log and in history.h5's /task. Read "
+          "and checked with the deck (kgpt check too), before anything is written. \"\": none."),
       // train
       key("train", "seq_len", &Config::train, &TC::seq_len, VK::integer, between(1, 1048576),
           "Tokens per training sequence."),
@@ -395,6 +400,12 @@ std::vector<KeySpec> build_schema() {
           "train.eval_stride's windows over it (0: back to back). Every val token is still scored once, so "
           "val_bpb's bytes are unchanged; short documents make more windows than back to back (kgpt eval "
           "prints eval_windows)."),
+      acting(key("train", "task_eval_every", &Config::train, &TC::task_eval_every, VK::integer, between(0, 2147483647),
+                 "Score data.task_files every N steps, as well as at the end, with the weights "
+                 "train.eval_weights names (acc: the right ending has the largest log-likelihood; acc_norm: the "
+                 "largest per character). 0: at the end only."),
+             [](const Config& c) -> std::string { return c.data.task_files.empty() ? "data.task_files is empty" : ""; },
+             "data.task_files"),
       key("train", "log_every", &Config::train, &TC::log_every, VK::integer, positive_int,
           "Print a train line every N steps (and the first and last steps)."),
       key("train", "precision", &Config::model, &MC::precision, VK::choice, none,

@@ -26,6 +26,7 @@
 #include "io/artifact.hpp"
 #include "io/checkpoint.hpp"
 #include "inference/evaluator.hpp"
+#include "inference/text_codec.hpp"
 
 namespace kgpt::inference {
 
@@ -123,66 +124,25 @@ CheckpointEvaluation evaluate_checkpoint(const config::ResolvedDeck& deck, const
   return result;
 }
 
-namespace {
-
-// How sample turns text into tokens and back: the byte tokenizer, or the deck's SentencePiece model.
-class TextCodec {
- public:
-  TextCodec(const config::ResolvedDeck& deck, const std::string& path) {
-    if (deck.config.data.tokenizer == config::Tokenizer::byte) return;
-    const std::string& file = deck.config.data.vocab_file;
-    if (!data::is_model_file(file)) {
-      throw InputError(path + ": kgpt sample encodes and decodes text with the SentencePiece model, and this deck's "
-                       "data.vocab_file is '" + file + "'; name the .model with --set data.vocab_file=PATH.model");
-    }
-    model_ = std::make_unique<data::SentencePieceModel>(data::SentencePieceModel::load(file));
-    if (model_->vocab_size() > deck.config.model.vocab_size) {
-      throw InputError(file + ": the model has " + std::to_string(model_->vocab_size()) + " pieces, more than model.vocab_size = " +
-                       std::to_string(deck.config.model.vocab_size) + " of " + path);
-    }
+TaskEvaluation evaluate_tasks(const config::ResolvedDeck& deck, const std::string& path,
+                              const std::vector<std::string>& task_files, config::Weights weights) {
+  const auto& world = parallel::world();
+  const int seq = deck.config.train.seq_len;
+  const TextCodec codec(deck, path);
+  std::vector<Task> tasks;
+  for (const std::string& file : task_files) tasks.push_back(prepare_task(file, codec, seq));
+  // The endings of one example are one micro-batch (HellaSwag has four).
+  std::size_t endings = 1;
+  for (const Task& task : tasks) {
+    for (const auto& e : task.examples) endings = std::max(endings, e.endings.size());
   }
-
-  // The document start, then the prompt's tokens.
-  std::vector<int> prompt(const std::string& text) const {
-    if (!model_) {
-      std::vector<int> tokens = {data::kByteDocumentBoundary};
-      for (unsigned char byte : text) tokens.push_back(byte);
-      return tokens;
-    }
-    std::vector<int> tokens = {model_->bos_id()};
-    const std::vector<int> encoded = model_->encode_text(text);
-    tokens.insert(tokens.end(), encoded.begin(), encoded.end());
-    return tokens;
-  }
-
-  bool ends_document(int token) const { return model_ ? model_->is_boundary(token) : token > 255; }
-
-  // The text of the generated tokens; unless `final`, without a UTF-8 character whose bytes have
-  // not all come yet (byte-fallback pieces arrive one byte at a time).
-  std::string text(const std::vector<int>& tokens, bool final) const {
-    if (!model_) return std::string(tokens.begin(), tokens.end());
-    std::size_t take = tokens.size();
-    if (!final) {
-      std::size_t first_byte = tokens.size();
-      while (first_byte > 0 && model_->byte_value(tokens[first_byte - 1]) >= 0) --first_byte;
-      for (std::size_t i = first_byte; i < tokens.size();) {
-        const int lead = model_->byte_value(tokens[i]);
-        const std::size_t length = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-        if (i + length > tokens.size()) {
-          take = i;
-          break;
-        }
-        i += length;
-      }
-    }
-    return model_->decode(std::vector<int>(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(take)));
-  }
-
- private:
-  std::unique_ptr<data::SentencePieceModel> model_;
-};
-
-}  // namespace
+  const int batch = static_cast<int>(std::min<std::size_t>(endings, 64));
+  TaskEvaluation result;
+  result.artifact = io::is_artifact_file(path);
+  const auto model = loaded_model(deck, path, batch, seq, result.step, weights);
+  for (const Task& task : tasks) result.tasks.push_back(score_task(ExecSpace(), *model, task, batch, seq, world.rank, world.size));
+  return result;
+}
 
 std::string sample_checkpoint(const config::ResolvedDeck& deck, const std::string& path, const SampleOptions& options,
                               const std::function<void(const std::string&)>& emit) {

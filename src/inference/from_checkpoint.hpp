@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/deck.hpp"
+#include "inference/tasks.hpp"
 
 namespace kgpt::inference {
 
@@ -31,6 +32,18 @@ struct CheckpointEvaluation {
 // weights, or an average it keeps (train.ema_decay, train.swa_every); artifacts hold live ones only.
 CheckpointEvaluation evaluate_checkpoint(const config::ResolvedDeck& deck, const std::string& path,
                                          config::Weights weights = config::Weights::live);
+
+// The multiple-choice tasks of `task_files` (kgpt eval --task; inference/tasks.hpp) scored with the
+// checkpoint's or artifact's weights. Collective: every rank scores its share of each task's
+// examples. The files are read and tokenized before the model is built: a bad one is an InputError
+// naming the file and its line.
+struct TaskEvaluation {
+  bool artifact = false;
+  std::int64_t step = 0;
+  std::vector<TaskResult> tasks;
+};
+TaskEvaluation evaluate_tasks(const config::ResolvedDeck& deck, const std::string& path,
+                              const std::vector<std::string>& task_files, config::Weights weights = config::Weights::live);
 
 struct SampleOptions {
   std::string prompt;

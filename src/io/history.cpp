@@ -58,6 +58,24 @@ const std::vector<Column>& val_columns() {
   return columns;
 }
 
+const std::vector<Column>& task_columns() {
+  static const std::vector<Column> columns = {
+      {"step", Series::int64, "step", "optimizer steps done when scored"},
+      {"task", Series::int64, "index", "the task: a line of this group's attribute names (data.task_files)"},
+      {"examples", Series::int64, "examples", "examples scored, all ranks"},
+      {"acc", Series::float64, "1", "share of examples whose right ending has the largest log-likelihood"},
+      {"acc_norm", Series::float64, "1", "share of examples whose right ending has the largest log-likelihood per character"},
+  };
+  return columns;
+}
+
+// The groups of a history and their columns.
+const std::vector<std::pair<const char*, const std::vector<Column>*>>& groups() {
+  static const std::vector<std::pair<const char*, const std::vector<Column>*>> all = {
+      {"/train/", &train_columns()}, {"/val/", &val_columns()}, {"/task/", &task_columns()}};
+  return all;
+}
+
 std::string environment(const char* name) {
   const char* value = std::getenv(name);
   return value ? value : "";
@@ -93,7 +111,7 @@ History::History(std::unique_ptr<Hdf5File> file) : file_(std::move(file)) {}
 History History::create(const std::string& path, const RunMetadata& metadata) {
   auto file = std::make_unique<Hdf5File>(path, Hdf5File::Mode::create);
   write_metadata(*file, metadata);
-  for (const auto& [group, columns] : {std::make_pair("/train/", &train_columns()), std::make_pair("/val/", &val_columns())}) {
+  for (const auto& [group, columns] : groups()) {
     for (const Column& column : *columns) {
       const std::string name = std::string(group) + column.name;
       file->create_series(name, column.type);
@@ -101,6 +119,9 @@ History History::create(const std::string& path, const RunMetadata& metadata) {
       file->set_attribute(name, "description", std::string(column.description));
     }
   }
+  std::string names;
+  for (const std::string& task : metadata.task_names) names += (names.empty() ? "" : "\n") + task;
+  file->set_attribute("/task", "names", names);
   file->flush();
   file->start_swmr();
   return History(std::move(file));
@@ -108,15 +129,18 @@ History History::create(const std::string& path, const RunMetadata& metadata) {
 
 History History::resume(const std::string& path, std::int64_t last_step, const RunMetadata& metadata) {
   std::map<std::string, std::vector<double>> kept;  // by "/group/column"
-  std::size_t train_rows = 0, val_rows = 0;
+  std::size_t train_rows = 0, val_rows = 0, task_rows = 0;
   {
     const Hdf5File old(path, Hdf5File::Mode::read);
-    for (const auto& [group, columns] : {std::make_pair("/train/", &train_columns()), std::make_pair("/val/", &val_columns())}) {
-      const bool val = std::string(group) == "/val/";
-      const std::vector<double> steps = old.read_doubles(std::string(group) + "step");
+    for (const auto& [group, columns] : groups()) {
+      const bool train = std::string(group) == "/train/";
+      // A history of an older kgpt has no /task: no rows.
+      const std::string steps_name = std::string(group) + "step";
+      const std::vector<double> steps = old.contains(steps_name) ? old.read_doubles(steps_name) : std::vector<double>();
       std::size_t keep = 0;
+      // The resumed run evaluates and scores its first step again.
       while (keep < steps.size() &&
-             (val ? steps[keep] < static_cast<double>(last_step) : steps[keep] <= static_cast<double>(last_step))) {
+             (train ? steps[keep] <= static_cast<double>(last_step) : steps[keep] < static_cast<double>(last_step))) {
         ++keep;
       }
       std::size_t kept_rows = keep;
@@ -129,7 +153,7 @@ History History::resume(const std::string& path, std::int64_t last_step, const R
         kept[std::string(group) + column.name] = std::move(values);
       }
       // A writer killed inside a row leaves its later columns one short: that row is dropped.
-      (val ? val_rows : train_rows) = kept_rows;
+      (train ? train_rows : std::string(group) == "/val/" ? val_rows : task_rows) = kept_rows;
     }
   }
   const std::string temporary = path + ".tmp";
@@ -150,6 +174,10 @@ History History::resume(const std::string& path, std::int64_t last_step, const R
     }
     for (std::size_t i = 0; i < val_rows; ++i) {
       fresh.append(ValRow{whole("/val/step", i), at("/val/loss", i), at("/val/bpb", i)});
+    }
+    for (std::size_t i = 0; i < task_rows; ++i) {
+      fresh.append(TaskRow{whole("/task/step", i), whole("/task/task", i), whole("/task/examples", i), at("/task/acc", i),
+                           at("/task/acc_norm", i)});
     }
   }
   if (std::rename(temporary.c_str(), path.c_str()) != 0) {
@@ -185,6 +213,14 @@ void History::append(const ValRow& row) {
   file_->append("/val/step", row.step);
   file_->append("/val/loss", row.loss);
   file_->append("/val/bpb", row.bpb);
+}
+
+void History::append(const TaskRow& row) {
+  file_->append("/task/step", row.step);
+  file_->append("/task/task", row.task);
+  file_->append("/task/examples", row.examples);
+  file_->append("/task/acc", row.acc);
+  file_->append("/task/acc_norm", row.acc_norm);
 }
 
 }  // namespace kgpt::io

@@ -1,6 +1,7 @@
 #pragma once
-// history.h5 of a run directory: one row per optimizer step in /train and one per evaluation in
-// /val, each column an extendible dataset with its units and meaning as attributes, and
+// history.h5 of a run directory: one row per optimizer step in /train, one per evaluation in /val
+// and one per task and scoring in /task (data.task_files; its attribute names lists the tasks,
+// one a line, in the numbering of its task column), each column an extendible dataset with its units and meaning as attributes, and
 // /metadata (the resolved deck text, versions, world size, Slurm job ids). Every append is flushed
 // and the file is written in SWMR mode, so h5py can read it while the run goes on
 // (h5py.File(path, "r", swmr=True)) and a crash loses at most the row being written.
@@ -8,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "io/hdf5_file.hpp"
 
@@ -28,12 +30,19 @@ struct ValRow {
   double loss = 0, bpb = 0;
 };
 
+// One task's scores at one step (data.task_files): `task` indexes /task's names attribute.
+struct TaskRow {
+  std::int64_t step = 0, task = 0, examples = 0;
+  double acc = 0, acc_norm = 0;
+};
+
 // What a history and a checkpoint say about the run that made them.
 struct RunMetadata {
   std::string deck_text;  // the resolved deck
   std::string deck_path, run_dir;
   int world_size = 1;
   std::string init_from, init_from_checksum;  // model.init_from's file and its FNV-1a 64, or ""
+  std::vector<std::string> task_names;        // the tasks of data.task_files, in TaskRow's numbering
 };
 
 // Writes /metadata (deck text, versions, world size, Slurm job ids) into `file`.
@@ -51,6 +60,7 @@ class History {
 
   void append(const TrainRow& row);
   void append(const ValRow& row);
+  void append(const TaskRow& row);
   const std::string& path() const { return file_->path(); }
 
  private:

@@ -61,4 +61,13 @@ void ProgressReport::evaluation(int step, const inference::Evaluation& e, const 
   if (history_) history_->append(io::ValRow{step, e.loss, e.bpb});
 }
 
+void ProgressReport::task(int step, int index, const inference::TaskResult& t, const std::string& weights) {
+  log_.line("step:" + std::to_string(step) + "/" + std::to_string(train_.iterations) + " task:" + t.name +
+            " examples:" + std::to_string(t.examples) + " acc:" + fixed(t.acc, 4) + " acc_norm:" + fixed(t.acc_norm, 4) +
+            " task_s:" + fixed(t.seconds, 2) + (weights.empty() ? "" : " weights:" + weights));
+  if (history_) {
+    history_->append(io::TaskRow{step, index, static_cast<std::int64_t>(t.examples), t.acc, t.acc_norm});
+  }
+}
+
 }  // namespace kgpt::train

@@ -11,6 +11,7 @@
 #include "io/run_log.hpp"
 #include "optim/optimizer.hpp"
 #include "inference/evaluator.hpp"
+#include "inference/tasks.hpp"
 #include "train/step.hpp"
 
 namespace kgpt::train {
@@ -28,6 +29,8 @@ class ProgressReport {
   // `weights`: "" for the live weights of a run that evaluates no average, else the weights scored
   // (live, ema, swa), which the log line names.
   void evaluation(int step, const inference::Evaluation& evaluation, const std::string& weights = "");
+  // Task `index` of data.task_files scored at `step`, with `weights` as evaluation's.
+  void task(int step, int index, const inference::TaskResult& result, const std::string& weights = "");
 
  private:
   io::RunLog& log_;

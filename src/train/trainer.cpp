@@ -89,9 +89,11 @@ struct Run {
   std::unique_ptr<optim::WeightAverages> averages;
   std::unique_ptr<data::DistributedLoader> loader;
   std::unique_ptr<inference::Evaluator> evaluator;
+  std::vector<inference::Task> tasks;  // data.task_files
 };
 
-Run build_run(const config::ResolvedDeck& deck, bool resume, inference::InitWeights* init_weights) {
+Run build_run(const config::ResolvedDeck& deck, bool resume, inference::InitWeights* init_weights,
+              const std::vector<inference::Task>* tasks) {
   const config::Config& c = deck.config;
   const int batch = static_cast<int>(deck.plan.local_sequences);
   Run run;
@@ -116,6 +118,7 @@ Run build_run(const config::ResolvedDeck& deck, bool resume, inference::InitWeig
         data::TokenStream(data::find_shards(c.data.train_files), c.model.vocab_size), parallel::world().rank,
         deck.plan.world_size, deck.plan.local_tokens, c.train.seq_len);
     run.evaluator = std::make_unique<inference::Evaluator>(deck, batch);
+    run.tasks = tasks != nullptr ? *tasks : inference::deck_tasks(deck);
   });
   return run;
 }
@@ -157,7 +160,7 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
   watch.who = "kgpt train";
   watch.log_file = log.path();
   const parallel::StallWatchdog watchdog(watch);
-  Run run = build_run(deck, options.resume, options.init_weights);
+  Run run = build_run(deck, options.resume, options.init_weights, options.tasks);
   model::LanguageModel<Real>& model = *run.model;
   const Vector<Real>& values = model.parameters().values();
   io::CheckpointState resumed;
@@ -187,6 +190,7 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
   metadata.world_size = world.size;
   metadata.init_from = run.init.file;
   metadata.init_from_checksum = run.init.checksum;
+  for (const inference::Task& task : run.tasks) metadata.task_names.push_back(task.name);
   if (!run.init.file.empty() && !options.resume) {
     std::string cropped;
     for (const std::string& table : run.init.cropped) cropped += (cropped.empty() ? "" : ",") + table;
@@ -264,11 +268,28 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
     summary.final_val_loss = e.loss;
     summary.final_val_bpb = e.bpb;
   };
+  // data.task_files, with the weights evaluate scores; the model's micro-batch holds an example's
+  // endings, several micro-batches when it has more.
+  auto score_tasks = [&](int step) {
+    if (run.tasks.empty()) return;
+    parallel::progress(parallel::Phase::evaluation, step);
+    const config::Weights weights =
+        run.averages->available(c.train.eval_weights) ? c.train.eval_weights : config::Weights::live;
+    const bool averaged = weights != config::Weights::live;
+    if (averaged) run.averages->swap(exec, weights, values);
+    for (std::size_t i = 0; i < run.tasks.size(); ++i) {
+      const inference::TaskResult t = inference::score_task(exec, model, run.tasks[i], static_cast<int>(plan.local_sequences),
+                                                            c.train.seq_len, world.rank, world.size);
+      report.task(step, static_cast<int>(i), t, c.train.eval_weights == config::Weights::live ? "" : config::name_of(weights));
+    }
+    if (averaged) run.averages->swap(exec, weights, values);
+  };
   const auto run_start = Clock::now();
   summary.steps = static_cast<int>(resumed.step);
   bool quantizing = false;  // train.qat_start_lr: said once, when late QAT starts
   for (int step = summary.steps; step < c.train.iterations; ++step) {
     if (every(c.train.eval_every, step)) evaluate(step);
+    if (every(c.train.task_eval_every, step)) score_tasks(step);
     const StepMetrics m = train_step.run(exec, step, training_seconds, batches);
     if (m.quantized && !quantizing) {
       log.line("late_qat: from step:" + std::to_string(step + 1) + " lr_multiplier:" + significant(m.lr_multiplier) +
@@ -309,6 +330,7 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
     }
   }
   evaluate(summary.steps);
+  score_tasks(summary.steps);
   if (options.final_parameters) *options.final_parameters = to_host(values);
   return summary;
 }

@@ -3,7 +3,8 @@
 // grad_accum_steps micro-batches of forward and backward on this rank's slice with the loss scaled
 // by 1/grad_accum, gradient averaging across ranks during and after the last micro-step's
 // backward, then clipping, the schedule, and one optimizer step; evaluation on the val split at
-// step 0, every train.eval_every steps and at the end. Runs on every rank of MPI_COMM_WORLD.
+// step 0, every train.eval_every steps and at the end; the multiple-choice tasks of data.task_files
+// every train.task_eval_every steps and at the end. Runs on every rank of MPI_COMM_WORLD.
 
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 
 namespace kgpt::inference {
 struct InitWeights;
+struct Task;
 }
 
 namespace kgpt::train {
@@ -31,6 +33,9 @@ struct TrainOptions {
   // model.init_from's weights when the caller has read and checked them already (kgpt train does,
   // before it makes the run directory); taken over by the run. Otherwise the run reads them.
   inference::InitWeights* init_weights = nullptr;
+  // data.task_files read and tokenized (kgpt train does, before it makes the run directory); when
+  // null, the run reads them.
+  const std::vector<inference::Task>* tasks = nullptr;
 };
 
 struct TrainSummary {

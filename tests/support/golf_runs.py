@@ -72,4 +72,5 @@ def golf_settings(model):
     """reference_models.py's Golf settings from a checkpoint deck's model section."""
     return {"n_layer": model["n_layer"], "n_head": model["n_head"], "n_kv_head": model["n_kv_head"],
             "rope_base": model["rope_base"], "logit_softcap": model["logit_softcap"],
-            "rms_eps": 1.1920928955078125e-07}
+            "rms_eps": 1.1920928955078125e-07, "parallel_residual_start": model.get("parallel_residual_start", -1),
+            "recur_start": model.get("recur_start", -1), "recur_count": model.get("recur_count", 1)}
