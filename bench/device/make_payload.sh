@@ -64,8 +64,10 @@ bf16=(--set train.precision=bf16)
 # The weight averages and late QAT on every step (their kernels, and the EMA's evaluation, on the GPU).
 averages=(--set train.ema_decay=0.9 --set train.swa_every=2 --set train.swa_start_lr=1.5 --set train.qat_start_lr=1.5
           --set train.eval_weights=ema)
-# The records' architecture options and the evaluation with documents apart.
-architecture=(--set model.smear_gate=true --set model.parallel_residual_start=2 --set train.eval_isolate_documents=true)
+# The records' architecture options (SmearGate, parallel residuals, BigramHash, depth recurrence)
+# and the evaluation with documents apart.
+architecture=(--set model.smear_gate=true --set model.parallel_residual_start=2 --set train.eval_isolate_documents=true
+              --set model.bigram_buckets=64 --set model.bigram_dim=16 --set model.recur_start=1 --set model.recur_count=2)
 (
   cd "$tree"
   export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-2}

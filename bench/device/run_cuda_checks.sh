@@ -228,7 +228,8 @@ for step in "${steps[@]}"; do
       bf16=(--set train.precision=bf16)
       averages=(--set train.ema_decay=0.9 --set train.swa_every=2 --set train.swa_start_lr=1.5 --set train.qat_start_lr=1.5
                 --set train.eval_weights=ema)
-      architecture=(--set model.smear_gate=true --set model.parallel_residual_start=2 --set train.eval_isolate_documents=true)
+      architecture=(--set model.smear_gate=true --set model.parallel_residual_start=2 --set train.eval_isolate_documents=true
+                    --set model.bigram_buckets=64 --set model.bigram_dim=16 --set model.recur_start=1 --set model.recur_count=2)
       for run_name in golf gpt2 golf_bf16 gpt2_bf16 golf_averages golf_options; do
         options=("${common[@]}")
         [[ $run_name == gpt2* ]] && options+=("${gpt2[@]}" "${gelu[@]}")
@@ -295,6 +296,8 @@ for step in "${steps[@]}"; do
           variants+=("averages_qat:--set train.ema_decay=0.997 --set train.swa_every=1 --set train.swa_start_lr=1.5 --set train.qat_start_lr=1.5")
           # SmearGate and parallel residuals from block 5 of 9.
           variants+=("smear_parallel:--set model.smear_gate=true --set model.parallel_residual_start=5")
+          # BigramHash (the 2026-03-31 record's 2816 x 112) and blocks 4 and 5 run twice, with those two.
+          variants+=("record_options:--set model.smear_gate=true --set model.parallel_residual_start=5 --set model.bigram_buckets=2816 --set model.bigram_dim=112 --set model.recur_start=4 --set model.recur_count=2")
         fi
         for variant in "${variants[@]}"; do
           label=${variant%%:*} variant_options=${variant#*:}
