@@ -131,13 +131,13 @@ TaskResult score_task(const ExecSpace& exec, Model& model, const Task& task, int
       const typename TokenMatrix::HostMirror hin(host_inputs.data(), rows, seq), hout(host_targets.data(), rows, seq);
       for (int r = 0; r < rows; ++r) {
         const std::vector<int>& ending = e.endings[first + static_cast<std::size_t>(r)];
+        // The row's token at position p: the context's, the ending's, then padding.
+        const auto token = [&](std::size_t p) {
+          return p < context ? e.context[p] : p - context < ending.size() ? ending[p - context] : 0;
+        };
         for (int t = 0; t < seq; ++t) {
-          const std::size_t at = static_cast<std::size_t>(t);
-          auto token = [&](std::size_t p) {
-            return p < context ? e.context[p] : p - context < ending.size() ? ending[p - context] : 0;
-          };
-          hin(r, t) = token(at);
-          hout(r, t) = token(at + 1);
+          hin(r, t) = token(static_cast<std::size_t>(t));
+          hout(r, t) = token(static_cast<std::size_t>(t) + 1);
         }
       }
       const TokenMatrix in(inputs.data(), rows, seq), out(targets.data(), rows, seq);
