@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/text.hpp"
@@ -115,6 +119,28 @@ void inspect_history(const Hdf5File& file, std::ostream& out) {
         << " (step " << significant(val_steps[best]) << ")";
   }
   out << "\n";
+  // The multiple-choice tasks (data.task_files), in a history that has them: each task's last scores.
+  if (!file.contains("/task/step")) return;
+  const auto task_steps = file.read_doubles("/task/step");
+  const auto task_index = file.read_doubles("/task/task");
+  const auto acc = file.read_doubles("/task/acc");
+  const auto acc_norm = file.read_doubles("/task/acc_norm");
+  const std::size_t task_rows = std::min({task_steps.size(), task_index.size(), acc.size(), acc_norm.size()});
+  std::vector<std::string> names;
+  if (file.has_attribute("/task", "names")) {
+    std::istringstream listed(file.read_attribute_string("/task", "names"));
+    for (std::string name; std::getline(listed, name);) names.push_back(name);
+  }
+  out << "  task rows: " << task_rows << "\n";
+  // Each task's last row (a row whose task is no index of one is left out).
+  std::map<std::size_t, std::size_t> last;
+  for (std::size_t i = 0; i < task_rows; ++i) {
+    if (task_index[i] >= 0 && task_index[i] < 1e6) last[static_cast<std::size_t>(task_index[i])] = i;
+  }
+  for (const auto& [t, row] : last) {
+    out << "    " << (t < names.size() ? names[t] : "task " + std::to_string(t)) << ": acc " << significant(acc[row])
+        << " acc_norm " << significant(acc_norm[row]) << " (step " << significant(task_steps[row]) << ")\n";
+  }
 }
 
 }  // namespace

@@ -20,8 +20,8 @@ summed log-likelihood, acc_norm the largest per character. Checks:
   out of range, an empty ending, a context longer than train.seq_len), and nothing is printed as a
   result; kgpt train refuses one before it makes its run directory;
 - training with data.task_files and train.task_eval_every scores the task at those steps and at the
-  end, in the log and in history.h5's /task, the last scores equal to kgpt eval --task's; and
-  postprocess/plot_history.py draws them in a panel of their own.
+  end, in the log and in history.h5's /task, the last scores equal to kgpt eval --task's; kgpt
+  inspect names them, and postprocess/plot_history.py draws them in a panel of their own.
 """
 
 import os
@@ -228,6 +228,10 @@ def check_training_scores(checkpoint, task):
     count, final_acc, final_norm = kgpt_task(checkpoint, task)
     check(abs(acc[-1] - final_acc) < 1e-12 and abs(acc_norm[-1] - final_norm) < 1e-12,
           f"the history's last scores {acc[-1]}, {acc_norm[-1]} against kgpt eval's {final_acc}, {final_norm}")
+    # kgpt inspect names each task's last scores.
+    shown = run([KGPT, "inspect", os.path.join(run_dir, "history.h5")]).stdout
+    check("task rows: 3" in shown and f"byte_words_task: acc {final_acc:g} acc_norm {final_norm:g} (step 30)" in shown,
+          f"kgpt inspect of the history: {shown}")
     # postprocess/plot_history.py draws the tasks in a third panel: a wider image than without.
     import struct
     def png_width(path):
