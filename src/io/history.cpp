@@ -134,9 +134,11 @@ History History::resume(const std::string& path, std::int64_t last_step, const R
     const Hdf5File old(path, Hdf5File::Mode::read);
     for (const auto& [group, columns] : groups()) {
       const bool train = std::string(group) == "/train/";
-      // A history of an older kgpt has no /task: no rows.
+      // A history of an older kgpt has no /task: no rows. Without /train or /val it is no history.
       const std::string steps_name = std::string(group) + "step";
-      const std::vector<double> steps = old.contains(steps_name) ? old.read_doubles(steps_name) : std::vector<double>();
+      const bool optional = std::string(group) == "/task/";
+      const std::vector<double> steps =
+          optional && !old.contains(steps_name) ? std::vector<double>() : old.read_doubles(steps_name);
       std::size_t keep = 0;
       // The resumed run evaluates and scores its first step again.
       while (keep < steps.size() &&
