@@ -5,10 +5,10 @@ usage: plot_history.py [--out PNG] [--x step|tokens] RUN_DIR_OR_HISTORY
 
 Left panel: the train loss of every step, the val loss at each evaluation and val_bpb on a second
 y axis; middle (right without tasks): the learning rate of each parameter group, schedule applied;
-right, when the run scored multiple-choice tasks (data.task_files): each task's acc and acc_norm. The title names
-the run directory and the model family from the resolved deck stored in the file. Writes
-<run_dir>/history.png unless --out is given and prints the path written. The file may still be
-written by a running job. Exit code 2 when the history file is missing or unreadable.
+right, when the run scored multiple-choice tasks (data.task_files): each task's acc and acc_norm.
+The title names the run directory and the model family from the resolved deck stored in the file.
+Writes <run_dir>/history.png unless --out is given and prints the path written. The file may still
+be written by a running job. Exit code 2 when the history file is missing or unreadable.
 
 The readers defined here (read_history, open_h5, flat_deck) are shared with compare_runs.py,
 summarize.py and inspect_checkpoint.py.
@@ -254,7 +254,7 @@ def plot_history(history, out, axis):
         # Each task's acc and acc_norm (data.task_files), over the steps they were scored at.
         task_ax, task_x, index = axes[2], history.val_x(axis, "task"), history.column("task", "task").astype(int)
         for i in sorted(set(index.tolist())):
-            name = history.task_names[i] if i < len(history.task_names) else f"task {i}"
+            name = history.task_names[i] if 0 <= i < len(history.task_names) else f"task {i}"
             rows = index == i
             line, = task_ax.plot(task_x[rows], history.column("task", "acc")[rows], "o-", label=f"{name} acc")
             task_ax.plot(task_x[rows], history.column("task", "acc_norm")[rows], "s--", color=line.get_color(),
