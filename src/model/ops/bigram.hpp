@@ -58,37 +58,13 @@ void bigram_add_forward(const ExecSpace& exec, const ConstTokenMatrix& tokens, c
                    });
 }
 
-// The backward's terms, for W consecutive columns of row i: dp written, dx p into acc.
-template <class T, class P, class DX, class DP, class S>
-struct BigramScaleTerms {
-  ConstRows<P> p;
-  ConstRows<DX> dx;
-  Rows<DP> dp;
-  const S* scale;
-  template <int W>
-  KOKKOS_INLINE_FUNCTION void terms(std::size_t i, std::size_t j, T (*acc)[W]) const {
-    T pv[W], d[W], out[W];
-    detail::load_values<W>(&p(i, j), pv);
-    detail::load_values<W>(&dx(i, j), d);
-    const T s = T(scale[0]);
-    for (int w = 0; w < W; ++w) {
-      out[w] = s * d[w];
-      acc[0][w] += d[w] * pv[w];
-    }
-    detail::store_values<W>(&dp(i, j), out);
-  }
-  template <int W>
-  bool packs_fit() const {
-    return detail::packs_aligned<W>(p) && detail::packs_aligned<W>(dx) && detail::packs_aligned<W>(dp);
-  }
-};
-
 // dp = s dx, and ds += the sum of dx p: per column first (into `columns`, C elements), then the C
 // column sums in order by one thread, so the sum is the same on every run.
 template <class T, bool Packs = backend::Traits::packed_elementwise, class P, class Scale, class DX, class DP, class DScale>
 void bigram_scale_backward(const ExecSpace& exec, const P& p, const Scale& scale, const DX& dx, const DP& dp,
                            const DScale& dscale, const Vector<T>& columns, const Workspace<T>& partials = {}) {
-  using Terms = BigramScaleTerms<T, P, DX, DP, std::remove_const_t<typename Scale::value_type>>;
+  // The scaled add's terms (elementwise.hpp) with one scale for every column.
+  using Terms = ScaledTerms<T, P, DX, DP, std::remove_const_t<typename Scale::value_type>, true>;
   const Terms terms{ConstRows<P>(p), ConstRows<DX>(dx), Rows<DP>(dp), scale.data()};
   ColumnSums<T, 1>::template run_packed<pack_width<P, DX, DP>(), Packs>(
       exec, "kgpt::bigram::scale_backward", p.extent(0), p.extent(1), partials, terms,

@@ -44,8 +44,9 @@ constexpr int pack_width() {
 // The terms of the backwards below, each written once for W consecutive columns of a row (a GPU's
 // 16-byte packs; one column on the host): ColumnSums::run_packed.
 // The backward of out = base + s * y (scaled add) and of x_in = x_prev + w * src (skip): the
-// gradient reaching y or src is s * dx (written), and s's gradient sums y dx over the rows.
-template <class T, class Y, class DX, class DY, class S>
+// gradient reaching y or src is s * dx (written), and s's gradient sums y dx over the rows. s is a
+// vector of one value per column, or with Scalar one value for all (BigramHash's scale).
+template <class T, class Y, class DX, class DY, class S, bool Scalar = false>
 struct ScaledTerms {
   ConstRows<Y> y;
   ConstRows<DX> dx;
@@ -57,7 +58,7 @@ struct ScaledTerms {
     detail::load_values<W>(&dx(i, j), g);
     detail::load_values<W>(&y(i, j), v);
     for (int w = 0; w < W; ++w) {
-      out[w] = T(s[j + w]) * g[w];
+      out[w] = T(s[Scalar ? 0 : j + w]) * g[w];
       acc[0][w] += v[w] * g[w];
     }
     detail::store_values<W>(&dy(i, j), out);
