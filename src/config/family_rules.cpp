@@ -4,7 +4,7 @@
 
 namespace kgpt::config {
 
-bool FamilyRules::reads_key(const std::string& dotted) const {
+bool FamilyRules::reads_key(std::string_view dotted) const {
   for (const auto& key : reads) {
     if (key == dotted) return true;
   }

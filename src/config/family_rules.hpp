@@ -6,6 +6,7 @@
 // the deck checks learn every family without including a model header.
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/config.hpp"
@@ -36,7 +37,7 @@ struct FamilyRules {
   // (deck.where(key)), appended to `problems`.
   void (*check)(const ResolvedDeck& deck, std::vector<std::string>& problems) = nullptr;
 
-  bool reads_key(const std::string& dotted) const;
+  bool reads_key(std::string_view dotted) const;
 };
 
 // Every registered family's rules, in registration order (defined by the model's family registry).
@@ -44,8 +45,9 @@ const std::vector<const FamilyRules*>& family_rules();
 // The rules of the family named `name`, or nullptr.
 const FamilyRules* find_family_rules(const std::string& name);
 // Whether the family of `model` reads the key: a key set for a family that does not read it is a
-// note in the deck, and the model must act as if it were not set.
-inline bool family_reads(const ModelConfig& model, const std::string& dotted) {
+// note in the deck, and the model must act as if it were not set. No allocation: the recompute plan
+// asks it for every layer of every pass.
+inline bool family_reads(const ModelConfig& model, std::string_view dotted) {
   const FamilyRules* f = find_family_rules(model.family);
   return f != nullptr && f->reads_key(dotted);
 }
