@@ -171,63 +171,22 @@ TEST_CASE("the profile puts a step's time under its phases and ops", "[train][st
   CHECK(profile::entries().empty());
 }
 
-TEST_CASE("train.recompute: block under depth recurrence gives the losses, gradients and weights of none, bit for bit",
-          "[train][step][recompute]") {
-  start_mpi();
-  const std::string precision = GENERATE(as<std::string>{}, "fp32", "bf16");
-  const int every = GENERATE(1, 2, 4);
-  INFO(precision << " recompute_every " << every);
-  // Blocks 1 and 2 of 4 run twice: 6 layers, and a rebuilt layer's block also runs in a kept one.
-  const auto deck = [&](const std::string& recompute) {
-    const std::vector<std::string> overrides = {"model.n_layer=4", "model.recur_start=1", "model.recur_count=2",
-                                                "train.recompute=" + recompute,
-                                                "train.recompute_every=" + std::to_string(recompute == "none" ? 1 : every)};
-    config::ResolvedDeck d = tiny_deck("golf", precision, 1.0);
-    config::DeckOptions options;
-    options.overrides = overrides;
-    return config::parse_deck(d.text, "step.yaml", options);
-  };
-  Setup kept(deck("none")), recomputed(deck("block"));
-  REQUIRE(model::RecomputePlan(recomputed.deck.config.model).blocks() == 6);
-  REQUIRE(model::RecomputePlan(recomputed.deck.config.model).rebuilt_blocks() == (every == 1 ? 6 : every == 2 ? 3 : 2));
-  const ExecSpace exec;
-  for (int step = 0; step < 3; ++step) {
-    const train::StepMetrics a = kept.step.run(exec, step, 0.0, kept.batches, false);
-    const train::StepMetrics b = recomputed.step.run(exec, step, 0.0, recomputed.batches, false);
-    INFO("step " << step);
-    CHECK(a.loss == b.loss);
-    CHECK(a.grad_norm == b.grad_norm);
-  }
-  const auto same = [](const Vector<float>& x, const Vector<float>& y) {
-    const auto hx = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), x);
-    const auto hy = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y);
-    return hx.extent(0) == hy.extent(0) && std::equal(hx.data(), hx.data() + hx.extent(0), hy.data());
-  };
-  CHECK(same(kept.model->parameters().values(), recomputed.model->parameters().values()));
+namespace {
+
+// The tiny deck of `family` with these overrides, and train.recompute set as asked (every: the
+// rebuilt blocks' spacing, train.recompute_every).
+config::ResolvedDeck recompute_deck(const std::string& family, const std::string& precision,
+                                    std::vector<std::string> overrides, const std::string& recompute, int every) {
+  overrides.push_back("train.recompute=" + recompute);
+  overrides.push_back("train.recompute_every=" + std::to_string(recompute == "none" ? 1 : every));
+  config::DeckOptions options;
+  options.overrides = overrides;
+  return config::parse_deck(tiny_deck(family, precision, 1.0).text, "step.yaml", options);
 }
 
-TEST_CASE("train.recompute: block gives the losses, gradients and weights of none, bit for bit", "[train][step][recompute]") {
-  start_mpi();
-  const std::string family = GENERATE(from_range(registered_families()));
-  const std::string precision = GENERATE(as<std::string>{}, "fp32", "bf16");
-  const std::string attention = GENERATE(as<std::string>{}, "gemm", "fused");
-  // Every block rebuilt; blocks 0 and 2 (each rebuilt block between two that keep theirs); blocks 0
-  // and 3 (two kept blocks in a row).
-  const int every = GENERATE(1, 2, 3);
-  INFO(family << " " << precision << " attention " << attention << " recompute_every " << every);
-  // Four layers: golf's U-Net then has two decoder blocks that add a skip.
-  const auto deck = [&](const std::string& recompute) {
-    const std::vector<std::string> overrides = {"model.n_layer=4", "model.attention=" + attention,
-                                                "train.recompute=" + recompute,
-                                                "train.recompute_every=" + std::to_string(recompute == "none" ? 1 : every)};
-    config::ResolvedDeck d = tiny_deck(family, precision, 1.0);
-    config::DeckOptions options;
-    options.overrides = overrides;
-    return config::parse_deck(d.text, "step.yaml", options);
-  };
-  Setup kept(deck("none")), recomputed(deck("block"));
-  REQUIRE(recomputed.deck.config.model.recompute == config::Recompute::block);
-  REQUIRE(model::RecomputePlan(recomputed.deck.config.model).rebuilt_blocks() == (every == 1 ? 4 : 2));
+// Three steps of each run give the same losses and gradient norms, and end with the same gradients
+// and weights, bit for bit.
+void check_same_steps(Setup& kept, Setup& recomputed) {
   const ExecSpace exec;
   for (int step = 0; step < 3; ++step) {
     const train::StepMetrics a = kept.step.run(exec, step, 0.0, kept.batches, false);
@@ -244,6 +203,41 @@ TEST_CASE("train.recompute: block gives the losses, gradients and weights of non
   };
   CHECK(same(kept.model->parameters().grads(), recomputed.model->parameters().grads()));
   CHECK(same(kept.model->parameters().values(), recomputed.model->parameters().values()));
+}
+
+}  // namespace
+
+TEST_CASE("train.recompute: block under depth recurrence gives the losses, gradients and weights of none, bit for bit",
+          "[train][step][recompute]") {
+  start_mpi();
+  const std::string precision = GENERATE(as<std::string>{}, "fp32", "bf16");
+  const int every = GENERATE(1, 2, 4);
+  INFO(precision << " recompute_every " << every);
+  // Blocks 1 and 2 of 4 run twice: 6 layers, and a rebuilt layer's block also runs in a kept one.
+  const std::vector<std::string> recurrence = {"model.n_layer=4", "model.recur_start=1", "model.recur_count=2"};
+  Setup kept(recompute_deck("golf", precision, recurrence, "none", every));
+  Setup recomputed(recompute_deck("golf", precision, recurrence, "block", every));
+  REQUIRE(model::RecomputePlan(recomputed.deck.config.model).blocks() == 6);
+  REQUIRE(model::RecomputePlan(recomputed.deck.config.model).rebuilt_blocks() == (every == 1 ? 6 : every == 2 ? 3 : 2));
+  check_same_steps(kept, recomputed);
+}
+
+TEST_CASE("train.recompute: block gives the losses, gradients and weights of none, bit for bit", "[train][step][recompute]") {
+  start_mpi();
+  const std::string family = GENERATE(from_range(registered_families()));
+  const std::string precision = GENERATE(as<std::string>{}, "fp32", "bf16");
+  const std::string attention = GENERATE(as<std::string>{}, "gemm", "fused");
+  // Every block rebuilt; blocks 0 and 2 (each rebuilt block between two that keep theirs); blocks 0
+  // and 3 (two kept blocks in a row).
+  const int every = GENERATE(1, 2, 3);
+  INFO(family << " " << precision << " attention " << attention << " recompute_every " << every);
+  // Four layers: golf's U-Net then has two decoder blocks that add a skip.
+  const std::vector<std::string> four = {"model.n_layer=4", "model.attention=" + attention};
+  Setup kept(recompute_deck(family, precision, four, "none", every));
+  Setup recomputed(recompute_deck(family, precision, four, "block", every));
+  REQUIRE(recomputed.deck.config.model.recompute == config::Recompute::block);
+  REQUIRE(model::RecomputePlan(recomputed.deck.config.model).rebuilt_blocks() == (every == 1 ? 4 : 2));
+  check_same_steps(kept, recomputed);
   // And it keeps less: one working set for the rebuilt blocks instead of one each, and the fewer
   // blocks rebuilt, the more it keeps.
   const model::Family& f = model::family(family);
