@@ -27,19 +27,7 @@ echo "== building the unchanged copy"
 cmake --build "$scratch/build" -j "$jobs" > "$scratch/build.log" 2>&1 || { tail -n 30 "$scratch/build.log"; exit 2; }
 
 # The list's blocks as NAME<US>FILE<US>FIND<US>REPLACE<US>TESTS<US>WHY lines.
-mapfile -t bugs < <(/usr/bin/python3 - "$list" <<'PY'
-import sys
-for block in open(sys.argv[1], encoding="utf-8").read().split("\n\n"):
-    fields = {}
-    for line in block.splitlines():
-        if line.startswith("#") or ": " not in line:
-            continue
-        key, _, value = line.partition(": ")
-        fields[key] = value
-    if "name" in fields:
-        print("\x1f".join(fields[k] for k in ("name", "file", "find", "replace", "tests", "why")))
-PY
-)
+mapfile -t bugs < <(/usr/bin/python3 "$tree/scripts/mutation_list.py" fields "$list")
 
 results=()
 missed=0
