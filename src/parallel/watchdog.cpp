@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -58,14 +59,23 @@ Hooks& hooks() {
 constexpr int kHeartbeatTag = 7301;
 constexpr int kFinished = -1;  // the phase of a rank's last heartbeat: its watchdog stopped
 
-// One heartbeat: where the sender is and how long ago it last made progress.
+// The longest detail a heartbeat carries: a whole path (PATH_MAX) and the words around it, so that a
+// stall message names the file a rank waits on however deep a cluster's folders go.
+constexpr std::size_t kDetailBytes = 4096 + 256;
+
+// One heartbeat: where the sender is and how long ago it last made progress. Sent as its fixed
+// fields and the detail up to its terminating zero (beat_bytes), so an empty detail costs nothing.
 struct Beat {
   std::int64_t step = 0;
   double age = 0;  // seconds
   std::int32_t phase = 0;
   std::int32_t rank = 0;
-  char detail[112] = {};
+  char detail[kDetailBytes] = {};
 };
+
+int beat_bytes(const Beat& b) {
+  return static_cast<int>(offsetof(Beat, detail) + ::strnlen(b.detail, kDetailBytes - 1) + 1);
+}
 
 Beat own_beat(int rank) {
   ProgressState& p = progress_state();
@@ -197,7 +207,7 @@ struct StallWatchdog::State {
       if (!done) return;  // the last one has not left yet: that peer is not receiving
     }
     send_buffers[peer] = beat;
-    MPI_Isend(&send_buffers[peer], sizeof(Beat), MPI_BYTE, peer, kHeartbeatTag, comm, &request);
+    MPI_Isend(&send_buffers[peer], beat_bytes(beat), MPI_BYTE, peer, kHeartbeatTag, comm, &request);
   }
 
   void receive() {
@@ -205,8 +215,12 @@ struct StallWatchdog::State {
       int waiting = 0;
       MPI_Status status;
       if (MPI_Iprobe(MPI_ANY_SOURCE, kHeartbeatTag, comm, &waiting, &status) != MPI_SUCCESS || !waiting) return;
+      int bytes = 0;
+      MPI_Get_count(&status, MPI_BYTE, &bytes);
       Beat beat;
-      MPI_Recv(&beat, sizeof(Beat), MPI_BYTE, status.MPI_SOURCE, kHeartbeatTag, comm, MPI_STATUS_IGNORE);
+      MPI_Recv(&beat, std::min(bytes, static_cast<int>(sizeof(Beat))), MPI_BYTE, status.MPI_SOURCE, kHeartbeatTag, comm,
+               MPI_STATUS_IGNORE);
+      beat.detail[kDetailBytes - 1] = '\0';
       heard[static_cast<std::size_t>(status.MPI_SOURCE)] = seconds_now();
       beats[static_cast<std::size_t>(status.MPI_SOURCE)] = beat;
     }

@@ -4,7 +4,8 @@
     checkpoint and history.h5 still load;
   - a read that blocks (a train shard replaced mid-run by a FIFO nobody writes to: opening it blocks),
     on a run of one rank, on both ranks at once, and on rank 1 alone while rank 0 waits in the
-    gradient averaging collective: exit code 4, the message names the file and each rank's phase;
+    gradient averaging collective: exit code 4, the message names the whole file (its path over 300
+    characters long) and each rank's phase;
   - a checkpoint write that reaches the file size limit (ulimit -f) mid-file: exit code 1, a message
     with the file and the system's error, no partial file, the previous checkpoint still the newest;
   - a run with evaluations and checkpoints under a short timeout that never trips it.
@@ -31,6 +32,9 @@ TIMEOUT = 5  # parallel.stall_timeout_s of the stall tests
 SLACK = 5    # "a few seconds": the watchdog's wake-up interval, the abort and mpiexec's clean-up
 # Steps of some 0.3 s on two ranks, so that the test acts on the run between two steps far apart.
 SLOW_STEPS = ["--set", "model.d_model=128", "--set", "train.seq_len=64", "--set", "train.global_batch_tokens=8192"]
+# The blocked reads' shards sit some 300 characters deeper than RUNS, as cluster paths often do: the
+# message must name the whole file, wherever the checkout and its build are.
+DEEP_DATA = os.path.join(RUNS, *[f"project_{i}_datasets_tokenized_with_a_long_descriptive_folder_name" for i in range(5)])
 failures = []
 
 
@@ -119,7 +123,7 @@ def blocked_read(name, world, boundary_rank, boundary_micro_step, patterns):
     micro_steps = accum // world
     step = 8
     first = (((step - 1) * micro_steps + boundary_micro_step) * world + boundary_rank) * span + span // 2
-    data = os.path.join(RUNS, f"shards_{name}")
+    data = os.path.join(DEEP_DATA, f"shards_{name}")
     os.makedirs(data)
     source = read_tokens(os.path.join(WORKDIR, "parallel_data", "text_train_000000.bin"))
     write_shard(os.path.join(data, "text_train_000000.bin"), (source * (first // len(source) + 1))[:first])
@@ -203,7 +207,7 @@ shutil.rmtree(RUNS, ignore_errors=True)
 os.makedirs(RUNS)
 stop_rank(1)
 stop_rank(0)
-blocked = re.escape(f"reading {RUNS}/shards_") + r"\w+/text_train_000001\.bin"
+blocked = re.escape(f"reading {DEEP_DATA}/shards_") + r"\w+/text_train_000001\.bin"
 blocked_read("one_rank", 1, 0, 0, [rf"^rank 0 has made no progress for [0-9.]+ s \(step 8, phase data \({blocked}\)\)"])
 blocked_read("both_ranks", 2, 0, 0, [r"^no rank has made progress for [0-9.]+ s: ",
                                      rf"rank 0 at step 8, phase data \({blocked}\) for [0-9.]+ s",
