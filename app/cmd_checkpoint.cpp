@@ -11,6 +11,7 @@
 #include "inference/from_checkpoint.hpp"
 #include "inference/hf.hpp"
 #include "io/artifact.hpp"
+#include "io/run_directory.hpp"
 
 namespace kgpt::app {
 
@@ -187,6 +188,13 @@ int run_export(const ParsedArgs& args) {
   const std::string format = args.has("format") ? args.get("format") : "artifact";
   if (format != "artifact" && format != "hf") throw InputError("--format: '" + format + "' is not one of artifact, hf");
   if (args.has("dtype") && format != "hf") throw InputError("--dtype: only with --format hf");
+  // The artifact replaces whatever is at --out: never the checkpoint itself or a file a run needs.
+  const std::string clash = io::output_clash(args.get("out"), path);
+  if (!clash.empty()) {
+    throw InputError("--out " + args.get("out") + " " + clash + "; exporting " + path +
+                     " there would overwrite what a run keeps: choose another path, for example beside the run "
+                     "directory");
+  }
   if (format == "hf") {
     const std::string dtype = args.has("dtype") ? args.get("dtype") : "fp32";
     if (dtype != "fp32" && dtype != "bf16") throw InputError("--dtype: '" + dtype + "' is not one of fp32, bf16");

@@ -74,10 +74,6 @@ int run_train(const ParsedArgs& args) {
   // Every rank reads the deck and checks the data; only rank 0 makes the run directory and logs.
   parallel::agreed([&] {
     if (auto_resume && resume) throw InputError("give --resume or --auto-resume, not both");
-    if (args.has("run-dir") && args.has("run-suffix")) throw InputError("give --run-dir or --run-suffix, not both");
-    if (args.get("run-suffix").find('/') != std::string::npos) {
-      throw InputError("--run-suffix " + args.get("run-suffix") + ": must not contain '/'");
-    }
     deck = load_deck_from_args(args, w.size);
     memory = train::plan_memory(deck, model::this_build());
     train::require_fit(deck, memory, model::this_build());
@@ -85,7 +81,7 @@ int run_train(const ParsedArgs& args) {
     // model.init_from's tensors against the model, before the run directory is made.
     if (!deck.config.model.init_from.empty() && !resume) init_weights = inference::read_init_weights(deck);
     tasks = inference::deck_tasks(deck);  // data.task_files, read and checked before anything is written
-    dir = io::run_directory_path(deck, args.get("run-dir")) + args.get("run-suffix");
+    dir = io::run_directory_path(deck, args.get("run-dir"), args.get("run-suffix"));
     if (w.rank == 0) {
       if (auto_resume && io::holds_run(dir)) {
         io::require_same_run(dir, deck);

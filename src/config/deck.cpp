@@ -314,6 +314,10 @@ void note_keys_without_effect(ResolvedDeck& deck) {
 // Rules that tie several keys together. Each message names every key involved and its origin.
 void check_cross_field(ResolvedDeck& deck, std::vector<std::string>& problems) {
   const Config& c = deck.config;
+  if (!c.run.name.empty()) {
+    const std::string why = run_name_problem(c.run.name);
+    if (!why.empty()) problems.push_back(deck.where("run.name") + ": '" + c.run.name + "' " + why);
+  }
   const ModelConfig& m = c.model;
   auto value_of = [&deck](const std::string& key, long long v) {
     return key + " = " + std::to_string(v) + " (" + deck.origin(key).describe() + ")";
@@ -412,6 +416,15 @@ void check_cross_field(ResolvedDeck& deck, std::vector<std::string>& problems) {
 }
 
 }  // namespace
+
+std::string run_name_problem(const std::string& name) {
+  if (name.empty()) return "is empty: a run directory needs a name";
+  if (name.find('/') != std::string::npos) {
+    return "holds a '/': a run name is one folder name inside run.out_dir (set run.out_dir for another folder)";
+  }
+  if (name == "." || name == "..") return "is not a folder name of its own: it would put the run outside run.out_dir";
+  return "";
+}
 
 ResolvedDeck parse_deck(const std::string& text, const std::string& display_name, const DeckOptions& options) {
   ResolvedDeck deck;

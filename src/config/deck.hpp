@@ -72,4 +72,9 @@ std::vector<std::string> differing_keys(const Config& a, const Config& b);
 // Every key as "section.key", in reference order.
 std::vector<std::string> all_keys();
 
+// "" when `name` can name a run directory inside run.out_dir (one plain folder name: not empty, no
+// '/', not "." or ".."), else why not. run.name, the deck file's name standing for it and
+// `kgpt train --run-suffix` are all held to it, so that no run is written outside run.out_dir.
+std::string run_name_problem(const std::string& name);
+
 }  // namespace kgpt::config

@@ -217,7 +217,8 @@ std::vector<KeySpec> build_schema() {
   return {
       // run
       key("run", "name", &Config::run, &RC::name, VK::string, none,
-          "Name of the run directory below out_dir; empty means the deck file's name without extension."),
+          "Name of the run directory inside out_dir: one folder name (no '/', not '.' or '..'); empty means "
+          "the deck file's name without extension."),
       key("run", "out_dir", &Config::run, &RC::out_dir, VK::string, none,
           "Folder that holds run directories (relative paths are relative to the working directory)."),
       key("run", "seed", &Config::run, &RC::seed, VK::integer, between(0, 9.0e18),

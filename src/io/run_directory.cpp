@@ -4,11 +4,14 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "core/files.hpp"
 #include "core/error.hpp"
 
 namespace kgpt::io {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -25,11 +28,57 @@ std::string stem(const std::string& path) {
   return name.empty() ? "run" : name;
 }
 
+// The files of a run directory that the run, --resume and the tools read back.
+const char* const kRunFiles[] = {"deck.yaml", "deck.source.yaml", "log.txt", "history.h5", "artifact.yaml",
+                                 "checkpoints"};
+
+// What `path` (absolute, its links resolved) is to the run directory that holds it, or "".
+std::string run_role(const fs::path& path) {
+  const fs::path folder = path.parent_path();
+  const std::string name = path.filename().string();
+  if (holds_run(folder.string())) {
+    for (const char* file : kRunFiles) {
+      if (name == file) return "the " + name + " of the run in " + folder.string();
+    }
+  }
+  if (folder.filename() == "checkpoints" && holds_run(folder.parent_path().string())) {
+    return "inside the checkpoints folder of the run in " + folder.parent_path().string() +
+           " (where its checkpoints are written, listed and pruned)";
+  }
+  return "";
+}
+
 }  // namespace
 
-std::string run_directory_path(const config::ResolvedDeck& deck, const std::string& requested) {
+std::string output_clash(const std::string& out, const std::string& input) {
+  std::error_code error;
+  if (fs::exists(out, error) && fs::equivalent(out, input, error)) return "is " + input + " itself";
+  // The folder the file goes into, through its links, and the file's own name in it; and, where
+  // `out` already exists, where its own link leads.
+  const fs::path given = fs::absolute(out, error);
+  std::string role = run_role(fs::weakly_canonical(given.parent_path(), error) / given.filename());
+  if (role.empty()) role = run_role(fs::weakly_canonical(given, error));
+  return role.empty() ? "" : "is " + role;
+}
+
+std::string run_directory_path(const config::ResolvedDeck& deck, const std::string& requested,
+                               const std::string& suffix) {
+  if (!suffix.empty()) {
+    if (!requested.empty()) throw InputError("give --run-dir or --run-suffix, not both");
+    if (suffix.find('/') != std::string::npos) {
+      throw InputError("--run-suffix " + suffix + ": must not contain '/' (it extends the run's folder name)");
+    }
+  }
   if (!requested.empty()) return requested;
-  const std::string name = deck.config.run.name.empty() ? stem(deck.path) : deck.config.run.name;
+  const bool named = !deck.config.run.name.empty();
+  const std::string name = (named ? deck.config.run.name : stem(deck.path)) + suffix;
+  // run.name itself was checked with the deck; the deck file's name and the suffix are checked here.
+  const std::string why = config::run_name_problem(name);
+  if (!why.empty()) {
+    throw InputError(named ? "--run-suffix " + suffix + ": the run name '" + name + "' " + why
+                           : deck.path + ": the run name taken from the deck file's name, '" + name + "', " + why +
+                                 "; set run.name");
+  }
   return deck.config.run.out_dir.empty() ? name : deck.config.run.out_dir + "/" + name;
 }
 
