@@ -19,7 +19,7 @@ namespace {
 
 const OptionSpec kWeightsOption{"weights", "live|ema|swa",
                                    "a checkpoint's live weights (default) or an average it keeps (train.ema_decay, "
-                                   "train.swa_every)"};
+                                   "train.swa_every; swa is refused, exit 2, before the SWA's first snapshot)"};
 
 config::Weights weights_option(const ParsedArgs& args) {
   if (!args.has("weights")) return config::Weights::live;

@@ -310,7 +310,17 @@ CheckpointState load_checkpoint(const std::string& path, const model::Parameters
 
 CheckpointState load_checkpoint_weights(const std::string& path, const model::Parameters<float>& params,
                                         const config::Config& config, config::Weights weights) {
-  return load(path, params, optim::state_names(config), nullptr, nullptr, weights);
+  const CheckpointState state = load(path, params, optim::state_names(config), nullptr, nullptr, weights);
+  if (weights == config::Weights::swa && state.swa_count == 0) {
+    // The buffer is zero until the first snapshot: scoring it would score no model at all.
+    throw InputError(path + ": its SWA of the weights holds no snapshot yet (swa_count 0 at step " +
+                     std::to_string(state.step) + "; the first is taken after a step that is a multiple of "
+                     "train.swa_every = " + std::to_string(config.train.swa_every) +
+                     " once the learning-rate multiplier is below train.swa_start_lr = " +
+                     text::format_double(config.train.swa_start_lr) +
+                     "): use the live or EMA weights, or a later checkpoint");
+  }
+  return state;
 }
 
 }  // namespace kgpt::io

@@ -68,7 +68,8 @@ std::string write_checkpoint(const std::string& run_dir, const model::Parameters
 CheckpointState load_checkpoint(const std::string& path, const model::Parameters<float>& params,
                                 optim::Optimizer<float>& optimizer, optim::WeightAverages* averages = nullptr);
 // The same checks, reading only the weights (evaluation, sampling, export) into params: the live
-// ones, or an average the checkpoint keeps (InputError naming the file when it keeps none). The
+// ones, or an average the checkpoint keeps (InputError naming the file when it keeps none, or when
+// its SWA has no snapshot yet: the buffer is zero until the first, so it stands for no model). The
 // optimizer state of `config`'s optimizer is read for the checksum and dropped, so no optimizer is
 // allocated.
 CheckpointState load_checkpoint_weights(const std::string& path, const model::Parameters<float>& params,
