@@ -371,6 +371,12 @@ void check_cross_field(ResolvedDeck& deck, std::vector<std::string>& problems) {
                        ": windows that far apart would leave tokens unscored");
   }
   const TrainConfig& t = deck.config.train;
+  if (t.val_tokens > 0 && t.val_tokens < t.seq_len) {
+    // Evaluation scores whole windows of seq_len tokens: fewer leaves nothing to score.
+    problems.push_back(deck.where("train.val_tokens") + ": val_tokens = " + std::to_string(t.val_tokens) +
+                       " is fewer than " + value_of("train.seq_len", t.seq_len) +
+                       ", one evaluation window; set at least that, or 0 for the whole val split");
+  }
   if ((t.eval_weights == Weights::ema && t.ema_decay == 0) || (t.eval_weights == Weights::swa && t.swa_every == 0)) {
     const bool ema = t.eval_weights == Weights::ema;
     problems.push_back(deck.where("train.eval_weights") + ": eval_weights = " + name_of(t.eval_weights) +
