@@ -535,6 +535,23 @@ std::string rules_of_families() {
 
 }  // namespace
 
+namespace {
+
+// The keys --resume holds to the checkpoint's values, for the reference: four to a line.
+std::string fixed_for_run_keys() {
+  std::string keys;
+  int count = 0;
+  for (const auto& spec : deck_schema()) {
+    if (!spec.fixed_for_run) continue;
+    if (count > 0) keys += count % 4 == 0 ? ",\n  " : ", ";
+    keys += "`" + spec.dotted() + "`";
+    ++count;
+  }
+  return keys;
+}
+
+}  // namespace
+
 std::string render_reference() {
   std::ostringstream out;
   out << "# Deck reference\n\n"
@@ -556,6 +573,13 @@ std::string render_reference() {
       << "- `train.global_batch_tokens` divisible by world_size x grad_accum_steps x `train.seq_len`.\n"
       << "- `data.tokenizer: byte` needs `model.vocab_size >= 257`; `sentencepiece` needs `data.vocab_file`.\n"
       << "- `optim.muon_momentum_warmup_start <= optim.muon_momentum` (with Muon).\n"
+      << "- `train.val_tokens` is 0 or at least `train.seq_len` (one evaluation window).\n"
+      << "- `run.name` is one folder name inside `run.out_dir`: no '/', not `.` or `..` (nor the deck file's\n"
+      << "  name standing for it, nor with `kgpt train --run-suffix` appended).\n"
+      << "- `kgpt train --resume` refuses a deck whose model differs from the checkpoint's deck in any of\n"
+      << "  " << fixed_for_run_keys() << ".\n"
+      << "  The keys of the model that choose only how it is computed (`model.attention`, `train.recompute`),\n"
+      << "  and `model.init_from` and the initial values, may change.\n"
       << "- A key that acts only in some configurations (the \"acts with\" notes below), set to another value\n"
       << "  than its default elsewhere (`rope_base: 500` in a gpt2 deck, `head_lr` with a tied embedding),\n"
       << "  changes nothing: `kgpt check` and `kgpt train` print a note, and the resolved deck marks it.\n"

@@ -75,6 +75,7 @@ KeySpec key(const char* section, const char* name, Section Config::*part, Field 
     for (const char* choice : ChoiceNames<Field>::names) spec.choices.push_back(choice);
   }
   spec.doc = std::move(doc);
+  spec.fixed_for_run = std::is_same_v<Section, ModelConfig>;
   spec.get = [part, field](const Config& c) -> Value {
     const Field& v = c.*part.*field;
     if constexpr (std::is_same_v<Field, bool>) return v;
@@ -91,6 +92,13 @@ KeySpec key(const char* section, const char* name, Section Config::*part, Field 
     else if constexpr (std::is_floating_point_v<Field>) target = static_cast<Field>(std::get<double>(v));
     else target = std::get<std::string>(v);
   };
+  return spec;
+}
+
+// A key of the model's section that --resume may change: it chooses how the same function is
+// computed, or how a new run starts.
+KeySpec free_at_resume(KeySpec spec) {
+  spec.fixed_for_run = false;
   return spec;
 }
 
@@ -249,21 +257,21 @@ std::vector<KeySpec> build_schema() {
       by_family(key("model", "logit_softcap", &Config::model, &MC::logit_softcap, VK::real, at_least(0),
                     "Logits become c*tanh(z/c); 0 turns the cap off."),
                 &FamilyDefaults::logit_softcap),
-      acting(key("model", "qk_gain_init", &Config::model, &MC::qk_gain_init, VK::real, above(0),
+      free_at_resume(acting(key("model", "qk_gain_init", &Config::model, &MC::qk_gain_init, VK::real, above(0),
                  "Initial per-head query gain."),
-             read_by_family("model.qk_gain_init"), readers("model.qk_gain_init")),
+             read_by_family("model.qk_gain_init"), readers("model.qk_gain_init"))),
       by_family(key("model", "tie_embeddings", &Config::model, &MC::tie_embeddings, VK::boolean, none,
                     "true: the logits use the token embedding (tied); false: a separate output head lm_head.weight "
                     "(vocab_size x d_model, trained with optim.head_lr), as parameter-golf's untied option."),
                 &FamilyDefaults::tie_embeddings),
-      acting(by_family(key("model", "tied_embed_init_std", &Config::model, &MC::tied_embed_init_std, VK::real,
-                           above(0), "Standard deviation of the tied embedding's normal initialisation."),
+      free_at_resume(acting(by_family(key("model", "tied_embed_init_std", &Config::model, &MC::tied_embed_init_std,
+                                          VK::real, above(0), "Standard deviation of the tied embedding's normal initialisation."),
                        &FamilyDefaults::tied_embed_init_std),
              [](const Config& c) -> std::string {
                return c.model.tie_embeddings ? "" : "model.tie_embeddings is false";
              },
-             "a tied embedding"),
-      key("model", "attention", &Config::model, &MC::attention, VK::choice, none,
+             "a tied embedding")),
+      free_at_resume(key("model", "attention", &Config::model, &MC::attention, VK::choice, none,
           std::string("Attention kernels, all computing the same function: cudnn (cuDNN's fused flash attention on "
                       "the tensor cores; CUDA builds with cuDNN, train.precision: bf16, head dimension ") +
               attention_capability(Attention::cudnn).head_dims +
@@ -271,23 +279,25 @@ std::vector<KeySpec> build_schema() {
               "(Kokkos kernels on CUDA cores, head dimension " +
               attention_capability(Attention::fused).head_dims +
               ", keeps only a log-sum-exp per row); auto takes cudnn where this build and deck allow it, else "
-              "gemm."),
-      acting(key("model", "attention_deterministic", &Config::model, &MC::attention_deterministic, VK::boolean, none,
+              "gemm.")),
+      free_at_resume(acting(key("model", "attention_deterministic", &Config::model, &MC::attention_deterministic,
+                                VK::boolean, none,
                  "cudnn attention: true runs cuDNN's deterministic backward, so runs repeat bit for bit (on "
                  "Hopper it needs a large workspace, which kgpt bench's view_peak_mb counts); false lets cuDNN "
                  "pick its faster, non-deterministic backward. gemm and fused are deterministic always."),
-             cudnn_only, "cudnn attention"),
-      acting(key("model", "gelu_epilogue", &Config::model, &MC::gelu_epilogue, VK::boolean, none,
+             cudnn_only, "cudnn attention")),
+      free_at_resume(acting(key("model", "gelu_epilogue", &Config::model, &MC::gelu_epilogue, VK::boolean, none,
                  "true: GELU and its gradient ride in the MLP's products where the GEMMs have such products "
                  "(cuBLASLt's GELU epilogues, bf16 on a GPU; kgpt check --device times both ways); false: the "
                  "products and GELU's own kernels apart, as the host always runs them. The same function either "
                  "way."),
-             read_by_family("model.gelu_epilogue"), readers("model.gelu_epilogue")),
+             read_by_family("model.gelu_epilogue"), readers("model.gelu_epilogue"))),
       acting(key("model", "smear_gate", &Config::model, &MC::smear_gate, VK::boolean, none,
                  "SmearGate, as parameter-golf's records from 2026-03-20 use it: after the embedding's RMSNorm "
                  "each position becomes (1 - g) x_t + g x_{t-1} (x_{-1} = 0 at a sequence's start), g = "
                  "sigmoid(smear_gate) per channel, smear_gate a vector of d_model trained with optim.scalar_lr "
-                 "from zero (g = 0.5). Part of the model: eval, sample and resume use the checkpoint deck's."),
+                 "from zero (g = 0.5). Part of the model: eval and sample use the checkpoint deck's; --resume "
+                 "refuses another value."),
              read_by_family("model.smear_gate"), readers("model.smear_gate")),
       acting(key("model", "parallel_residual_start", &Config::model, &MC::parallel_residual_start, VK::integer,
                  between(-1, 1023),
@@ -295,14 +305,16 @@ std::vector<KeySpec> build_schema() {
                  "from this index on (counted from 0) feed the attention and the MLP the same normed input, x_out = "
                  "x + attn_scale * Attn(RMSNorm(x)) + mlp_scale * MLP(RMSNorm(x)), where the others run the MLP "
                  "after the attention's residual add. -1: no block; below model.n_layer. The same parameters and "
-                 "FLOPs either way. Part of the model: eval, sample and resume use the checkpoint deck's."),
+                 "FLOPs either way. Part of the model: eval and sample use the checkpoint deck's; --resume refuses "
+                 "another value."),
              read_by_family("model.parallel_residual_start"), readers("model.parallel_residual_start")),
       acting(key("model", "recur_start", &Config::model, &MC::recur_start, VK::integer, between(-1, 1023),
                  "Depth recurrence, as parameter-golf's record of 2026-03-31 runs it: the model.recur_count blocks "
                  "from this index on (counted from 0) run a second time, with the same weights, right after their "
                  "first pass, so the forward runs n_layer + recur_count layers (0 .. s+k-1, s .. s+k-1, s+k .. "
                  "n_layer-1). The U-Net skips pair the layers as run; model.parallel_residual_start counts blocks. "
-                 "-1: none. Part of the model: eval, sample and resume use the checkpoint deck's."),
+                 "-1: none. Part of the model: eval and sample use the checkpoint deck's; --resume refuses another "
+                 "value."),
              read_by_family("model.recur_start"), readers("model.recur_start")),
       acting(key("model", "recur_count", &Config::model, &MC::recur_count, VK::integer, between(1, 1024),
                  "How many consecutive blocks, from model.recur_start, run twice (the record: 2, blocks 4 and 5 of "
@@ -314,8 +326,8 @@ std::vector<KeySpec> build_schema() {
                  "token, token) pair (the records' (36313 t XOR 27191 t_prev) mod (buckets - 1); a sequence's "
                  "first position reads the last row), projected to d_model (bigram.proj, a Muon matrix, where "
                  "bigram_dim is not d_model), scaled by a learned scalar from 0.05 and added to the token "
-                 "embedding before its RMSNorm. 0: none; else at least 2. Part of the model: eval, sample and "
-                 "resume use the checkpoint deck's."),
+                 "embedding before its RMSNorm. 0: none; else at least 2. Part of the model: eval and sample use "
+                 "the checkpoint deck's; --resume refuses another value."),
              read_by_family("model.bigram_buckets"), readers("model.bigram_buckets")),
       acting(key("model", "bigram_dim", &Config::model, &MC::bigram_dim, VK::integer, between(1, 65536),
                  "The width of BigramHash's table rows (the records: 112 or 128)."),
@@ -327,16 +339,16 @@ std::vector<KeySpec> build_schema() {
           "output's gradient to e5m2, each at a power-of-two scale from its largest magnitude in the same step; "
           "the products then accumulate in fp32. Takes train.precision: bf16. This build rounds the operands and "
           "runs the bf16 products on them (the same numbers an FP8 product reads, on the host and on a GPU); kgpt "
-          "check's memory plan shows the rounded operands' scratch. Part of the model: eval, sample and resume "
-          "use the checkpoint deck's."),
-      key("model", "init_from", &Config::model, &MC::init_from, VK::string, none,
+          "check's memory plan shows the rounded operands' scratch. Part of the model: eval and sample use the "
+          "checkpoint deck's; --resume refuses another value."),
+      free_at_resume(key("model", "init_from", &Config::model, &MC::init_from, VK::string, none,
           "A safetensors file, or a folder holding model.safetensors (kgpt export --format hf, or a Hugging Face "
           "model's folder), whose weights start the run instead of the random initialisation; every tensor's name "
           "and shape is checked against the model before anything is written (a learned position table longer than "
           "train.seq_len loads its first rows, as GPT-2's 1,024 positions for a deck of 256), and the optimizer "
           "starts fresh. The "
           "history and the checkpoints record the file and its checksum; --resume resumes from the run's own "
-          "checkpoints. Empty: random initialisation."),
+          "checkpoints. Empty: random initialisation.")),
       // data
       key("data", "train_files", &Config::data, &DC::train_files, VK::string, none,
           "Glob of training shards, read in sorted order and wrapped around."),
@@ -412,16 +424,17 @@ std::vector<KeySpec> build_schema() {
       key("train", "precision", &Config::model, &MC::precision, VK::choice, none,
           "fp32, or bf16: activations stored in bf16 and the GEMMs fed bf16 with fp32 accumulation (on the "
           "tensor cores on GPUs); master weights, gradients, optimizer state, norms' statistics, softmax and "
-          "the loss stay fp32. CPU builds run bf16 too (for tests, not speed). Part of the model: eval, sample "
-          "and resume use the precision of the checkpoint's deck. Read also under its old name "
+          "the loss stay fp32. CPU builds run bf16 too (for tests, not speed). Part of the model: eval and sample "
+          "use the precision of the checkpoint's deck; --resume refuses another. Read also under its old name "
           "train.gemm_precision."),
-      key("train", "recompute", &Config::model, &MC::recompute, VK::choice, none,
+      free_at_resume(key("train", "recompute", &Config::model, &MC::recompute, VK::choice, none,
           "What the forward keeps for the backward: none keeps every activation of every block; block "
           "keeps only each transformer block's input and runs the block's forward again, with the same "
           "kernels, just before its backward (the same losses and gradients, bit for bit, for about a "
           "third more compute; kgpt check's memory plan shows what it saves). train.recompute_every rebuilds "
-          "only some blocks."),
-      acting(key("train", "recompute_every", &Config::model, &MC::recompute_every, VK::integer, positive_int,
+          "only some blocks.")),
+      free_at_resume(acting(key("train", "recompute_every", &Config::model, &MC::recompute_every, VK::integer,
+                                positive_int,
                  "Which blocks train.recompute: block rebuilds: every Nth (blocks 0, N, 2N, ...), as Megatron's "
                  "partial recompute; the others keep their activations. 1 rebuilds every block; larger N keeps "
                  "more memory for less recompute (a rebuilt block costs one more forward). Below "
@@ -429,7 +442,7 @@ std::vector<KeySpec> build_schema() {
              [](const Config& c) -> std::string {
                return c.model.recompute == Recompute::block ? "" : "train.recompute is none";
              },
-             "train.recompute: block"),
+             "train.recompute: block")),
       key("train", "ema_decay", &Config::train, &TC::ema_decay, VK::real, half_open(0, 1),
           "Exponential moving average of the weights: after every optimizer step ema = d ema + (1 - d) w, "
           "starting from the initial weights (parameter-golf's records: 0.997). Kept in every checkpoint; "

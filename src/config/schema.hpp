@@ -41,6 +41,11 @@ struct KeySpec {
   // default there is refused, so that no key is silently without effect.
   std::function<std::string(const Config&)> no_effect;
   std::string applies_doc;  // where it acts, for the reference ("golf only")
+  // Part of the trained model: the function its weights compute (model.n_layer, model.recur_count,
+  // train.precision, ...). `kgpt train --resume` refuses a deck that gives such a key another value
+  // than the checkpoint's deck. The keys of the model that choose only how it is computed
+  // (model.attention, train.recompute) or how a new run starts (model.init_from) are free.
+  bool fixed_for_run = false;
 
   std::string dotted() const { return section + "." + name; }
   std::string type_name() const;  // "integer", "number", "boolean", "string", "one of golf|gpt2"

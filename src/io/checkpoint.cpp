@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "config/schema.hpp"
 #include "core/checksum.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
@@ -321,6 +322,35 @@ CheckpointState load_checkpoint_weights(const std::string& path, const model::Pa
                      "): use the live or EMA weights, or a later checkpoint");
   }
   return state;
+}
+
+std::string model_change(const std::string& path, const config::ResolvedDeck& deck) {
+  std::string text;
+  {
+    io::Hdf5File in(path, io::Hdf5File::Mode::read);
+    if (!in.contains("/metadata/deck")) return "";  // not a kgpt checkpoint: load() says so
+    text = in.read_string("/metadata/deck");
+  }
+  config::DeckOptions options;
+  options.world_size = 1;  // the model's keys do not depend on it
+  config::ResolvedDeck stored;
+  try {
+    stored = config::load_deck_text(text, path + " (its deck)", options);
+  } catch (const InputError&) {
+    return "";  // a deck this kgpt does not read: the tensors' own checks still apply
+  }
+  std::string changes;
+  for (const config::KeySpec& spec : config::deck_schema()) {
+    if (!spec.fixed_for_run) continue;
+    const std::string was = config::value_text(spec.get(stored.config)), now = config::value_text(spec.get(deck.config));
+    if (was == now) continue;
+    changes += std::string(changes.empty() ? "" : "; ") + spec.dotted() + " is " + was + " there and " + now +
+               " here (" + deck.origin(spec.dotted()).describe() + ")";
+  }
+  if (changes.empty()) return "";
+  return path + ": written by a run of another model than this deck's: " + changes +
+         ". --resume continues a run with the model it trained: give these keys the checkpoint's values, or "
+         "start a new run";
 }
 
 }  // namespace kgpt::io

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "config/deck.hpp"
 #include "io/history.hpp"
 #include "model/parameters.hpp"
 #include "optim/optimizer.hpp"
@@ -74,5 +75,11 @@ CheckpointState load_checkpoint(const std::string& path, const model::Parameters
 // allocated.
 CheckpointState load_checkpoint_weights(const std::string& path, const model::Parameters<float>& params,
                                         const config::Config& config, config::Weights weights = config::Weights::live);
+
+// For --resume: "" when the checkpoint at `path` was written by a run of the model `deck` describes
+// (every key the schema marks fixed_for_run has the value of the checkpoint's deck), else a message
+// naming the checkpoint and, for each key that differs, both values and where this deck's came
+// from. Throws Error when the file cannot be read (a damaged checkpoint, which --resume skips).
+std::string model_change(const std::string& path, const config::ResolvedDeck& deck);
 
 }  // namespace kgpt::io

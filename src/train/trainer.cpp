@@ -123,21 +123,29 @@ Run build_run(const config::ResolvedDeck& deck, bool resume, inference::InitWeig
   return run;
 }
 
-// Every rank reads the checkpoint itself; the newest one that loads wins.
-io::CheckpointState resume_from_newest(const std::string& run_dir, Run& run, io::RunLog& log, std::string& from) {
+// Every rank reads the checkpoint itself; the newest one that loads wins. A checkpoint of another
+// model than the deck's ends the run instead: its weights would load, or fail to, for the wrong reason.
+io::CheckpointState resume_from_newest(const config::ResolvedDeck& deck, const std::string& run_dir, Run& run,
+                                       io::RunLog& log, std::string& from) {
   io::CheckpointState resumed;
   parallel::agreed([&] {
     std::string problems;
     for (const std::string& path : io::list_checkpoints(run_dir)) {
+      std::string changed;
       try {
-        resumed = io::load_checkpoint(path, run.model->parameters(), *run.optimizer, run.averages.get());
-        from = path;
-        log.line("resumed_from:" + path + " step:" + std::to_string(resumed.step));
-        return;
+        changed = io::model_change(path, deck);
+        if (changed.empty()) {
+          resumed = io::load_checkpoint(path, run.model->parameters(), *run.optimizer, run.averages.get());
+          from = path;
+          log.line("resumed_from:" + path + " step:" + std::to_string(resumed.step));
+          return;
+        }
       } catch (const Error& e) {
         log.line(std::string("skipping_checkpoint: ") + e.what());
         problems += std::string("\n  ") + e.what();
+        continue;
       }
+      throw InputError(changed);
     }
     throw InputError(io::checkpoint_folder(run_dir) + ": no checkpoint to resume from" +
                      (problems.empty() ? " (the folder holds none)" : ":" + problems));
@@ -166,7 +174,7 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
   io::CheckpointState resumed;
   if (options.resume) {
     std::string from;
-    resumed = resume_from_newest(options.run_dir, run, log, from);
+    resumed = resume_from_newest(deck, options.run_dir, run, log, from);
     if (!c.model.init_from.empty()) {
       // The run started from model.init_from: the record of that file carries over.
       try {
