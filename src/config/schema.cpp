@@ -95,13 +95,6 @@ KeySpec key(const char* section, const char* name, Section Config::*part, Field 
   return spec;
 }
 
-// A key of the model's section that --resume may change: it chooses how the same function is
-// computed, or how a new run starts.
-KeySpec free_at_resume(KeySpec spec) {
-  spec.fixed_for_run = false;
-  return spec;
-}
-
 // A default that depends on other keys (resolved after the deck and the overrides are read).
 KeySpec with_default(KeySpec spec, std::function<Value(const Config&)> value, std::string doc) {
   spec.contextual_default = std::move(value);
@@ -257,21 +250,21 @@ std::vector<KeySpec> build_schema() {
       by_family(key("model", "logit_softcap", &Config::model, &MC::logit_softcap, VK::real, at_least(0),
                     "Logits become c*tanh(z/c); 0 turns the cap off."),
                 &FamilyDefaults::logit_softcap),
-      free_at_resume(acting(key("model", "qk_gain_init", &Config::model, &MC::qk_gain_init, VK::real, above(0),
+      acting(key("model", "qk_gain_init", &Config::model, &MC::qk_gain_init, VK::real, above(0),
                  "Initial per-head query gain."),
-             read_by_family("model.qk_gain_init"), readers("model.qk_gain_init"))),
+             read_by_family("model.qk_gain_init"), readers("model.qk_gain_init")),
       by_family(key("model", "tie_embeddings", &Config::model, &MC::tie_embeddings, VK::boolean, none,
                     "true: the logits use the token embedding (tied); false: a separate output head lm_head.weight "
                     "(vocab_size x d_model, trained with optim.head_lr), as parameter-golf's untied option."),
                 &FamilyDefaults::tie_embeddings),
-      free_at_resume(acting(by_family(key("model", "tied_embed_init_std", &Config::model, &MC::tied_embed_init_std,
-                                          VK::real, above(0), "Standard deviation of the tied embedding's normal initialisation."),
+      acting(by_family(key("model", "tied_embed_init_std", &Config::model, &MC::tied_embed_init_std, VK::real,
+                           above(0), "Standard deviation of the tied embedding's normal initialisation."),
                        &FamilyDefaults::tied_embed_init_std),
              [](const Config& c) -> std::string {
                return c.model.tie_embeddings ? "" : "model.tie_embeddings is false";
              },
-             "a tied embedding")),
-      free_at_resume(key("model", "attention", &Config::model, &MC::attention, VK::choice, none,
+             "a tied embedding"),
+      key("model", "attention", &Config::model, &MC::attention, VK::choice, none,
           std::string("Attention kernels, all computing the same function: cudnn (cuDNN's fused flash attention on "
                       "the tensor cores; CUDA builds with cuDNN, train.precision: bf16, head dimension ") +
               attention_capability(Attention::cudnn).head_dims +
@@ -279,19 +272,18 @@ std::vector<KeySpec> build_schema() {
               "(Kokkos kernels on CUDA cores, head dimension " +
               attention_capability(Attention::fused).head_dims +
               ", keeps only a log-sum-exp per row); auto takes cudnn where this build and deck allow it, else "
-              "gemm.")),
-      free_at_resume(acting(key("model", "attention_deterministic", &Config::model, &MC::attention_deterministic,
-                                VK::boolean, none,
+              "gemm."),
+      acting(key("model", "attention_deterministic", &Config::model, &MC::attention_deterministic, VK::boolean, none,
                  "cudnn attention: true runs cuDNN's deterministic backward, so runs repeat bit for bit (on "
                  "Hopper it needs a large workspace, which kgpt bench's view_peak_mb counts); false lets cuDNN "
                  "pick its faster, non-deterministic backward. gemm and fused are deterministic always."),
-             cudnn_only, "cudnn attention")),
-      free_at_resume(acting(key("model", "gelu_epilogue", &Config::model, &MC::gelu_epilogue, VK::boolean, none,
+             cudnn_only, "cudnn attention"),
+      acting(key("model", "gelu_epilogue", &Config::model, &MC::gelu_epilogue, VK::boolean, none,
                  "true: GELU and its gradient ride in the MLP's products where the GEMMs have such products "
                  "(cuBLASLt's GELU epilogues, bf16 on a GPU; kgpt check --device times both ways); false: the "
                  "products and GELU's own kernels apart, as the host always runs them. The same function either "
                  "way."),
-             read_by_family("model.gelu_epilogue"), readers("model.gelu_epilogue"))),
+             read_by_family("model.gelu_epilogue"), readers("model.gelu_epilogue")),
       acting(key("model", "smear_gate", &Config::model, &MC::smear_gate, VK::boolean, none,
                  "SmearGate, as parameter-golf's records from 2026-03-20 use it: after the embedding's RMSNorm "
                  "each position becomes (1 - g) x_t + g x_{t-1} (x_{-1} = 0 at a sequence's start), g = "
@@ -341,14 +333,14 @@ std::vector<KeySpec> build_schema() {
           "runs the bf16 products on them (the same numbers an FP8 product reads, on the host and on a GPU); kgpt "
           "check's memory plan shows the rounded operands' scratch. Part of the model: eval and sample use the "
           "checkpoint deck's; --resume refuses another value."),
-      free_at_resume(key("model", "init_from", &Config::model, &MC::init_from, VK::string, none,
+      key("model", "init_from", &Config::model, &MC::init_from, VK::string, none,
           "A safetensors file, or a folder holding model.safetensors (kgpt export --format hf, or a Hugging Face "
           "model's folder), whose weights start the run instead of the random initialisation; every tensor's name "
           "and shape is checked against the model before anything is written (a learned position table longer than "
           "train.seq_len loads its first rows, as GPT-2's 1,024 positions for a deck of 256), and the optimizer "
           "starts fresh. The "
           "history and the checkpoints record the file and its checksum; --resume resumes from the run's own "
-          "checkpoints. Empty: random initialisation.")),
+          "checkpoints. Empty: random initialisation."),
       // data
       key("data", "train_files", &Config::data, &DC::train_files, VK::string, none,
           "Glob of training shards, read in sorted order and wrapped around."),
@@ -427,14 +419,13 @@ std::vector<KeySpec> build_schema() {
           "the loss stay fp32. CPU builds run bf16 too (for tests, not speed). Part of the model: eval and sample "
           "use the precision of the checkpoint's deck; --resume refuses another. Read also under its old name "
           "train.gemm_precision."),
-      free_at_resume(key("train", "recompute", &Config::model, &MC::recompute, VK::choice, none,
+      key("train", "recompute", &Config::model, &MC::recompute, VK::choice, none,
           "What the forward keeps for the backward: none keeps every activation of every block; block "
           "keeps only each transformer block's input and runs the block's forward again, with the same "
           "kernels, just before its backward (the same losses and gradients, bit for bit, for about a "
           "third more compute; kgpt check's memory plan shows what it saves). train.recompute_every rebuilds "
-          "only some blocks.")),
-      free_at_resume(acting(key("train", "recompute_every", &Config::model, &MC::recompute_every, VK::integer,
-                                positive_int,
+          "only some blocks."),
+      acting(key("train", "recompute_every", &Config::model, &MC::recompute_every, VK::integer, positive_int,
                  "Which blocks train.recompute: block rebuilds: every Nth (blocks 0, N, 2N, ...), as Megatron's "
                  "partial recompute; the others keep their activations. 1 rebuilds every block; larger N keeps "
                  "more memory for less recompute (a rebuilt block costs one more forward). Below "
@@ -442,7 +433,7 @@ std::vector<KeySpec> build_schema() {
              [](const Config& c) -> std::string {
                return c.model.recompute == Recompute::block ? "" : "train.recompute is none";
              },
-             "train.recompute: block")),
+             "train.recompute: block"),
       key("train", "ema_decay", &Config::train, &TC::ema_decay, VK::real, half_open(0, 1),
           "Exponential moving average of the weights: after every optimizer step ema = d ema + (1 - d) w, "
           "starting from the initial weights (parameter-golf's records: 0.997). Kept in every checkpoint; "
@@ -589,10 +580,26 @@ std::vector<KeySpec> build_schema() {
   };
 }
 
+// The keys of the model's configuration that --resume may change (KeySpec::fixed_for_run): they
+// choose how the same function is computed, or how a new run starts.
+constexpr const char* kFreeAtResume[] = {"model.attention",    "model.attention_deterministic", "model.gelu_epilogue",
+                                         "train.recompute",    "train.recompute_every",         "model.init_from",
+                                         "model.qk_gain_init", "model.tied_embed_init_std"};
+
+std::vector<KeySpec> schema_with_resume_rules() {
+  std::vector<KeySpec> schema = build_schema();
+  for (KeySpec& spec : schema) {
+    for (const char* key : kFreeAtResume) {
+      if (spec.dotted() == key) spec.fixed_for_run = false;
+    }
+  }
+  return schema;
+}
+
 }  // namespace
 
 const std::vector<KeySpec>& deck_schema() {
-  static const std::vector<KeySpec> schema = build_schema();
+  static const std::vector<KeySpec> schema = schema_with_resume_rules();
   return schema;
 }
 

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "config/deck.hpp"
 #include "config/schema.hpp"
 #include "core/error.hpp"
@@ -167,6 +169,28 @@ TEST_CASE("docs/deck-reference.md is the generated reference", "[config][docs]")
   const std::string path = std::string(KGPT_SOURCE_DIR) + "/docs/deck-reference.md";
   INFO("regenerate with: build/kgpt check --reference > docs/deck-reference.md");
   CHECK(kgpt::test::read_file(path) == reference);
+}
+
+TEST_CASE("kgpt train --resume holds the model's own keys to the checkpoint's, and frees how it is computed", "[config]") {
+  std::vector<std::string> fixed, free_keys;
+  for (const auto& spec : kgpt::config::deck_schema()) {
+    if (spec.fixed_for_run) fixed.push_back(spec.dotted());
+    // Every key of the model's configuration (model.*, and train.precision and train.recompute*
+    // that live in it) is one or the other; no other key is fixed.
+    const bool of_model = spec.section == "model" || spec.dotted() == "train.precision" ||
+                          spec.dotted().rfind("train.recompute", 0) == 0;
+    if (of_model && !spec.fixed_for_run) free_keys.push_back(spec.dotted());
+    if (!of_model) CHECK_FALSE(spec.fixed_for_run);
+  }
+  std::sort(free_keys.begin(), free_keys.end());
+  CHECK(free_keys == std::vector<std::string>{"model.attention", "model.attention_deterministic", "model.gelu_epilogue",
+                                              "model.init_from", "model.qk_gain_init", "model.tied_embed_init_std",
+                                              "train.recompute", "train.recompute_every"});
+  for (const char* key : {"model.family", "model.n_layer", "model.logit_softcap", "model.recur_start",
+                          "model.recur_count", "model.parallel_residual_start", "model.fp8", "train.precision"}) {
+    INFO(key);
+    CHECK(std::find(fixed.begin(), fixed.end(), key) != fixed.end());
+  }
 }
 
 TEST_CASE("deck files that cannot be read are named", "[config]") {
