@@ -114,6 +114,7 @@ int run_train(const ParsedArgs& args) {
            " world_size:" + std::to_string(p.world_size) + " grad_accum_steps:" + std::to_string(p.grad_accum_steps) +
            " micro_batch:" + std::to_string(p.local_sequences) + "x" + std::to_string(p.seq_len) +
            " ranks_per_node:" + std::to_string(w.local_size));
+  log.line("placement: " + parallel::placement());
   for (const auto& note : deck.notes) log.line("note: " + note);
   log.line(train::log_line(memory));
   log.line("train_shards:" + std::to_string(files.train.files.size()) + " train_tokens:" +

@@ -85,7 +85,7 @@ int device_for_this_rank() {
   if (devices < 0) return -1;
   if (w.local_rank >= devices) {
     throw kgpt::Error(kgpt::ExitCode::failure,
-                      "rank " + std::to_string(w.rank) + ": this node runs " + std::to_string(w.local_size) +
+                      kgpt::parallel::rank_name(w.rank) + ": this node runs " + std::to_string(w.local_size) +
                           " ranks but shows " + std::to_string(devices) +
                           " CUDA devices; local rank " + std::to_string(w.local_rank) + " has no device");
   }
@@ -111,11 +111,11 @@ int run_on_ranks(const kgpt::app::Command& command, const kgpt::app::ParsedArgs&
     return static_cast<int>(e.code());
   } catch (const kgpt::Error& e) {
     if (w.size == 1) throw;
-    report(who, "rank " + std::to_string(w.rank) + ": " + e.what());
+    report(who, kgpt::parallel::rank_name(w.rank) + ": " + e.what());
     kgpt::parallel::abort_all(static_cast<int>(e.code()));
   } catch (const std::exception& e) {
     if (w.size == 1) throw;
-    report(who, "rank " + std::to_string(w.rank) + ": internal error: " + e.what());
+    report(who, kgpt::parallel::rank_name(w.rank) + ": internal error: " + e.what());
     kgpt::parallel::abort_all(static_cast<int>(kgpt::ExitCode::failure));
   }
 }

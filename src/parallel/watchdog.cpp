@@ -244,18 +244,18 @@ struct StallWatchdog::State {
     const Beat mine = own_beat(rank);
     if (!heartbeats) {
       if (mine.age < timeout) return "";
-      return "rank " + std::to_string(rank) + " has made no progress for " + seconds_text(mine.age) + " (" + where(mine) +
+      return rank_name(rank) + " has made no progress for " + seconds_text(mine.age) + " (" + where(mine) +
              ")" + (size > 1 ? "; without MPI_THREAD_MULTIPLE the ranks cannot tell each other apart" : "");
     }
     if (rank != 0) {
       const double silent = now - heard[0];
       if (finished(0) || silent < timeout) return "";
       const bool ever = beats[0].rank == 0 && heard[0] > started;
-      return "rank 0 has not answered for " + seconds_text(silent) + " (stopped, swapped out or gone)" +
-             (ever ? "; it was last heard at " + where(beats[0]) : std::string()) + "; rank " + std::to_string(rank) +
+      return rank_name(0) + " has not answered for " + seconds_text(silent) + " (stopped, swapped out or gone)" +
+             (ever ? "; it was last heard at " + where(beats[0]) : std::string()) + "; " + rank_name(rank) +
              " is at " + where(mine) + " with no progress for " + seconds_text(mine.age);
     }
-    std::string silent_ranks, all_ranks = "rank 0 at " + where(mine) + " for " + seconds_text(mine.age);
+    std::string silent_ranks, all_ranks = rank_name(0) + " at " + where(mine) + " for " + seconds_text(mine.age);
     double youngest = mine.age;
     for (int peer = 1; peer < size; ++peer) {
       if (finished(peer)) continue;
@@ -265,15 +265,16 @@ struct StallWatchdog::State {
       const double age = ever ? beats[p].age + silent : silent;
       youngest = std::min(youngest, age);
       const std::string at = ever ? where(beats[p]) : "startup";
-      all_ranks += "; rank " + std::to_string(peer) + " at " + at + " for " + seconds_text(age);
+      all_ranks += "; " + rank_name(peer) + " at " + at + " for " + seconds_text(age);
       if (silent >= timeout) {
-        silent_ranks += (silent_ranks.empty() ? "" : "; ") + std::string("rank ") + std::to_string(peer) +
+        silent_ranks += (silent_ranks.empty() ? "" : "; ") + rank_name(peer) +
                         " has not answered for " + seconds_text(silent) + " (stopped, swapped out or gone)" +
                         (ever ? "; it was last heard at " + at : std::string());
       }
     }
     if (!silent_ranks.empty()) {
-      return silent_ranks + "; rank 0 is at " + where(mine) + " with no progress for " + seconds_text(mine.age);
+      return silent_ranks + "; " + rank_name(0) + " is at " + where(mine) + " with no progress for " +
+             seconds_text(mine.age);
     }
     if (youngest >= timeout) return "no rank has made progress for " + seconds_text(youngest) + ": " + all_ranks;
     return "";
@@ -303,8 +304,7 @@ struct StallWatchdog::State {
         }
       }
     }
-    MPI_Abort(MPI_COMM_WORLD, static_cast<int>(code));
-    std::_Exit(static_cast<int>(code));
+    abort_all(static_cast<int>(code));
   }
 
   std::string unhealthy() {
@@ -325,8 +325,7 @@ struct StallWatchdog::State {
       if (stop) break;
       lock.unlock();
       const std::string error = unhealthy();
-      if (!error.empty()) end_job("rank " + std::to_string(rank) + ": " + error + "; ending the job (exit code 1)",
-                                  ExitCode::failure);
+      if (!error.empty()) end_job(rank_name(rank) + ": " + error + "; ending the job (exit code 1)", ExitCode::failure);
       if (heartbeats) exchange();
       const std::string stalled = verdict();
       if (!stalled.empty()) {

@@ -3,8 +3,11 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
+#include <thread>
 
 #include "core/error.hpp"
 
@@ -31,7 +34,35 @@ WorldInfo query_world() {
   MPI_Comm_rank(node, &info.local_rank);
   MPI_Comm_size(node, &info.local_size);
   MPI_Comm_free(&node);
+  // Every rank's node and local rank, for the log and for messages that name another rank.
+  struct Place {
+    char host[MPI_MAX_PROCESSOR_NAME];
+    int local_rank;
+  };
+  Place mine{};
+  int length = 0;
+  check(MPI_Get_processor_name(mine.host, &length), "MPI_Get_processor_name");
+  mine.local_rank = info.local_rank;
+  std::vector<Place> all(static_cast<std::size_t>(info.size));
+  check(MPI_Allgather(&mine, sizeof(Place), MPI_BYTE, all.data(), sizeof(Place), MPI_BYTE, MPI_COMM_WORLD),
+        "MPI_Allgather");
+  for (const Place& p : all) {
+    info.hosts.emplace_back(p.host, ::strnlen(p.host, sizeof(p.host)));
+    info.local_ranks.push_back(p.local_rank);
+  }
   return info;
+}
+
+// "3", "0-7" or "0,2,5": a sorted list of numbers, runs as ranges.
+std::string number_ranges(const std::vector<int>& numbers) {
+  std::string out;
+  for (std::size_t i = 0; i < numbers.size();) {
+    std::size_t j = i;
+    while (j + 1 < numbers.size() && numbers[j + 1] == numbers[j] + 1) ++j;
+    out += (out.empty() ? "" : ",") + std::to_string(numbers[i]) + (j > i ? "-" + std::to_string(numbers[j]) : "");
+    i = j + 1;
+  }
+  return out;
 }
 
 }  // namespace
@@ -55,6 +86,33 @@ MpiSession::~MpiSession() {
 const WorldInfo& world() {
   static const WorldInfo info = query_world();
   return info;
+}
+
+std::string rank_name(int rank) {
+  const WorldInfo& w = world();
+  const std::string name = "rank " + std::to_string(rank);
+  if (w.size <= 1 || rank < 0 || rank >= static_cast<int>(w.hosts.size())) return name;
+  return name + " (" + w.hosts[static_cast<std::size_t>(rank)] + ")";
+}
+
+std::string placement() {
+  const WorldInfo& w = world();
+  std::vector<std::string> order;  // nodes in the order of their first rank
+  for (const std::string& host : w.hosts) {
+    if (std::find(order.begin(), order.end(), host) == order.end()) order.push_back(host);
+  }
+  std::string out;
+  for (const std::string& host : order) {
+    std::vector<int> ranks, locals;
+    for (int r = 0; r < w.size; ++r) {
+      if (w.hosts[static_cast<std::size_t>(r)] != host) continue;
+      ranks.push_back(r);
+      locals.push_back(w.local_ranks[static_cast<std::size_t>(r)]);
+    }
+    std::sort(locals.begin(), locals.end());
+    out += (out.empty() ? "" : ", ") + host + " ranks " + number_ranges(ranks) + " local " + number_ranges(locals);
+  }
+  return out;
 }
 
 std::string slurm_world_mismatch(int world_size) {
@@ -150,11 +208,16 @@ void agreed(const std::function<void()>& step) {
   if (worst == 0) return;
   const int rank = world().rank;
   if (rank != first_failing) throw AgreedFailure(static_cast<ExitCode>(worst), "", false);
-  throw AgreedFailure(static_cast<ExitCode>(worst), rank == 0 ? message : "rank " + std::to_string(rank) + ": " + message,
-                      true);
+  throw AgreedFailure(static_cast<ExitCode>(worst), rank == 0 ? message : rank_name(rank) + ": " + message, true);
 }
 
 void abort_all(int code) {
+  // MPI_Abort asks the launcher to end the other ranks, and can wait for ever on one it cannot
+  // reach (a node cut off from srun): this rank ends after a grace period whatever MPI does.
+  std::thread([code] {
+    std::this_thread::sleep_for(std::chrono::seconds(kAbortGraceSeconds));
+    std::_Exit(code);
+  }).detach();
   MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);
 }

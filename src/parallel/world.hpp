@@ -19,6 +19,9 @@ struct WorldInfo {
   int size = 1;
   int local_rank = 0;  // rank among the ranks of this node (MPI_Comm_split_type, shared memory)
   int local_size = 1;
+  // Every rank's node (MPI_Get_processor_name: its hostname) and local rank, indexed by rank.
+  std::vector<std::string> hosts;
+  std::vector<int> local_ranks;
 };
 
 // MPI for the life of the process: initialised before Kokkos, finalised after it (main owns one).
@@ -32,6 +35,13 @@ class MpiSession {
 
 // This rank's place in MPI_COMM_WORLD; queried once, after MPI_Init.
 const WorldInfo& world();
+
+// "rank R (HOST)" where the job has more than one rank, for messages about another rank.
+std::string rank_name(int rank);
+
+// Where the ranks run, node by node in rank order, with their ranks and local ranks:
+// "node1 ranks 0-7 local 0-7, node2 ranks 8-15 local 0-7". Not a collective (world() gathered it).
+std::string placement();
 
 // Under Slurm (SLURM_NTASKS set), "" when MPI's world size equals SLURM_NTASKS, else a message
 // saying the launch is broken. Not a collective.
@@ -75,6 +85,8 @@ class AgreedFailure : public Error {
 void agreed(const std::function<void()>& step);
 
 // Ends every rank of the job with `code` (MPI_Abort); for a failure on one rank after start-up.
+// This rank exits at most kAbortGraceSeconds later, even where MPI_Abort cannot reach the launcher.
+constexpr int kAbortGraceSeconds = 3;
 [[noreturn]] void abort_all(int code);
 
 }  // namespace kgpt::parallel

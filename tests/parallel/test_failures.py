@@ -137,7 +137,7 @@ def shard_corrupted_mid_run():
         failures.append("corrupt shard: the job still ran 60 s after a shard was truncated")
         return
     text = "".join(output) + rest
-    reports = re.findall(r"kgpt train: error: rank (\d+): (.*)", text)
+    reports = re.findall(r"kgpt train: error: rank (\d+) \([^)]*\): (.*)", text)
     print(f"corrupt shard mid-run: exit {job.returncode}; reports: {reports}")
     if job.returncode == 0 or not reports or not all(victim in message for _, message in reports):
         failures.append("corrupt shard: want a non-zero exit and messages naming the rank and " + victim + "\n" +

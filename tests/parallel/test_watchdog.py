@@ -19,6 +19,7 @@ import re
 import resource
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from mpi_jobs import ENV, finish, rank_pids, ranks_left, start_train
 KGPT, MPIEXEC, DECK, WORKDIR = sys.argv[1:5]
 RUNS = os.path.join(WORKDIR, "watchdog_runs")
 TIMEOUT = 5  # parallel.stall_timeout_s of the stall tests
+HOST = re.escape(socket.gethostname())  # messages name each rank's node (MPI's processor name: the hostname)
 SLACK = 5    # "a few seconds": the watchdog's wake-up interval, the abort and mpiexec's clean-up
 # Steps of some 0.3 s on two ranks, so that the test acts on the run between two steps far apart.
 SLOW_STEPS = ["--set", "model.d_model=128", "--set", "train.seq_len=64", "--set", "train.global_batch_tokens=8192"]
@@ -93,7 +95,8 @@ def stop_rank(victim):
     check(ended, f"{name}: the job still ran {seconds:.0f} s after the stop")
     check(job.returncode == 4, f"{name}: exit code {job.returncode}, want 4\n{text[-2000:]}")
     check(seconds <= TIMEOUT + SLACK, f"{name}: the job ended {seconds:.1f} s after the stop, want at most {TIMEOUT + SLACK}")
-    check(re.search(rf"rank {victim} has not answered for [0-9.]+ s.*last heard at step \d+, phase \w+", message),
+    check(re.search(rf"rank {victim} \({HOST}\) has not answered for [0-9.]+ s.*last heard at step \d+, phase \w+",
+                    message),
           f"{name}: the message does not name rank {victim}, its step and phase:\n{text[-2000:]}")
     if victim != 0:
         with open(os.path.join(run_dir, "log.txt")) as f:
@@ -210,11 +213,11 @@ stop_rank(0)
 blocked = re.escape(f"reading {DEEP_DATA}/shards_") + r"\w+/text_train_000001\.bin"
 blocked_read("one_rank", 1, 0, 0, [rf"^rank 0 has made no progress for [0-9.]+ s \(step 8, phase data \({blocked}\)\)"])
 blocked_read("both_ranks", 2, 0, 0, [r"^no rank has made progress for [0-9.]+ s: ",
-                                     rf"rank 0 at step 8, phase data \({blocked}\) for [0-9.]+ s",
-                                     rf"rank 1 at step 8, phase data \({blocked}\) for [0-9.]+ s"])
+                                     rf"rank 0 \({HOST}\) at step 8, phase data \({blocked}\) for [0-9.]+ s",
+                                     rf"rank 1 \({HOST}\) at step 8, phase data \({blocked}\) for [0-9.]+ s"])
 blocked_read("rank1_rank0_in_collective", 2, 1, 3, [r"^no rank has made progress for [0-9.]+ s: ",
-                                                    r"rank 0 at step 8, phase averaging for [0-9.]+ s",
-                                                    rf"rank 1 at step 8, phase data \({blocked}\) for [0-9.]+ s"])
+                                                    rf"rank 0 \({HOST}\) at step 8, phase averaging for [0-9.]+ s",
+                                                    rf"rank 1 \({HOST}\) at step 8, phase data \({blocked}\) for [0-9.]+ s"])
 file_size_limit()
 long_run_never_trips()
 

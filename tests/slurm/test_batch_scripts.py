@@ -21,6 +21,7 @@ import csv
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -283,8 +284,9 @@ def scenario_stall(cluster, kgpt, data_dir, state_dir, tmp):
         out = read_text(os.path.join(work, f"kgpt-{job}.out"))
         print(out[-3000:], flush=True)
         log = read_text(os.path.join(run_dir, "log.txt"))
-        check("kgpt train: error: stalled: rank 3 has not answered for" in out, f"job {job}: the output names rank 3")
-        check("error: stalled: rank 3 has not answered for" in log, f"job {job}: log.txt names rank 3")
+        named = f"stalled: rank 3 ({socket.gethostname()}) has not answered for"
+        check("kgpt train: error: " + named in out, f"job {job}: the output names rank 3 and its node")
+        check("error: " + named in log, f"job {job}: log.txt names rank 3 and its node")
         check("kgpt job: error: the stall watchdog ended the job (exit code 4)" in out, f"job {job}: the script says why")
         if not requeue:
             print(f"stall without requeue: job {job} ended within {waited:.1f} s of the stop (timeout {timeout} s)",
