@@ -26,6 +26,14 @@ kgpt_job_tag() {
   fi
 }
 
+# The tag of the job's run directory: the job's own (kgpt_job_tag), or with KGPT_CONTINUE_JOB=ID an
+# earlier job's, whose run this job continues from its newest checkpoint (kgpt train --auto-resume),
+# at this job's world size: for a job lost with a node, resubmitted on the nodes left. Checked by
+# kgpt_job_header.
+kgpt_run_tag() {
+  echo "${KGPT_CONTINUE_JOB:-$(kgpt_job_tag)}"
+}
+
 # Sets KGPT to the kgpt binary: $KGPT if set, else the first executable among the arguments.
 kgpt_find_binary() {
   if [[ -z "${KGPT:-}" ]]; then
@@ -46,6 +54,11 @@ kgpt_job_header() {
   echo "== kgpt job $(kgpt_job_tag) (${SLURM_JOB_NAME:-?}) on ${SLURM_JOB_NODELIST:-?}: ${SLURM_NNODES:-?} node(s)," \
     "${SLURM_NTASKS:-?} tasks, ${SLURM_CPUS_PER_TASK:-1} CPUs per task, restart ${SLURM_RESTART_COUNT:-0}, $(date -Is)"
   echo "== kgpt binary: $KGPT; folder: $PWD"
+  if [[ -n "${KGPT_CONTINUE_JOB:-}" ]]; then
+    [[ "$KGPT_CONTINUE_JOB" =~ ^[0-9]+(_[0-9]+)?$ ]] ||
+      kgpt_die "KGPT_CONTINUE_JOB='$KGPT_CONTINUE_JOB' is not a job id (1234, or 1234_5 for an array task)"
+    echo "== kgpt job: continuing the run of job $KGPT_CONTINUE_JOB (KGPT_CONTINUE_JOB)"
+  fi
 }
 
 # Threads and placement for every rank.
