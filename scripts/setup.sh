@@ -22,7 +22,7 @@ packages=(
   libsentencepiece-dev sentencepiece zlib1g-dev libzstd-dev nlohmann-json3-dev
   clang libclang-rt-14-dev
   python3 python3-h5py python3-numpy python3-pandas python3-matplotlib python3-sentencepiece python3-zstandard
-  python3-torch slurm-wlm munge
+  python3-torch slurm-wlm munge iproute2
   fortunes
 )
 

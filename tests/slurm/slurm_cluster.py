@@ -211,12 +211,15 @@ def _guardian_main(root: str, conf: str, keep: str, sock_dir: str) -> None:
     """Runs in a detached process: when the test process dies without stopping the cluster (SIGKILL,
     a ctest timeout), stops the daemons, kills the jobs and removes the folder."""
     pids: List[int] = []
+    namespaces: List[str] = []
     for line in sys.stdin:
         words = line.split()
         if words[:1] == ["stopped"]:
             return
         if words[:1] == ["pid"] and len(words) >= 2:
             pids.append(int(words[1]))
+        if words[:1] == ["netns"] and len(words) >= 2:
+            namespaces.append(words[1])
     # EOF without "stopped": the owner is gone.
     marker = f"SLURM_CONF={conf}".encode()
     mine = []
@@ -243,6 +246,10 @@ def _guardian_main(root: str, conf: str, keep: str, sock_dir: str) -> None:
         except ProcessLookupError:
             pass
     _kill_env_holders(marker)
+    if namespaces:      # multinode_cluster.py's hosts, and every process left in them
+        import netbench
+        for name in reversed(namespaces):
+            netbench.kill_namespace(name)
     if keep != "1":
         shutil.rmtree(root, ignore_errors=True)
         if sock_dir:
@@ -377,10 +384,7 @@ class SlurmCluster:
         self.spool = spool
 
         if new_ports or not hasattr(self, "ctld_port"):
-            self.ctld_port = _free_port()
-            self.slurmd_port = _free_port()
-            while self.slurmd_port == self.ctld_port:
-                self.slurmd_port = _free_port()
+            self._choose_ports()
 
         gpu_files = []
         for i in range(self.gpus):
@@ -402,7 +406,7 @@ class SlurmCluster:
         gres = f"gpu:{self.gpus}" if self.gpus > 0 else ""
         lines = [
             f"ClusterName={self.cluster_name}",
-            "SlurmctldHost=localhost",
+            f"SlurmctldHost={self._controller_host()}",
             f"SlurmctldPort={self.ctld_port}",
             f"SlurmdPort={self.slurmd_port}",
             f"SlurmUser={self.user}",
@@ -453,9 +457,10 @@ class SlurmCluster:
             f"JobCompLoc={self.jobcomp_log}",
             "SlurmdParameters=config_overrides",
             "GresTypes=gpu",
-            (f"NodeName={self.nodename} NodeHostname={self.nodename} NodeAddr=127.0.0.1 "
-             f"CPUs={self.cpus} Boards=1 SocketsPerBoard=1 CoresPerSocket={self.cpus} ThreadsPerCore=1 "
-             f"RealMemory={self.real_memory_mb}" + (f" Gres={gres}" if gres else "") + " State=UNKNOWN"),
+            *[(f"NodeName={name} NodeHostname={name} NodeAddr={address} "
+               f"CPUs={self.cpus} Boards=1 SocketsPerBoard=1 CoresPerSocket={self.cpus} ThreadsPerCore=1 "
+               f"RealMemory={self.real_memory_mb}" + (f" Gres={gres}" if gres else "") + " State=UNKNOWN")
+              for name, address in self._nodes().items()],
             "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES",
         ]
         # extra_conf lines replace the default lines with the same key (e.g. "KillWait=30",
@@ -469,7 +474,8 @@ class SlurmCluster:
         gres_lines = ["AutoDetect=off"]
         if self.gpus > 0:
             files = f"{root / 'gpu'}/fakegpu[0-{self.gpus - 1}]" if self.gpus > 1 else str(gpu_files[0])
-            gres_lines.append(f"NodeName={self.nodename} Name=gpu File={files}")
+            for name in self._nodes():
+                gres_lines.append(f"NodeName={name} Name=gpu File={files}")
         (root / "etc" / "gres.conf").write_text("\n".join(gres_lines) + "\n")
 
         key = root / "munge" / "munge.key"
@@ -501,6 +507,21 @@ class SlurmCluster:
                 path += ":" + d
         env["PATH"] = path
         self.env = env
+
+    # Where the daemons live: one node, this machine, on loopback. (multinode_cluster.py puts the
+    # controller and each node in a network namespace of its own.)
+    def _controller_host(self) -> str:
+        return "localhost"
+
+    def _nodes(self) -> Dict[str, str]:
+        """{node name: address} of the cluster's nodes."""
+        return {self.nodename: "127.0.0.1"}
+
+    def _choose_ports(self) -> None:
+        self.ctld_port = _free_port()
+        self.slurmd_port = _free_port()
+        while self.slurmd_port == self.ctld_port:
+            self.slurmd_port = _free_port()
 
     # ------------------------------------------------------------------ daemons
 
@@ -710,9 +731,10 @@ class SlurmCluster:
         return r
 
     def run(self, argv: Sequence[str], check: bool = True, timeout: float = 60.0,
-            cwd: Optional[PathLike] = None) -> subprocess.CompletedProcess:
-        """Runs a client command (scontrol, squeue, sinfo, ...) against this cluster; text output."""
-        return self._run(argv, check=check, timeout=timeout, cwd=cwd)
+            cwd: Optional[PathLike] = None, env: Optional[Mapping[str, str]] = None) -> subprocess.CompletedProcess:
+        """Runs a client command (scontrol, squeue, sinfo, srun, ...) against this cluster; text output.
+        env: extra variables (on top of cluster.env)."""
+        return self._run(argv, check=check, timeout=timeout, cwd=cwd, env={**self.env, **(env or {})})
 
     def submit(self, script: PathLike, args: Sequence[str] = (), options: Sequence[str] = (),
                cwd: Optional[PathLike] = None, env: Optional[Mapping[str, str]] = None) -> str:
