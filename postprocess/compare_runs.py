@@ -8,11 +8,16 @@ points that has a history). A run's label lists the resolved-deck keys whose
 values differ between the runs given, e.g. "optim.matrix_lr=0.02, train.seq_len=256" (and the
 world size when that differs); keys equal in all runs are left out. run.name and run.out_dir only
 name the run, so they are not used; when nothing else differs the label is the run directory name.
-Prints one "label: RUN_DIR: LABEL" line per run and the path written (default compare_METRIC.png).
+Prints one "label: RUN_DIR: LABEL" line per run, then for every run after the first one line
+"difference: RUN_DIR: largest relative difference from FIRST_DIR over N common steps: D" (the
+metric at the steps both have; a run checked against a reference, such as one rank against two
+nodes), and the path written (default compare_METRIC.png).
 Exit code 2 when a history file is missing or unreadable, or no run has rows of the metric.
 """
 import argparse
 import sys
+
+import numpy as np
 
 from plot_history import InputError, flat_deck, load_histories, pyplot, save
 
@@ -58,6 +63,17 @@ def run_labels(histories):
             for label, history in zip(labels, histories)]
 
 
+def largest_relative_difference(history, reference, group, column):
+    """max |v - r| / |r| over the steps both histories have rows of (None when they share none)."""
+    steps, values = history.column(group, "step"), history.column(group, column)
+    ref_steps, ref_values = reference.column(group, "step"), reference.column(group, column)
+    common, mine, theirs = np.intersect1d(steps, ref_steps, return_indices=True)
+    if not len(common):
+        return None, 0
+    a, b = values[mine], ref_values[theirs]
+    return float(np.max(np.abs(a - b) / np.maximum(np.abs(b), np.finfo(float).tiny))), len(common)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", metavar="RUN", help="run directories or their history.h5 files")
@@ -86,6 +102,11 @@ def main(argv=None):
             plotted += 1
         if not plotted:
             raise InputError(f"no run has /{group}/{column} rows: {', '.join(h.path for h in histories)}")
+        for history in histories[1:]:
+            difference, steps = largest_relative_difference(history, histories[0], group, column)
+            shown = "no common steps" if difference is None else f"{difference:.2e}"
+            print(f"difference: {history.run_dir}: largest relative difference from {histories[0].run_dir} over "
+                  f"{steps} common steps: {shown}")
         units = next((h.units.get(f"{group}/{column}") for h in histories if h.units.get(f"{group}/{column}")), "")
         ax.set_ylabel(f"{args.metric} ({units})" if units else args.metric)
         ax.set_xlabel(args.x)

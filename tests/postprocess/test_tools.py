@@ -12,6 +12,7 @@ summarized and compared, and its newest checkpoint inspected.
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -226,6 +227,11 @@ def check_real_runs(run_dirs, tmp):
     run = tool("compare_runs.py", "--out", out, *run_dirs)
     check(run.returncode == 0, f"real run: compare_runs.py: {run.stderr}")
     check(run.stdout.count("label: ") == len(run_dirs), f"real run: one label per run: {run.stdout}")
+    if len(run_dirs) == 2:
+        # The checkpoint test's preempted run resumed bit for bit: no difference from the reference.
+        check(f"difference: {run_dirs[1]}: largest relative difference from {run_dirs[0]} over " in run.stdout
+              and run.stdout.rstrip().splitlines()[-2].endswith("common steps: 0.00e+00"),
+              f"real runs: compare_runs.py's difference line: {run.stdout}")
     check_png(out, "real run: compare_runs.py")
 
 
@@ -256,6 +262,14 @@ with tempfile.TemporaryDirectory() as tmp:
     check(labels.get(run_a) == "optim.matrix_lr=0.02", f"compare_runs.py label of run a: {labels}")
     check(labels.get(run_b) == "optim.matrix_lr=0.04", f"compare_runs.py label of run b: {labels}")
     check(not any("run.name" in label for label in labels.values()), f"run.name is not a label: {labels}")
+    with h5py.File(os.path.join(run_a, "history.h5"), "r", swmr=True) as fa, \
+            h5py.File(os.path.join(run_b, "history.h5"), "r") as fb:
+        a, b = fa["val/loss"][()], fb["val/loss"][()]
+        expected = float(np.max(np.abs(b - a) / np.abs(a)))
+    found = re.search(rf"difference: {re.escape(run_b)}: largest relative difference from {re.escape(run_a)} over "
+                      rf"(\d+) common steps: (\S+)", run.stdout)
+    check(found is not None and int(found.group(1)) == len(a) and float(found.group(2)) == float(f"{expected:.2e}"),
+          f"compare_runs.py's difference line: {run.stdout}, want {expected:.2e} over {len(a)} steps")
     check_png(out, "compare_runs.py")
     for metric in ("train_loss", "val_bpb"):
         out = os.path.join(tmp, f"compare_{metric}.png")
