@@ -33,10 +33,9 @@ import subprocess
 import sys
 
 import h5py
-import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from golf_runs import check, failures, text_tokens  # noqa: E402
+from golf_runs import SMALL_GOLF_SECTIONS, check, failures, text_tokens  # noqa: E402
 from shards import write_shard  # noqa: E402
 
 KGPT, WORKDIR = sys.argv[1:3]
@@ -48,17 +47,7 @@ DECK = """\
 run:
   out_dir: runs
   checkpoint_every: 4
-model:
-  family: golf
-  vocab_size: 257
-  n_layer: 2
-  d_model: 32
-  n_head: 2
-  n_kv_head: 1
-data:
-  train_files: train_*.bin
-  val_files: val_*.bin
-  tokenizer: byte
+""" + SMALL_GOLF_SECTIONS + """\
 train:
   seq_len: 16
   global_batch_tokens: 256

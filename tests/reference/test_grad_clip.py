@@ -20,7 +20,6 @@ when it must not, or not clip when it must. Checks:
 """
 
 import os
-import shutil
 import sys
 
 import h5py
@@ -32,8 +31,8 @@ import yaml
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from reference_models import FAMILIES  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from golf_runs import check, failures, golf_settings, runner, start_weights, text_tokens, write_safetensors  # noqa: E402
-from shards import write_shard  # noqa: E402
+from golf_runs import (SMALL_GOLF_SECTIONS, check, failures, fresh_text_shards, golf_settings, runner,  # noqa: E402
+                       start_weights, write_safetensors)
 
 KGPT, MPIEXEC, WORKDIR = sys.argv[1:4]
 ROOT = os.path.join(WORKDIR, "grad_clip")
@@ -42,18 +41,7 @@ SEQ, BATCH = 16, 256
 LR, EPS, BETAS = 0.05, 0.02, (0.9, 0.95)
 run = runner(ROOT, ENV)
 
-DECK = f"""\
-model:
-  family: golf
-  vocab_size: 257
-  n_layer: 2
-  d_model: 32
-  n_head: 2
-  n_kv_head: 1
-data:
-  train_files: train_*.bin
-  val_files: val_*.bin
-  tokenizer: byte
+DECK = SMALL_GOLF_SECTIONS + f"""\
 optim:
   matrix_optimizer: adamw
   matrix_lr: {LR}
@@ -120,11 +108,7 @@ def largest(a, b):
 
 
 def main():
-    shutil.rmtree(ROOT, ignore_errors=True)
-    os.makedirs(ROOT)
-    tokens = text_tokens(1, 20000)
-    write_shard(os.path.join(ROOT, "train_000000.bin"), tokens)
-    write_shard(os.path.join(ROOT, "val_000000.bin"), text_tokens(2, 321))
+    tokens = fresh_text_shards(ROOT)
     with open(os.path.join(ROOT, "deck.yaml"), "w") as f:
         f.write(DECK)
     # The tensors' names and shapes, and the model settings, from a step of kgpt's own.

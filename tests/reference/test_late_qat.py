@@ -32,8 +32,7 @@ import yaml
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from reference_models import FAMILIES  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from golf_runs import check, failures, golf_settings, runner, start_weights, text_tokens, write_safetensors  # noqa: E402
-from shards import write_shard  # noqa: E402
+from golf_runs import check, failures, fresh_text_shards, golf_settings, runner, start_weights, write_safetensors  # noqa: E402
 
 KGPT, SOURCE_DIR, WORKDIR = sys.argv[1:4]
 ROOT = os.path.join(WORKDIR, "late_qat")
@@ -77,11 +76,7 @@ def first_row(run_dir):
 
 
 def main():
-    shutil.rmtree(ROOT, ignore_errors=True)
-    os.makedirs(ROOT)
-    tokens = text_tokens(1, 20000)
-    write_shard(os.path.join(ROOT, "train_000000.bin"), tokens)
-    write_shard(os.path.join(ROOT, "val_000000.bin"), text_tokens(2, 321))
+    tokens = fresh_text_shards(ROOT)
     deck = os.path.join(SOURCE_DIR, "inputs", "tiny_cpu.yaml")
     base = ["data.train_files=train_*.bin", "data.val_files=val_*.bin", f"train.seq_len={SEQ}",
             f"train.global_batch_tokens={BATCH}", "train.accum_total=1", "train.eval_every=0", "train.val_tokens=320",

@@ -3,11 +3,15 @@ the text they train on, start weights they write for model.init_from, and refere
 settings from a checkpoint's deck."""
 
 import json
+import os
+import shutil
 import struct
 import subprocess
 import sys
 
 import numpy as np
+
+from shards import write_shard
 
 failures = []  # every failed check's message: a test goes on after one and ends non-zero at the end
 
@@ -40,6 +44,33 @@ def text_tokens(seed, count):
         if rng.random() < 0.1:
             out.append(int(rng.integers(256)))
     return out[:count]
+
+
+# The model and data sections of the small golf model several tests train (2 blocks of 32, the
+# byte tokenizer), on shards named train_*.bin and val_*.bin beside the deck.
+SMALL_GOLF_SECTIONS = """\
+model:
+  family: golf
+  vocab_size: 257
+  n_layer: 2
+  d_model: 32
+  n_head: 2
+  n_kv_head: 1
+data:
+  train_files: train_*.bin
+  val_files: val_*.bin
+  tokenizer: byte
+"""
+
+
+def fresh_text_shards(root):
+    """Empties `root` and writes train and val shards of text_tokens there; returns the train tokens."""
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(root)
+    tokens = text_tokens(1, 20000)
+    write_shard(os.path.join(root, "train_000000.bin"), tokens)
+    write_shard(os.path.join(root, "val_000000.bin"), text_tokens(2, 321))
+    return tokens
 
 
 def write_safetensors(path, tensors):
