@@ -31,6 +31,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from batch_checks import check, failures, read_text, workdir_with_data  # noqa: E402
 from slurm_cluster import SlurmCluster  # noqa: E402
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -39,22 +40,6 @@ PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.execu
 # 200 steps (about 10 ms each on 2 cores), so that a signal sent after step 5 lands well before the end.
 STEPS = 200
 TRAIN_OPTIONS = ["--set", f"train.iterations={STEPS}", "--set", "train.eval_every=50", "--set", "train.log_every=1"]
-failures = []
-
-
-def check(condition, what):
-    if not condition:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
-    return condition
-
-
-def read_text(path):
-    try:
-        with open(path) as f:
-            return f.read()
-    except OSError:
-        return ""
 
 
 def history(run_dir):
@@ -87,13 +72,6 @@ def job_environment(kgpt):
         "OPENBLAS_NUM_THREADS": "1",
         "OMP_NUM_THREADS": "1",
     }
-
-
-def workdir_with_data(parent, data_dir):
-    """A fresh submit folder whose parallel_data/ is the prepared shards (the deck's relative paths)."""
-    work = tempfile.mkdtemp(prefix="work-", dir=parent)
-    os.symlink(os.path.abspath(os.path.join(data_dir, "parallel_data")), os.path.join(work, "parallel_data"))
-    return work
 
 
 def only_run_dir(runs):

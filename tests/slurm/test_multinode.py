@@ -37,13 +37,13 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from batch_checks import check, failures, read_text, workdir_with_data  # noqa: E402
 from multinode_cluster import MultiNodeCluster  # noqa: E402
 from netbench import NamespacesRefused  # noqa: E402
 
@@ -59,22 +59,6 @@ TRAIN = ["--set", f"train.iterations={STEPS}", "--set", "train.eval_every=20", "
          "--set", "run.checkpoint_every=5", "--set", "run.checkpoint_keep_last=20",
          "--set", f"parallel.stall_timeout_s={STALL}"]
 TWO_NODES = ["--nodes=2", "--ntasks-per-node=2", "--cpus-per-task=1"]
-failures = []
-
-
-def check(condition, what):
-    if not condition:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
-    return condition
-
-
-def read_text(path):
-    try:
-        with open(path) as f:
-            return f.read()
-    except OSError:
-        return ""
 
 
 def job_environment(**extra):
@@ -87,9 +71,7 @@ def job_environment(**extra):
 
 
 def submit_folder(name):
-    work = tempfile.mkdtemp(prefix=f"{name}-", dir=WORKDIR)
-    os.symlink(os.path.abspath(os.path.join(DATA_DIR, "parallel_data")), os.path.join(work, "parallel_data"))
-    return work
+    return workdir_with_data(WORKDIR, DATA_DIR, prefix=f"{name}-")
 
 
 def submit(cluster, work, options=TWO_NODES, extra=(), **env):
@@ -172,7 +154,7 @@ def scenario_run(cluster):
         return
     run_dir = run_dir_of(work, job)
     log = read_text(os.path.join(run_dir, "log.txt"))
-    check(f"on node[1-2]: 2 node(s), 4 tasks" in out, f"the job header names 2 nodes and 4 tasks:\n{out[:400]}")
+    check("on node[1-2]: 2 node(s), 4 tasks" in out, f"the job header names 2 nodes and 4 tasks:\n{out[:400]}")
     check("world_size:4 grad_accum_steps:2 micro_batch:4x32 ranks_per_node:2" in log, "4 ranks, 2 a node")
     check("placement: node1 ranks 0-1 local 0-1, node2 ranks 2-3 local 0-1" in log,
           f"the log names the nodes and each node's ranks have local ranks 0 and 1: "
