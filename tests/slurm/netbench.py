@@ -7,6 +7,7 @@
         net.shape("node2", "100mbit")                   # its link at 100 Mbit/s, both ways
         net.link("node2", up=False)                     # its switch port down, and up again
         net.counters("node1")                           # {"rx_bytes": ..., "tx_bytes": ...}
+        net.throughput("node1", "node2")                # bytes/s of one TCP stream between them
 
 Each host is a network namespace with one link, `eth0`, a veth whose other end is a port of a
 bridge that lives in a namespace of its own (the switch): the host's address is 198.18.0.<10+i>/24,
@@ -22,9 +23,9 @@ port down, as a switch that drops the link; `kill_all(host)` kills every process
 namespace, as a node that dies.
 
 Names: `kgpt<6 hex>-<host>`, so benches of two tests at once never share one. Everything is
-removed by stop() (also on exceptions and SIGTERM through the with block), and, where the owner is
-SIGKILLed, by the guardian of slurm_cluster.py when the bench was given one (`guardian=` a
-callable taking "netns NAME" lines). A machine that refuses namespaces raises NamespacesRefused,
+removed by stop() (also on exceptions, through the with block), and, where the owner is SIGKILLed,
+by the guardian of slurm_cluster.py (multinode_cluster.py tells it every namespace; `guardian=`, a
+callable taking "netns NAME" lines, does the same for a bench of its own). A machine that refuses namespaces raises NamespacesRefused,
 which tests turn into a skip.
 """
 
