@@ -248,7 +248,10 @@ def main():
             "train.global_batch_tokens=256", "train.accum_total=1", "train.iterations=30", "train.eval_every=0",
             "train.warmdown_iters=0", f"train.val_tokens={VAL_TOKENS}", "model.n_layer=2", "model.d_model=48",
             "model.n_head=2", "model.n_kv_head=1", "model.mlp_mult=3"]
-    args = [KGPT, "train", os.path.join(SOURCE_DIR, "inputs", "tiny_cpu.yaml"), "--run-dir", run_dir]
+    # The decks go by paths relative to ROOT: their resolved text, which the artifact carries and kgpt
+    # check's plan counts, names the deck beside every key, and must not grow with the checkout's path.
+    shutil.copy(os.path.join(SOURCE_DIR, "inputs", "tiny_cpu.yaml"), ROOT)
+    args = [KGPT, "train", "tiny_cpu.yaml", "--run-dir", "run"]
     for s in sets:
         args += ["--set", s]
     run(args)
@@ -294,7 +297,7 @@ def main():
         results[label] = (artifact, dequantized, errors)
 
         # What kgpt check predicts for the same deck and export keys.
-        predict = [KGPT, "check", os.path.join(run_dir, "deck.yaml"), "--no-data", "--set", f"export.code_layout={layout}",
+        predict = [KGPT, "check", os.path.join("run", "deck.yaml"), "--no-data", "--set", f"export.code_layout={layout}",
                    "--set", f"export.compression={compression}", "--set", f"export.keep_float_max={KEEP}"]
         for group, b in bits.items():
             predict += ["--set", f"export.{group}_bits={b}"]
