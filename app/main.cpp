@@ -129,6 +129,10 @@ int main(int argc, char** argv) {
   // A write past the file size limit (ulimit -f) then fails with EFBIG and is reported with the
   // file's name, instead of killing the process with SIGXFSZ.
   std::signal(SIGXFSZ, SIG_IGN);
+  // A write to a pipe or socket whose reader is gone (`kgpt train ... | head`, an MPI peer's closed
+  // connection) then fails with EPIPE, which the writer reports, instead of killing the rank without
+  // a word: the run goes on (log.txt keeps every line) or ends with a message naming the rank.
+  std::signal(SIGPIPE, SIG_IGN);
   const std::vector<std::string> args(argv + 1, argv + argc);
   std::string who = "kgpt";
   try {

@@ -22,7 +22,8 @@ usage: test_odd_inputs.py KGPT WORKDIR
   stops the resumed run after one step, and the wall-clock warmdown continues from that time (the
   first resumed step's learning rate is half the base where the schedule says so);
 - the byte tokenizer's vocabulary at its boundary: model.vocab_size 256 (no id for the document
-  boundary) is refused by kgpt check --no-data as by the data, 257 passes both and trains.
+  boundary) is refused by kgpt check --no-data as by the data, 257 passes both and trains;
+- a run whose output reader goes away after the first line (`| head -1`) trains to its end.
 """
 
 import glob
@@ -226,6 +227,18 @@ def wall_clock_across_a_resume():
     check(abs(ratio - 0.5) < 1e-6, f"the first resumed step's learning rate is {ratio:.6f} of the base, want 0.5")
 
 
+def output_reader_gone():
+    """`kgpt train ... | head -1`: the reader of the log lines goes away after the first; the run goes
+    on to its end (log.txt has every line) instead of dying of SIGPIPE at its next line."""
+    job = subprocess.Popen([KGPT, "train", "base.yaml", "--run-dir", "runs_piped"], cwd=ROOT, env=ENV,
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    job.stdout.readline()
+    job.stdout.close()
+    code = job.wait(timeout=300)
+    log = open(os.path.join(ROOT, "runs_piped", "log.txt")).read()
+    check(code == 0 and "done steps:12" in log, f"a run whose output reader went away: exit {code}\n{log[-500:]}")
+
+
 def byte_vocabulary_boundary():
     base = os.path.join(ROOT, "base.yaml")
     short = kgpt("check", base, "--no-data", "--set", "model.vocab_size=256")
@@ -256,6 +269,7 @@ def main():
     resume_with_model_changes()
     wall_clock_across_a_resume()
     byte_vocabulary_boundary()
+    output_reader_gone()
     if failures:
         sys.exit(f"{len(failures)} failure(s)")
     print("odd inputs: all checks passed")
