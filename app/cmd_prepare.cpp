@@ -13,7 +13,8 @@ const CommandSpec& prepare_spec() {
   static const CommandSpec spec{
       "prepare",
       "--input FILE... --out DIR [--tokenizer byte|sentencepiece [--model FILE.model]] [--val-fraction F]\n"
-      "       [--doc-delimiter TEXT] [--prefix NAME]",
+      "       [--val-split auto|documents|tail] [--doc-delimiter TEXT | --paragraphs] [--prefix NAME]\n"
+      "       [--shard-tokens N] [--force] [--quiet]",
       "make train and val token shards from text files",
       "Tokenizes text and writes shards DIR/<prefix>_train_000000.bin, ... and\n"
       "DIR/<prefix>_val_000000.bin, ..., plus DIR/<prefix>_prepare.yaml recording what was made.\n\n"
@@ -23,17 +24,23 @@ const CommandSpec& prepare_spec() {
       "document starts with the model's <s>; each line is encoded as spm_encode encodes it, and a line\n"
       "break is the byte piece <0x0A>. Decks then take data.tokenizer: sentencepiece,\n"
       "data.vocab_file: FILE.model and model.vocab_size >= the model's pieces.\n\n"
-      "Documents: each input file is one document, or, with --doc-delimiter TEXT, a line that is\n"
-      "exactly TEXT separates documents (fortune files use %). Documents go to the val split\n"
-      "evenly spread, a share of --val-fraction of them, the first one always to val.\n"
+      "Documents: each input file is one document; with --doc-delimiter TEXT a line that is exactly\n"
+      "TEXT separates documents (fortune files use %); with --paragraphs blank lines do.\n"
+      "The val split (--val-split) takes --val-fraction of the text: `documents`, that share of the\n"
+      "documents spread evenly, the first one always to val; `tail`, the last share of the bytes, a\n"
+      "document cut there going on in val. `auto` (default) takes the tail for a single file without\n"
+      "--doc-delimiter or --paragraphs (one document, which no share of documents splits) and the\n"
+      "documents otherwise, so `kgpt prepare --input my.txt --out data/mine` makes both splits.\n"
       "Existing shards with the same prefix are kept and the command stops, unless --force.",
       {
           {"input", "FILE...", "text files to read, in this order (one or more)", true},
           {"out", "DIR", "folder for the shards (created if missing)"},
           {"tokenizer", "NAME", "byte or sentencepiece (default byte)"},
           {"model", "FILE", "the SentencePiece .model, with --tokenizer sentencepiece"},
-          {"val-fraction", "F", "share of documents for the val split, in [0, 1) (default 0.1)"},
+          {"val-fraction", "F", "share of the text for the val split, in [0, 1) (default 0.1)"},
+          {"val-split", "HOW", "auto, documents or tail: how the val share is taken (default auto)"},
           {"doc-delimiter", "TEXT", "a line equal to TEXT separates documents (default: one per file)"},
+          {"paragraphs", "", "blank lines separate documents"},
           {"prefix", "NAME", "shard file name prefix (default text)"},
           {"shard-tokens", "N", "tokens per shard file (default 100000000)"},
           {"force", "", "replace existing shards with the same prefix"},
@@ -57,6 +64,15 @@ int run_prepare(const ParsedArgs& args) {
   options.model_file = args.get("model");
   options.val_fraction = double_option(args, "val-fraction", options.val_fraction);
   options.doc_delimiter = args.get("doc-delimiter");
+  options.paragraphs = args.has("paragraphs");
+  const std::string split = args.get("val-split", "auto");
+  if (split == "documents") {
+    options.val_split = data::ValSplit::documents;
+  } else if (split == "tail") {
+    options.val_split = data::ValSplit::tail;
+  } else if (split != "auto") {
+    throw InputError("--val-split: '" + split + "' is not one of auto, documents, tail");
+  }
   options.prefix = args.get("prefix", options.prefix);
   options.shard_tokens =
       static_cast<std::uint64_t>(int_option(args, "shard-tokens", static_cast<long long>(options.shard_tokens), 1, INT32_MAX));
@@ -64,9 +80,12 @@ int run_prepare(const ParsedArgs& args) {
   options.progress = args.has("quiet") ? nullptr : &std::cerr;
 
   const data::PrepareSummary summary = data::prepare_shards(options);
+  const bool tail = summary.val_split == data::ValSplit::tail;
   std::cout << "prepared " << text::with_thousands(summary.documents) << " documents ("
             << text::with_thousands(summary.val_documents) << " val) from " << text::with_thousands(summary.bytes_read)
-            << " bytes: " << text::with_thousands(summary.train_tokens) << " train tokens in "
+            << " bytes, the val split " << (tail ? "the last " : "") << text::with_thousands(summary.val_bytes)
+            << (tail ? " bytes" : " bytes of whole documents") << ": " << text::with_thousands(summary.train_tokens)
+            << " train tokens in "
             << summary.train_shards.size() << " shards, " << text::with_thousands(summary.val_tokens)
             << " val tokens in " << summary.val_shards.size() << " shards; see " << summary.meta_file << "\n";
   return 0;

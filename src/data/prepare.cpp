@@ -66,57 +66,68 @@ class ShardSink {
 
 class Preparer {
  public:
-  Preparer(const PrepareOptions& options, std::uint64_t total_bytes, const SentencePieceModel* model)
+  Preparer(const PrepareOptions& options, ValSplit split, std::uint64_t total_bytes, const SentencePieceModel* model)
       : options_(options),
+        split_(split),
         total_bytes_(total_bytes),
+        // The tail: the last val_fraction of the bytes, rounded to the nearest byte.
+        cut_(total_bytes -
+             static_cast<std::uint64_t>(std::llround(static_cast<double>(total_bytes) * options.val_fraction))),
         model_(model),
         document_token_(model ? model->bos_id() : kByteDocumentBoundary),
         train_(options.out_dir + "/" + options.prefix + "_train_", options.shard_tokens),
         val_(options.out_dir + "/" + options.prefix + "_val_", options.shard_tokens),
-        last_report_(std::chrono::steady_clock::now()) {}
+        last_report_(std::chrono::steady_clock::now()) {
+    summary_.val_split = split;
+  }
 
   void read_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw InputError(path + ": cannot open input file");
-    if (model_ && options_.doc_delimiter.empty()) {
+    const bool by_lines = !options_.doc_delimiter.empty() || options_.paragraphs;
+    open_ = false;  // every file starts a document (documents never span files)
+    if (model_ && !by_lines) {
       // The whole file is one document: its lines, with a line break wherever the file has one.
       std::string line;
-      bool started = false;
       while (std::getline(in, line)) {
         const bool line_break = !in.eof();
-        summary_.bytes_read += line.size() + (line_break ? 1 : 0);
-        if (!started) start_document();
-        started = true;
+        cut_here();
+        if (!open_) start_document();
         emit_line(line, line_break);
       }
-    } else if (options_.doc_delimiter.empty()) {
+    } else if (!by_lines) {
       char chunk[1 << 16];
-      bool started = false;
       while (in.read(chunk, sizeof(chunk)) || in.gcount() > 0) {
-        if (!started) start_document();
-        started = true;
-        emit(chunk, static_cast<std::size_t>(in.gcount()));
+        std::size_t n = static_cast<std::size_t>(in.gcount()), at = 0;
+        // The tail's cut can fall inside the chunk: the bytes before it go to train.
+        if (split_ == ValSplit::tail && !to_val_ && summary_.bytes_read < cut_ && summary_.bytes_read + n > cut_) {
+          at = static_cast<std::size_t>(cut_ - summary_.bytes_read);
+          if (!open_) start_document();
+          emit(chunk, at);
+        }
+        cut_here();
+        if (!open_) start_document();
+        emit(chunk + at, n - at);
       }
     } else {
       std::string line;
-      bool open = false;
       while (std::getline(in, line)) {
-        summary_.bytes_read += line.size() + 1;
+        cut_here();
         std::string bare = line;
         if (!bare.empty() && bare.back() == '\r') bare.pop_back();
-        if (bare == options_.doc_delimiter) {
-          open = false;
+        const bool separator = options_.paragraphs ? bare.find_first_not_of(" \t") == std::string::npos
+                                                   : bare == options_.doc_delimiter;
+        if (separator) {
+          summary_.bytes_read += line.size() + 1;
+          open_ = false;
           continue;
         }
-        if (!open) {
-          start_document();
-          open = true;
-        }
+        if (!open_) start_document();
         if (model_) {
           emit_line(line, true);
         } else {
           line.push_back('\n');
-          emit(line.data(), line.size(), false);
+          emit(line.data(), line.size());
         }
       }
     }
@@ -126,8 +137,13 @@ class Preparer {
   PrepareSummary finish() {
     if (summary_.documents == 0) throw InputError("prepare: the inputs hold no text");
     if (train_.tokens() == 0) {
-      throw InputError("prepare: every one of the " + std::to_string(summary_.documents) +
-                       " documents went to the val split; lower --val-fraction or give more text");
+      throw InputError(split_ == ValSplit::documents
+                           ? "prepare: every one of the " + std::to_string(summary_.documents) +
+                                 " documents went to the val split; lower --val-fraction, give more documents "
+                                 "(--doc-delimiter, --paragraphs, more files), or take the val split from the end "
+                                 "of the text (--val-split tail)"
+                           : "prepare: the text is too short: its " + std::to_string(summary_.bytes_read) +
+                                 " bytes all went to the val split; lower --val-fraction or give more text");
     }
     train_.flush();
     val_.flush();
@@ -140,15 +156,30 @@ class Preparer {
   }
 
  private:
-  // Documents are spread evenly over the splits: document i goes to val when ceil((i + 1) * f)
-  // exceeds ceil(i * f), so the first document always does and N documents give ceil(N * f).
+  // Documents: spread evenly over the splits, document i going to val when ceil((i + 1) * f)
+  // exceeds ceil(i * f), so the first document always does and N documents give ceil(N * f). The
+  // tail: the split is where the text is (cut_here()).
   void start_document() {
-    const double f = options_.val_fraction;
-    const double i = static_cast<double>(summary_.documents);
-    to_val_ = std::ceil((i + 1.0) * f) > std::ceil(i * f);
+    if (split_ == ValSplit::documents) {
+      const double f = options_.val_fraction;
+      const double i = static_cast<double>(summary_.documents);
+      to_val_ = std::ceil((i + 1.0) * f) > std::ceil(i * f);
+    }
     if (to_val_) ++summary_.val_documents;
     ++summary_.documents;
     (to_val_ ? val_ : train_).push(static_cast<std::uint16_t>(document_token_));
+    open_ = true;
+  }
+
+  // The tail: from the first byte at or after the cut on, everything goes to val; a document open
+  // there goes on in val, after a document token of its own.
+  void cut_here() {
+    if (split_ != ValSplit::tail || to_val_ || summary_.bytes_read < cut_ || cut_ == total_bytes_) return;
+    to_val_ = true;
+    if (open_) {
+      ++summary_.val_documents;
+      val_.push(static_cast<std::uint16_t>(document_token_));
+    }
   }
 
   // One line of a document through the SentencePiece model, and its line break.
@@ -156,15 +187,20 @@ class Preparer {
     ShardSink& sink = to_val_ ? val_ : train_;
     for (int id : model_->encode_line(line)) sink.push(static_cast<std::uint16_t>(id));
     if (line_break) sink.push(static_cast<std::uint16_t>(model_->newline_id()));
-    report(false);
+    count(line.size() + (line_break ? 1 : 0));
   }
 
-  // A document starts at its first byte, so empty files and repeated delimiter lines make no
+  // A document starts at its first byte, so empty files and repeated separator lines make no
   // empty documents.
-  void emit(const char* bytes, std::size_t n, bool count_bytes = true) {
+  void emit(const char* bytes, std::size_t n) {
     ShardSink& sink = to_val_ ? val_ : train_;
     for (std::size_t k = 0; k < n; ++k) sink.push(static_cast<unsigned char>(bytes[k]));
-    if (count_bytes) summary_.bytes_read += n;
+    count(n);
+  }
+
+  void count(std::uint64_t bytes) {
+    summary_.bytes_read += bytes;
+    if (to_val_) summary_.val_bytes += bytes;
     report(false);
   }
 
@@ -183,12 +219,15 @@ class Preparer {
   }
 
   const PrepareOptions& options_;
+  ValSplit split_;
   std::uint64_t total_bytes_;
+  std::uint64_t cut_;  // the tail: val starts at this byte of the text
   const SentencePieceModel* model_;  // null: the byte tokenizer
   int document_token_;
   ShardSink train_, val_;
   PrepareSummary summary_;
   bool to_val_ = false;
+  bool open_ = false;  // a document has started and not ended
   std::chrono::steady_clock::time_point last_report_;
 };
 
@@ -211,10 +250,13 @@ void write_meta(const PrepareOptions& options, const SentencePieceModel* model, 
   }
   out
       << "doc_delimiter: \"" << options.doc_delimiter << "\"\n"
+      << "paragraphs: " << (options.paragraphs ? "true" : "false") << "\n"
       << "val_fraction: " << text::format_double(options.val_fraction) << "\n"
+      << "val_split: " << (summary.val_split == ValSplit::tail ? "tail" : "documents") << "\n"
       << "documents: " << summary.documents << "\n"
       << "val_documents: " << summary.val_documents << "\n"
       << "bytes_read: " << summary.bytes_read << "\n"
+      << "val_bytes: " << summary.val_bytes << "\n"
       << "train_tokens: " << summary.train_tokens << "\n"
       << "val_tokens: " << summary.val_tokens << "\n"
       << "train_shards: " << summary.train_shards.size() << "\n"
@@ -234,6 +276,9 @@ PrepareSummary prepare_shards(const PrepareOptions& options) {
   }
   if (options.shard_tokens < 1 || options.shard_tokens > static_cast<std::uint64_t>(INT32_MAX)) {
     throw InputError("prepare: --shard-tokens must be in [1, " + std::to_string(INT32_MAX) + "]");
+  }
+  if (options.paragraphs && !options.doc_delimiter.empty()) {
+    throw InputError("prepare: give --doc-delimiter TEXT or --paragraphs, not both");
   }
   if (options.prefix.empty() || options.prefix.find('/') != std::string::npos) {
     throw InputError("prepare: --prefix '" + options.prefix + "' must be a non-empty name without '/'");
@@ -274,7 +319,13 @@ PrepareSummary prepare_shards(const PrepareOptions& options) {
     for (const auto& file : existing) std::remove(file.c_str());
   }
 
-  Preparer preparer(options, total_bytes, model.get());
+  // One document (one file, nothing that separates documents) cannot be split by documents.
+  ValSplit split = options.val_split;
+  if (split == ValSplit::automatic) {
+    split = options.inputs.size() == 1 && options.doc_delimiter.empty() && !options.paragraphs ? ValSplit::tail
+                                                                                                : ValSplit::documents;
+  }
+  Preparer preparer(options, split, total_bytes, model.get());
   for (const auto& input : options.inputs) preparer.read_file(input);
   PrepareSummary summary = preparer.finish();
   write_meta(options, model.get(), summary);

@@ -11,15 +11,23 @@ namespace kgpt::data {
 
 enum class PrepareTokenizer { byte, sentencepiece };
 
+// How the val split is taken: a share of the documents, spread evenly (the first always to val);
+// the last share of the text's bytes (a document cut there goes on in val); or, by default, the
+// documents when the inputs are several documents and the tail when they are one (one file, no
+// delimiter), which no share of documents could split.
+enum class ValSplit { automatic, documents, tail };
+
 struct PrepareOptions {
   std::vector<std::string> inputs;
   PrepareTokenizer tokenizer = PrepareTokenizer::byte;
   std::string model_file;  // the SentencePiece .model, with PrepareTokenizer::sentencepiece
   std::string out_dir;
-  double val_fraction = 0.1;  // share of documents that go to the val split, in [0, 1)
+  double val_fraction = 0.1;  // share of the documents (or bytes) that go to the val split, in [0, 1)
+  ValSplit val_split = ValSplit::automatic;
   // A line equal to this text ends one document and starts the next ("%" for fortune files).
-  // Empty: every input file is one document.
+  // Empty: every input file is one document, unless `paragraphs`.
   std::string doc_delimiter;
+  bool paragraphs = false;  // blank lines separate documents (a line of nothing but spaces counts)
   std::string prefix = "text";  // shards are <prefix>_train_000000.bin, <prefix>_val_000000.bin
   std::uint64_t shard_tokens = 100000000;
   bool force = false;           // replace shards of the same prefix that are already there
@@ -29,7 +37,9 @@ struct PrepareOptions {
 struct PrepareSummary {
   std::uint64_t bytes_read = 0;
   std::uint64_t documents = 0;
-  std::uint64_t val_documents = 0;
+  std::uint64_t val_documents = 0;  // documents that start in the val split (the tail's cut one too)
+  ValSplit val_split = ValSplit::documents;  // how it was taken (never automatic)
+  std::uint64_t val_bytes = 0;               // bytes of text in the val split
   std::uint64_t train_tokens = 0;
   std::uint64_t val_tokens = 0;
   std::vector<std::string> train_shards;

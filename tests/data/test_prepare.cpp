@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -122,5 +123,73 @@ TEST_CASE("prepare never overwrites shards unless forced, and checks inputs firs
   PrepareOptions all_val = options_for(dir, {dir.file("one.txt")});
   all_val.out_dir = dir.file("all_val");
   all_val.val_fraction = 0.5;
-  CHECK_THROWS_WITH(prepare_shards(all_val), Catch::Contains("went to the val split"));
+  all_val.val_split = ValSplit::documents;
+  CHECK_THROWS_WITH(prepare_shards(all_val), Catch::Contains("went to the val split") &&
+                                                 Catch::Contains("--val-split tail"));
+
+  PrepareOptions both = options_for(dir, {dir.file("one.txt")});
+  both.doc_delimiter = "%";
+  both.paragraphs = true;
+  CHECK_THROWS_WITH(prepare_shards(both), Catch::Contains("--doc-delimiter TEXT or --paragraphs, not both"));
+}
+
+TEST_CASE("prepare takes one file's val split from its end, by bytes", "[data][prepare]") {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += "sentence " + std::to_string(i) + " of the only file.\n";
+  kgpt::test::write_file(dir.file("mine.txt"), text);
+  for (const std::size_t chunk_cut : {std::size_t(0), std::size_t(1)}) {
+    // One file, nothing to separate documents: `auto` takes the tail, 10% of the bytes.
+    PrepareOptions options = options_for(dir, {dir.file("mine.txt")});
+    options.force = true;
+    if (chunk_cut == 1) options.val_fraction = 0.37;  // a cut that falls inside a 64 KiB read
+    const PrepareSummary summary = prepare_shards(options);
+    const double f = options.val_fraction;
+    const std::size_t val_bytes = static_cast<std::size_t>(std::llround(static_cast<double>(text.size()) * f));
+    CHECK(summary.val_split == ValSplit::tail);
+    CHECK(summary.documents == 1);
+    CHECK(summary.val_documents == 1);  // the document cut at the tail goes on in val
+    CHECK(summary.val_bytes == val_bytes);
+    const auto train = documents_of(summary.train_shards);
+    const auto val = documents_of(summary.val_shards);
+    REQUIRE(train.size() == 1);
+    REQUIRE(val.size() == 1);
+    CHECK(train[0] == text.substr(0, text.size() - val_bytes));
+    CHECK(val[0] == text.substr(text.size() - val_bytes));
+    CHECK(kgpt::test::read_file(summary.meta_file).find("val_split: tail") != std::string::npos);
+  }
+}
+
+TEST_CASE("prepare separates documents at blank lines, and takes a tail across files and documents", "[data][prepare]") {
+  TempDir dir;
+  kgpt::test::write_file(dir.file("a.txt"), "one\nstill one\n\n\n  \ntwo\n\t\nthree\n");
+  kgpt::test::write_file(dir.file("b.txt"), "four\n\nfive, a longer one\n");
+  PrepareOptions paragraphs = options_for(dir, {dir.file("a.txt"), dir.file("b.txt")});
+  paragraphs.paragraphs = true;
+  paragraphs.val_fraction = 0.4;
+  const PrepareSummary by_documents = prepare_shards(paragraphs);
+  // Several documents: `auto` splits by documents (the first and the third of five to val).
+  CHECK(by_documents.val_split == ValSplit::documents);
+  CHECK(documents_of(by_documents.val_shards) == std::vector<std::string>{"one\nstill one\n", "three\n"});
+  CHECK(documents_of(by_documents.train_shards) == std::vector<std::string>{"two\n", "four\n", "five, a longer one\n"});
+
+  // The tail of the same 56 bytes. Its last 19 are b.txt's last line, a document of its own: the cut
+  // falls between documents.
+  PrepareOptions tail = paragraphs;
+  tail.val_split = ValSplit::tail;
+  tail.force = true;
+  tail.val_fraction = 19.0 / 56.0;
+  const PrepareSummary between = prepare_shards(tail);
+  CHECK(between.bytes_read == 56);
+  CHECK(documents_of(between.train_shards) == std::vector<std::string>{"one\nstill one\n", "two\n", "three\n", "four\n"});
+  CHECK(documents_of(between.val_shards) == std::vector<std::string>{"five, a longer one\n"});
+  CHECK(between.val_documents == 1);
+  // The last 52: the cut falls after the first line of the first document, which goes on in val.
+  tail.val_fraction = 52.0 / 56.0;
+  const PrepareSummary inside = prepare_shards(tail);
+  CHECK(documents_of(inside.train_shards) == std::vector<std::string>{"one\n"});
+  CHECK(documents_of(inside.val_shards) ==
+        std::vector<std::string>{"still one\n", "two\n", "three\n", "four\n", "five, a longer one\n"});
+  CHECK(inside.val_documents == 5);
+  CHECK(inside.documents == 5);
 }
