@@ -69,12 +69,35 @@ ParsedArgs parse_args(const CommandSpec& spec, const std::vector<std::string>& a
   }
   if (parsed.has("help")) return parsed;
   const int count = static_cast<int>(parsed.positional_.size());
-  if (count < spec.min_positional) throw InputError("missing argument; usage: kgpt " + spec.name + " " + spec.synopsis);
+  if (count < spec.min_positional) throw InputError(missing_argument(spec, count));
   if (count > spec.max_positional) {
     throw InputError("unexpected argument '" + parsed.positional_[static_cast<std::size_t>(spec.max_positional)] +
-                     "'; usage: kgpt " + spec.name + " " + spec.synopsis);
+                     "'; " + usage_line(spec));
   }
   return parsed;
+}
+
+std::string usage_line(const CommandSpec& spec) {
+  // A synopsis of several forms goes on one line here, the forms joined by "or".
+  std::string forms = spec.synopsis;
+  const std::string next_form = "\n       kgpt " + spec.name + " ";
+  for (std::size_t at = forms.find(next_form); at != std::string::npos; at = forms.find(next_form, at)) {
+    forms.replace(at, next_form.size(), " | kgpt " + spec.name + " ");
+  }
+  for (std::size_t at = forms.find("\n       "); at != std::string::npos; at = forms.find("\n       ", at)) {
+    forms.replace(at, 8, " ");
+  }
+  return "usage: kgpt " + spec.name + " " + forms;
+}
+
+std::string missing_argument(const CommandSpec& spec, int index) {
+  // The positional arguments are the synopsis's leading words, before its first option.
+  std::istringstream words(spec.synopsis);
+  std::string word;
+  for (int i = 0; words >> word && word[0] != '-' && word[0] != '['; ++i) {
+    if (i == index) return "missing argument " + word + "; " + usage_line(spec);
+  }
+  return "missing argument; " + usage_line(spec);
 }
 
 std::string command_help(const CommandSpec& spec) {

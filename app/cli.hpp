@@ -44,6 +44,12 @@ ParsedArgs parse_args(const CommandSpec& spec, const std::vector<std::string>& a
 
 std::string command_help(const CommandSpec& spec);
 
+// "usage: kgpt NAME SYNOPSIS" on one line, for error messages.
+std::string usage_line(const CommandSpec& spec);
+
+// "missing argument DECK; usage: ...": names the positional argument at `index` from the synopsis.
+std::string missing_argument(const CommandSpec& spec, int index);
+
 // Typed option values; errors name the option.
 long long int_option(const ParsedArgs& args, const std::string& name, long long fallback, long long min, long long max);
 double double_option(const ParsedArgs& args, const std::string& name, double fallback);

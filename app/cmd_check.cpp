@@ -199,7 +199,7 @@ int run_check(const ParsedArgs& args) {
     std::cout << config::render_reference();
     return 0;
   }
-  if (args.positional().empty()) throw InputError("missing argument; usage: kgpt check " + check_spec().synopsis);
+  if (args.positional().empty()) throw InputError(missing_argument(check_spec(), 0));
   const int world_size = static_cast<int>(int_option(args, "world-size", 1, 1, 1 << 20));
   const config::ResolvedDeck deck = load_deck_from_args(args, world_size);
   model::MemoryTarget target = model::this_build();

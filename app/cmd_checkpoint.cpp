@@ -106,7 +106,7 @@ int run_eval(const ParsedArgs& args) {
 const CommandSpec& sample_spec() {
   static const CommandSpec spec{
       "sample",
-      "CKPT|ARTIFACT [--prompt TEXT] [--max-new-tokens N] [--temperature T] [--top-k K] [--seed S] [--weights live|ema|swa]",
+      "CKPT|ARTIFACT [--set section.key=value]... [--prompt TEXT] [--max-new-tokens N] [--temperature T] [--top-k K] [--seed S] [--weights live|ema|swa]",
       "generate text from a checkpoint or an exported artifact",
       "Rebuilds the model from the checkpoint (or artifact) and continues TEXT one token at a time,\n"
       "printing the prompt and then each new piece of text as it comes. Sampling draws from the\n"
@@ -184,7 +184,7 @@ const CommandSpec& export_spec() {
 
 int run_export(const ParsedArgs& args) {
   const std::string path = args.positional().at(0);
-  if (!args.has("out")) throw InputError("export: --out FILE names the artifact to write");
+  if (!args.has("out")) throw InputError("missing --out FILE (the artifact to write) or --out DIR with --format hf");
   const std::string format = args.has("format") ? args.get("format") : "artifact";
   if (format != "artifact" && format != "hf") throw InputError("--format: '" + format + "' is not one of artifact, hf");
   if (args.has("dtype") && format != "hf") throw InputError("--dtype: only with --format hf");

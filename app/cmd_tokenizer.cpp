@@ -13,7 +13,8 @@ namespace kgpt::app {
 const CommandSpec& tokenizer_spec() {
   static const CommandSpec spec{
       "tokenizer",
-      "train --input FILE... --vocab-size N --out PREFIX [--model-type bpe|unigram] [--doc-delimiter TEXT]",
+      "train --input FILE... --vocab-size N --out PREFIX [--model-type bpe|unigram] [--doc-delimiter TEXT]\n"
+      "       [--threads N] [--quiet]",
       "train a SentencePiece tokenizer on text files",
       "Trains a SentencePiece model (Debian's libsentencepiece) on the lines of the input files and\n"
       "writes PREFIX.model and PREFIX.vocab. Byte fallback is on, so every byte of any text can be\n"
@@ -43,7 +44,7 @@ const CommandSpec& tokenizer_spec() {
 
 int run_tokenizer(const ParsedArgs& args) {
   const std::string action = args.positional().at(0);
-  if (action != "train") throw InputError("tokenizer: unknown action '" + action + "' (the one action is train)");
+  if (action != "train") throw InputError("unknown action '" + action + "' (the one action is train)");
   data::TokenizerTrainOptions options;
   options.inputs = args.all("input");
   options.out_prefix = args.get("out");

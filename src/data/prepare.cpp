@@ -135,14 +135,14 @@ class Preparer {
   }
 
   PrepareSummary finish() {
-    if (summary_.documents == 0) throw InputError("prepare: the inputs hold no text");
+    if (summary_.documents == 0) throw InputError("the inputs hold no text");
     if (train_.tokens() == 0) {
       throw InputError(split_ == ValSplit::documents
-                           ? "prepare: every one of the " + std::to_string(summary_.documents) +
+                           ? "every one of the " + std::to_string(summary_.documents) +
                                  " documents went to the val split; lower --val-fraction, give more documents "
                                  "(--doc-delimiter, --paragraphs, more files), or take the val split from the end "
                                  "of the text (--val-split tail)"
-                           : "prepare: the text is too short: its " + std::to_string(summary_.bytes_read) +
+                           : "the text is too short: its " + std::to_string(summary_.bytes_read) +
                                  " bytes all went to the val split; lower --val-fraction or give more text");
     }
     train_.flush();
@@ -269,23 +269,23 @@ void write_meta(const PrepareOptions& options, const SentencePieceModel* model, 
 }  // namespace
 
 PrepareSummary prepare_shards(const PrepareOptions& options) {
-  if (options.inputs.empty()) throw InputError("prepare: no input files (--input FILE...)");
-  if (options.out_dir.empty()) throw InputError("prepare: no output folder (--out DIR)");
+  if (options.inputs.empty()) throw InputError("missing --input FILE... (the text files to make shards of)");
+  if (options.out_dir.empty()) throw InputError("missing --out DIR (the folder for the shards)");
   if (!(options.val_fraction >= 0.0 && options.val_fraction < 1.0)) {
-    throw InputError("prepare: --val-fraction " + text::format_double(options.val_fraction) + " must be in [0, 1)");
+    throw InputError("--val-fraction " + text::format_double(options.val_fraction) + " must be in [0, 1)");
   }
   if (options.shard_tokens < 1 || options.shard_tokens > static_cast<std::uint64_t>(INT32_MAX)) {
-    throw InputError("prepare: --shard-tokens must be in [1, " + std::to_string(INT32_MAX) + "]");
+    throw InputError("--shard-tokens must be in [1, " + std::to_string(INT32_MAX) + "]");
   }
   if (options.paragraphs && !options.doc_delimiter.empty()) {
-    throw InputError("prepare: give --doc-delimiter TEXT or --paragraphs, not both");
+    throw InputError("give --doc-delimiter TEXT or --paragraphs, not both");
   }
   if (options.prefix.empty() || options.prefix.find('/') != std::string::npos) {
-    throw InputError("prepare: --prefix '" + options.prefix + "' must be a non-empty name without '/'");
+    throw InputError("--prefix '" + options.prefix + "' must be a non-empty name without '/'");
   }
   std::unique_ptr<SentencePieceModel> model;
   if (options.tokenizer == PrepareTokenizer::sentencepiece) {
-    if (options.model_file.empty()) throw InputError("prepare: --tokenizer sentencepiece needs --model FILE.model");
+    if (options.model_file.empty()) throw InputError("--tokenizer sentencepiece needs --model FILE.model");
     model = std::make_unique<SentencePieceModel>(SentencePieceModel::load(options.model_file));
     if (model->vocab_size() > 65536) {
       throw InputError(options.model_file + ": the model has " + std::to_string(model->vocab_size()) +
@@ -300,7 +300,7 @@ PrepareSummary prepare_shards(const PrepareOptions& options) {
                        "with byte fallback (`kgpt tokenizer train` does)");
     }
   } else if (!options.model_file.empty()) {
-    throw InputError("prepare: --model is for --tokenizer sentencepiece");
+    throw InputError("--model is for --tokenizer sentencepiece");
   }
   std::uint64_t total_bytes = 0;
   for (const auto& input : options.inputs) total_bytes += file_size(input);

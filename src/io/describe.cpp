@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <numeric>
@@ -12,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "io/artifact.hpp"
+#include "io/checkpoint.hpp"
 #include "io/hdf5_file.hpp"
 
 namespace kgpt::io {
@@ -143,9 +146,67 @@ void inspect_history(const Hdf5File& file, std::ostream& out) {
   }
 }
 
+void print_indented(const std::string& lines, std::ostream& out) {
+  std::istringstream in(lines);
+  for (std::string line; std::getline(in, line);) out << "  " << line << "\n";
+}
+
+// A run directory: its deck, its history's summary, its checkpoints and the end of its log, so that
+// one command tells where a run (running or not) stands.
+void inspect_run_directory(const std::string& path, std::ostream& out) {
+  namespace fs = std::filesystem;
+  const std::string dir = path.size() > 1 && path.back() == '/' ? path.substr(0, path.size() - 1) : path;
+  const bool has_deck = fs::exists(dir + "/deck.yaml"), has_log = fs::exists(dir + "/log.txt");
+  const bool has_history = fs::exists(dir + "/history.h5");
+  if (!has_deck && !has_log && !has_history) {
+    throw InputError(dir + ": a folder, but not a kgpt run directory (it holds no deck.yaml, log.txt or history.h5)");
+  }
+  out << dir << ": kgpt run directory\n";
+  if (has_deck) out << "  deck: " << dir << "/deck.yaml (the resolved deck; deck.source.yaml as given)\n";
+  if (has_history) {
+    std::ostringstream history;
+    try {
+      inspect_history(Hdf5File(dir + "/history.h5", Hdf5File::Mode::read), history);
+    } catch (const Error& e) {
+      history << dir << "/history.h5: cannot be read: " << e.what() << "\n";
+    }
+    print_indented(history.str(), out);
+  } else {
+    out << "  history: none yet (" << dir << "/history.h5)\n";
+  }
+  const std::vector<std::string> checkpoints = list_checkpoints(dir);
+  out << "  checkpoints: " << checkpoints.size();
+  if (!checkpoints.empty()) {
+    out << ", newest " << checkpoints.front();
+    try {
+      const Hdf5File newest(checkpoints.front(), Hdf5File::Mode::read);
+      out << " (step " << significant(newest.read_scalar("/state/step")) << ")";
+    } catch (const Error& e) {
+      out << " (cannot be read: " << e.what() << "; kgpt train --resume takes the newest that loads)";
+    }
+  }
+  out << "\n";
+  if (fs::exists(dir + "/artifact.yaml")) out << "  artifacts: " << dir << "/artifact.yaml lists what kgpt export wrote\n";
+  if (!has_log) return;
+  // The log's last lines: the newest step, evaluation or message.
+  constexpr std::size_t kTailLines = 6;
+  std::ifstream log(dir + "/log.txt");
+  std::deque<std::string> tail;
+  for (std::string line; std::getline(log, line);) {
+    tail.push_back(line);
+    if (tail.size() > kTailLines) tail.pop_front();
+  }
+  out << "  log.txt, its last " << tail.size() << " lines:\n";
+  for (const auto& line : tail) out << "    " << line << "\n";
+}
+
 }  // namespace
 
 void describe_file(const std::string& path, std::ostream& out) {
+  if (std::filesystem::is_directory(path)) {
+    inspect_run_directory(path, out);
+    return;
+  }
   if (is_artifact_file(path)) {
     inspect_artifact(path, out);
     return;

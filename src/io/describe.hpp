@@ -1,5 +1,5 @@
 #pragma once
-// What `kgpt inspect` prints of a file: a checkpoint's state, versions and tensors with their norms;
+// What `kgpt inspect` prints of a file or a run directory (its history, checkpoints and log tail): a checkpoint's state, versions and tensors with their norms;
 // an artifact's origin and tensors; a history's rows, last and best losses and tokens/s. Refuses
 // anything else, and anything corrupted, with InputError naming the file.
 

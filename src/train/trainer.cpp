@@ -175,6 +175,12 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
   if (options.resume) {
     std::string from;
     resumed = resume_from_newest(deck, options.run_dir, run, log, from);
+    if (resumed.step >= c.train.iterations) {
+      // A finished run resumed as it was: say how to train on rather than end without a word.
+      log.line("note: " + from + " is at step " + std::to_string(resumed.step) + " and train.iterations is " +
+               std::to_string(c.train.iterations) + ", so no step is left; to train on, resume with a larger "
+               "count (--set train.iterations=N --resume): the schedule then follows N, its warmdown included");
+    }
     if (!c.model.init_from.empty()) {
       // The run started from model.init_from: the record of that file carries over.
       try {

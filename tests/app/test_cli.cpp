@@ -5,6 +5,8 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <map>
+#include <sstream>
 
 #include "core/backend.hpp"
 #include "data/shard.hpp"
@@ -79,7 +81,60 @@ TEST_CASE("unknown commands and options exit 2 with a suggestion", "[app]") {
   CHECK(w.err.find("option --world-size: 0 is out of range") != std::string::npos);
   const auto p = run_kgpt({"train"});
   CHECK(p.exit_code == 2);
-  CHECK(p.err.find("missing argument; usage: kgpt train DECK") != std::string::npos);
+  CHECK(p.err == "kgpt train: error: missing argument DECK; usage: kgpt train DECK [--set section.key=value]... "
+                 "[--run-dir DIR | --run-suffix S] [--resume | --auto-resume]\n");
+}
+
+// Every command that `kgpt --help` lists, read from its overview.
+std::vector<std::string> listed_commands() {
+  const auto help = run_kgpt({"--help"});
+  std::vector<std::string> names;
+  std::istringstream lines(help.out.substr(help.out.find("commands:\n") + 10));
+  for (std::string line; std::getline(lines, line) && line.rfind("  ", 0) == 0;) {
+    names.push_back(line.substr(2, line.find(' ', 2) - 2));
+  }
+  return names;
+}
+
+TEST_CASE("every command's usage line lists its options, and a missing argument is named in one message", "[app]") {
+  const std::vector<std::string> names = listed_commands();
+  REQUIRE(names.size() >= 10);
+  // The positional argument each command needs first, as its message must name it.
+  const std::map<std::string, std::string> first_argument = {
+      {"train", "DECK"}, {"check", "DECK"}, {"tokenizer", "train"}, {"bench", "DECK"},
+      {"eval", "CKPT|ARTIFACT"}, {"sample", "CKPT|ARTIFACT"}, {"export", "CKPT"}, {"inspect", "FILE|RUN_DIR"},
+      {"sweep", "SWEEP.yaml"}, {"prepare", "--input FILE..."}};
+  for (const std::string& name : names) {
+    INFO(name);
+    const auto help = run_kgpt({name, "--help"});
+    REQUIRE(help.exit_code == 0);
+    const std::string usage = help.out.substr(0, help.out.find("\n\n"));
+    const std::string options = help.out.substr(help.out.find("\noptions:\n"));
+    std::istringstream lines(options);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("  --", 0) != 0 || line.rfind("  --help", 0) == 0) continue;
+      const std::string option = line.substr(2, line.find(' ', 2) - 2);
+      INFO(option);
+      const bool listed = usage.find(option + " ") != std::string::npos || usage.find(option + "]") != std::string::npos ||
+                          usage.find(option + "\n") != std::string::npos || usage.substr(usage.size() - option.size()) == option;
+      CHECK(listed);
+    }
+    const auto bare = run_kgpt({name});
+    CHECK(bare.exit_code == 2);
+    // One line, one prefix, and the argument named.
+    CHECK(std::count(bare.err.begin(), bare.err.end(), '\n') == 1);
+    CHECK(bare.err.rfind("kgpt " + name + ": error: missing ", 0) == 0);
+    CHECK(bare.err.find("error: " + name + ":") == std::string::npos);
+    REQUIRE(first_argument.count(name) == 1);
+    const std::string& argument = first_argument.at(name);
+    const bool named = bare.err.find("missing argument " + argument + "; usage: kgpt " + name) != std::string::npos ||
+                       bare.err.find("missing " + argument + " (") != std::string::npos;
+    CHECK(named);
+  }
+  const auto export_no_out = run_kgpt({"export", "x.h5"});
+  CHECK(export_no_out.err == "kgpt export: error: missing --out FILE (the artifact to write) or --out DIR with --format hf\n");
+  const auto prepare_no_out = run_kgpt({"prepare", "--input", "x.txt"});
+  CHECK(prepare_no_out.err == "kgpt prepare: error: missing --out DIR (the folder for the shards)\n");
 }
 
 TEST_CASE("kgpt check refuses every bad deck with exit code 2 and the key's line:column", "[app][bad]") {
@@ -160,6 +215,34 @@ TEST_CASE("kgpt prepare, check and train on real shards", "[app]") {
   CHECK(again.exit_code == 2);
   CHECK(again.err.find("run directory already holds a run") != std::string::npos);
   CHECK(read_file(run_dir + "/deck.yaml") == resolved);
+
+  // inspect of the run directory: its history, its newest checkpoint and the end of its log.
+  const auto inspect = run_kgpt({"inspect", run_dir});
+  INFO(inspect.out << inspect.err);
+  CHECK(inspect.exit_code == 0);
+  CHECK(inspect.out.rfind(run_dir + ": kgpt run directory\n", 0) == 0);
+  CHECK(inspect.out.find("  train rows: 3 (steps 1-3)") != std::string::npos);
+  CHECK(inspect.out.find("  checkpoints: 1, newest " + run_dir + "/checkpoints/ckpt_00000003.h5 (step 3)\n") !=
+        std::string::npos);
+  CHECK(inspect.out.find("  log.txt, its last 6 lines:\n") != std::string::npos);
+  CHECK(inspect.out.find("    done steps:3 run_dir:" + run_dir + "\n") != std::string::npos);
+  const auto not_a_run = run_kgpt({"inspect", dir.file("data")});
+  CHECK(not_a_run.exit_code == 2);
+  CHECK(not_a_run.err == "kgpt inspect: error: " + dir.file("data") +
+                             ": a folder, but not a kgpt run directory (it holds no deck.yaml, log.txt or history.h5)\n");
+
+  // Resuming a finished run says how to train on, and a larger count does.
+  const auto finished = run_kgpt({"train", dir.file("small.yaml"), "--run-dir", run_dir, "--resume", "--set",
+                                  "train.iterations=3"});
+  CHECK(finished.exit_code == 0);
+  CHECK(finished.out.find("note: " + run_dir + "/checkpoints/ckpt_00000003.h5 is at step 3 and train.iterations is 3, "
+                          "so no step is left; to train on, resume with a larger count") != std::string::npos);
+  CHECK(finished.out.find("step:4/") == std::string::npos);
+  const auto longer = run_kgpt({"train", dir.file("small.yaml"), "--run-dir", run_dir, "--resume", "--set",
+                                "train.iterations=4"});
+  CHECK(longer.exit_code == 0);
+  CHECK(longer.out.find("step:4/4 train_loss:") != std::string::npos);
+  CHECK(longer.out.find("note: ") == std::string::npos);
 
   // bench runs the deck's model on synthetic tokens and prints figures (never judged by speed).
   const auto bench = run_kgpt({"bench", dir.file("small.yaml"), "--steps", "1", "--warmup", "1", "--gemm-size", "64"});
