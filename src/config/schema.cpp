@@ -329,9 +329,10 @@ std::vector<KeySpec> build_schema() {
           "(torchtitan's float8 tensorwise recipe): none; mlp (each block's MLP); all (every linear layer of the "
           "blocks; the embedding and the output head stay bf16). Inputs and weights are rounded to e4m3 and the "
           "output's gradient to e5m2, each at a power-of-two scale from its largest magnitude in the same step; "
-          "the products then accumulate in fp32. Takes train.precision: bf16. This build rounds the operands and "
-          "runs the bf16 products on them (the same numbers an FP8 product reads, on the host and on a GPU); kgpt "
-          "check's memory plan shows the rounded operands' scratch. Part of the model: eval and sample use the "
+          "the products then accumulate in fp32. Takes train.precision: bf16. CUDA builds run FP8 tensor-core "
+          "products (cuBLASLt) where every side of the layer is a multiple of 16; the host, and other layers, "
+          "round the operands and run bf16 products on them, which compute the same numbers up to the order of "
+          "the sums; kgpt check's memory plan shows the operands' scratch. Part of the model: eval and sample use the "
           "checkpoint deck's; --resume refuses another value."),
       key("model", "init_from", &Config::model, &MC::init_from, VK::string, none,
           "A safetensors file, or a folder holding model.safetensors (kgpt export --format hf, or a Hugging Face "
