@@ -4,7 +4,7 @@
 #   2. configures and builds kgpt in Release into build/,
 #   3. builds the fuzz harnesses with clang, AddressSanitizer and UndefinedBehaviorSanitizer into
 #      build-fuzz/ (scripts/fuzz.sh), which ctest then runs for 30 s each,
-#   4. makes the embedded default's data (data/tiny_cpu/) from Debian's fortune files.
+#   4. makes the tiny deck's data (data/tiny_cpu/) from Debian's fortune files.
 # Environment: BUILD_DIR (default build), JOBS (default: all cores), KGPT_SKIP_APT=1 to skip step 1,
 # KGPT_SKIP_FUZZ=1 to skip step 3 (and those tests).
 set -euo pipefail

@@ -14,7 +14,7 @@
 #                 CUDA library (cudart, cuBLAS(Lt), cuDNN, NCCL, NVRTC, cuSPARSE, cuSOLVER, cuRAND,
 #                 cuFFT, nvJitLink, CUPTI), which are the GPU machine's
 #   openmpi/      Open MPI's components, help texts and configuration, found through OPAL_PREFIX
-#   data/         data/tiny_cpu, the embedded default's shards
+#   data/         data/tiny_cpu, the tiny deck's shards
 #   cpu_runs/     the CPU build's 10-step runs of the decks run_cuda_checks.sh trains on the GPU (golf and
 #                 gpt2 in fp32 and bf16; golf with the EMA, SWA and late QAT; golf with SmearGate,
 #                 parallel residuals and the evaluation with documents apart)

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """The record deck (inputs/golf_record_sp1024.yaml) trains, exports under parameter-golf's
-16,000,000 bytes and evaluates, on the embedded default's data.
+16,000,000 bytes and evaluates, on the tiny deck's data.
 
 usage: test_record_deck.py KGPT SOURCE_DIR WORKDIR
 
@@ -55,7 +55,7 @@ def main():
     bound = int(bound.group(1).replace(",", "")) if bound else 16000000
     check("estimated step on 8 x H100:" in check_run.stderr, "kgpt check: no step estimate")
 
-    # The embedded default's byte shards (scripts/setup.sh makes them): token ids below 257 fit the
+    # The tiny deck's byte shards (scripts/setup.sh makes them): token ids below 257 fit the
     # deck's vocabulary of 1,024.
     shards = os.path.join(DATA, "tiny_cpu")
     sets = [f"data.train_files={shards}/fortunes_train_*.bin", f"data.val_files={shards}/fortunes_val_*.bin",

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""model.fp8 against bf16 on the embedded default deck, run for real and read back with h5py.
+"""model.fp8 against bf16 on the tiny deck (inputs/tiny_cpu.yaml), run for real and read back with h5py.
 
 usage: test_fp8.py KGPT SOURCE_DIR WORKDIR
 

@@ -3,7 +3,7 @@
 
 usage: test_memory_plan.py KGPT MPIEXEC SOURCE_DIR WORKDIR
 
-For each deck (golf: the embedded default; gpt2: a small gpt2; llama: its tiny deck; the 1.3B deck
+For each deck (golf: the tiny deck; gpt2: a small gpt2; llama: its tiny deck; the 1.3B deck
 scaled down to 2 layers of width 128 with its GPT-2 vocabulary and bf16 activations) at world sizes
 1, 2 and 4, and again with train.recompute: block (every block, and llama's every second with
 train.recompute_every: 2), with parallel.zero_stage: 1 (where each

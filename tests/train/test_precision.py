@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""train.precision: bf16 against fp32 on the embedded default deck, run for real and read back
+"""train.precision: bf16 against fp32 on the tiny deck (inputs/tiny_cpu.yaml), run for real and read back
 with h5py.
 
 usage: test_precision.py KGPT SOURCE_DIR WORKDIR
