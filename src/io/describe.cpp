@@ -16,6 +16,7 @@
 #include "io/artifact.hpp"
 #include "io/checkpoint.hpp"
 #include "io/hdf5_file.hpp"
+#include "io/run_directory.hpp"
 
 namespace kgpt::io {
 
@@ -156,8 +157,8 @@ void print_indented(const std::string& lines, std::ostream& out) {
 void inspect_run_directory(const std::string& path, std::ostream& out) {
   namespace fs = std::filesystem;
   const std::string dir = path.size() > 1 && path.back() == '/' ? path.substr(0, path.size() - 1) : path;
-  const bool has_deck = fs::exists(dir + "/deck.yaml"), has_log = fs::exists(dir + "/log.txt");
-  const bool has_history = fs::exists(dir + "/history.h5");
+  const std::string history_path = dir + "/history.h5", log_path = dir + "/log.txt";
+  const bool has_deck = holds_run(dir), has_log = fs::exists(log_path), has_history = fs::exists(history_path);
   if (!has_deck && !has_log && !has_history) {
     throw InputError(dir + ": a folder, but not a kgpt run directory (it holds no deck.yaml, log.txt or history.h5)");
   }
@@ -166,13 +167,13 @@ void inspect_run_directory(const std::string& path, std::ostream& out) {
   if (has_history) {
     std::ostringstream history;
     try {
-      inspect_history(Hdf5File(dir + "/history.h5", Hdf5File::Mode::read), history);
+      inspect_history(Hdf5File(history_path, Hdf5File::Mode::read), history);
     } catch (const Error& e) {
-      history << dir << "/history.h5: cannot be read: " << e.what() << "\n";
+      history << history_path << ": cannot be read: " << e.what() << "\n";
     }
     print_indented(history.str(), out);
   } else {
-    out << "  history: none yet (" << dir << "/history.h5)\n";
+    out << "  history: none yet (" << history_path << ")\n";
   }
   const std::vector<std::string> checkpoints = list_checkpoints(dir);
   out << "  checkpoints: " << checkpoints.size();
@@ -190,7 +191,7 @@ void inspect_run_directory(const std::string& path, std::ostream& out) {
   if (!has_log) return;
   // The log's last lines: the newest step, evaluation or message.
   constexpr std::size_t kTailLines = 6;
-  std::ifstream log(dir + "/log.txt");
+  std::ifstream log(log_path);
   std::deque<std::string> tail;
   for (std::string line; std::getline(log, line);) {
     tail.push_back(line);

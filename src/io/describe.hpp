@@ -1,7 +1,8 @@
 #pragma once
-// What `kgpt inspect` prints of a file or a run directory (its history, checkpoints and log tail): a checkpoint's state, versions and tensors with their norms;
-// an artifact's origin and tensors; a history's rows, last and best losses and tokens/s. Refuses
-// anything else, and anything corrupted, with InputError naming the file.
+// What `kgpt inspect` prints: of a run directory, its history, checkpoints and log tail; of a
+// checkpoint, its state, versions and tensors with their norms; of an artifact, its origin and
+// tensors; of a history, its rows, last and best losses and tokens/s. Refuses anything else, and
+// anything corrupted, with InputError naming the file.
 
 #include <ostream>
 #include <string>
