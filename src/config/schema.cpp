@@ -576,7 +576,8 @@ std::vector<KeySpec> build_schema() {
           "(the file compressed both ways, the smaller kept)."),
       key("export", "keep_float_max", &Config::export_, &EC::keep_float_max, VK::integer, between(0, 1.0e13),
           "kgpt export: tensors of at most this many elements stay in floating point (fp32 for the control "
-          "tensors attn_scale, mlp_scale, resid_mix, q_gain and skip_weights, fp16 for the others); "
+          "tensors: golf's attn_scale, mlp_scale, resid_mix, q_gain, skip_weights, smear_gate and bigram.scale; "
+          "fp16 for the others); "
           "kgpt export --keep-float-max sets it too."),
   };
 }

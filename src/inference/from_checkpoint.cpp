@@ -308,7 +308,7 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
     const auto& entry = layout.entries()[index];
     ExportedGroup& group = summary.groups[group_of[index]];
     const float* tensor = values.data() + entry.offset;
-    io::ArtifactTensor stored = io::quantize_tensor(entry.spec.name, entry.spec.shape, tensor, keep, group.bits);
+    io::ArtifactTensor stored = io::quantize_tensor(entry.spec, tensor, keep, group.bits);
     ExportedTensor report;
     report.name = entry.spec.name;
     report.storage = stored.storage_label();
@@ -382,7 +382,7 @@ ArtifactPlan plan_artifact(const config::ResolvedDeck& deck) {
     ExportedGroup& group = plan.groups[group_of[index]];
     // Packed codes bound what export.code_layout: auto writes too (it keeps the smaller file).
     const io::ArtifactTensor planned =
-        io::planned_tensor(spec.name, spec.shape, static_cast<std::size_t>(settings.keep_float_max), group.bits);
+        io::planned_tensor(spec, static_cast<std::size_t>(settings.keep_float_max), group.bits);
     artifact.tensors.push_back(settings.code_layout == config::CodeLayout::bytes ? io::with_byte_codes(planned) : planned);
     group.tensors += 1;
     group.elements += artifact.tensors.back().elements();

@@ -33,15 +33,7 @@ constexpr std::uint32_t kZlibCodec = 0, kZstdCodec = 1;
 // A zstd block of at least 3 bytes yields at most 128 KiB: a payload size beyond that bound is a
 // corrupted header, refused before it is allocated.
 constexpr std::uint64_t kZstdBlockBytes = 3, kZstdBlockOutput = 128 * 1024;
-// Small tensors that steer the network kept in fp32, as parameter-golf keeps them.
-const char* const kControlNames[] = {"attn_scale", "mlp_scale", "resid_mix", "q_gain", "skip_weight"};
-
 static_assert(sizeof(float) == 4, "artifacts store IEEE single precision");
-
-bool is_control(const std::string& name) {
-  return std::any_of(std::begin(kControlNames), std::end(kControlNames),
-                     [&](const char* pattern) { return name.find(pattern) != std::string::npos; });
-}
 
 // torch.quantile's linear interpolation between the two sorted values around q * (n - 1).
 double quantile(std::vector<float> values, double q) {
@@ -102,8 +94,7 @@ std::uint16_t quantize_packed_row(const float* row, std::size_t columns, int lim
     const float scale = half_to_float(scale_bits);
     double error = 0;
     for (std::size_t c = 0; c < columns; ++c) {
-      float code = 0;
-      if (scale > 0) code = std::min(std::max(std::nearbyint(row[c] / scale), -static_cast<float>(limit)), static_cast<float>(limit));
+      const float code = scale > 0 ? quant::row_code(row[c], scale, static_cast<float>(limit)) : 0.0f;
       trial[c] = static_cast<std::int8_t>(code);
       const double e = static_cast<double>(row[c]) - static_cast<double>(code) * static_cast<double>(scale);
       error += e * e;
@@ -119,8 +110,7 @@ std::uint16_t quantize_packed_row(const float* row, std::size_t columns, int lim
 
 std::int8_t quantize(float value, float clip, float scale) {
   const float clipped = std::min(std::max(value, -clip), clip);
-  const float q = std::nearbyint(clipped / scale);  // the default rounding mode: half to even
-  return static_cast<std::int8_t>(std::min(std::max(q, -127.0f), 127.0f));
+  return static_cast<std::int8_t>(quant::row_code(clipped, scale, 127.0f));
 }
 
 // Little-endian byte writer and bounds-checked reader of the payload.
@@ -296,14 +286,14 @@ ArtifactTensor with_packed_codes(const ArtifactTensor& t) {
   return out;
 }
 
-ArtifactTensor planned_tensor(const std::string& name, const std::vector<std::size_t>& shape, std::size_t keep_float_max,
-                              int bits) {
+ArtifactTensor planned_tensor(const model::TensorSpec& spec, std::size_t keep_float_max, int bits) {
   ArtifactTensor t;
-  t.name = name;
-  t.shape = shape;
+  t.name = spec.name;
+  t.shape = spec.shape;
+  const std::vector<std::size_t>& shape = spec.shape;
   const std::size_t n = t.elements();
   if (n <= keep_float_max) {
-    t.storage = is_control(name) ? TensorStorage::fp32 : TensorStorage::fp16;
+    t.storage = model::kept_in_fp32(spec.role) ? TensorStorage::fp32 : TensorStorage::fp16;
     if (t.storage == TensorStorage::fp32) t.single.resize(n);
     else t.half.resize(n);
   } else if (shape.size() == 2 && bits < 8) {
@@ -323,15 +313,16 @@ ArtifactTensor planned_tensor(const std::string& name, const std::vector<std::si
   return t;
 }
 
-ArtifactTensor quantize_tensor(const std::string& name, const std::vector<std::size_t>& shape, const float* values,
-                               std::size_t keep_float_max, int bits) {
+ArtifactTensor quantize_tensor(const model::TensorSpec& spec, const float* values, std::size_t keep_float_max,
+                               int bits) {
   if (bits < 4 || bits > 8) throw Error(ExitCode::failure, "artifact: " + std::to_string(bits) + " bits per weight (4-8 are stored)");
   ArtifactTensor t;
-  t.name = name;
-  t.shape = shape;
+  t.name = spec.name;
+  t.shape = spec.shape;
+  const std::vector<std::size_t>& shape = spec.shape;
   const std::size_t n = t.elements();
   if (n > keep_float_max && shape.size() == 2 && bits < 8) {
-    t = planned_tensor(name, shape, keep_float_max, bits);
+    t = planned_tensor(spec, keep_float_max, bits);
     const std::size_t rows = shape[0], columns = shape[1];
     const int limit = code_limit(bits);
     std::vector<std::int8_t> codes(columns);
@@ -344,7 +335,7 @@ ArtifactTensor quantize_tensor(const std::string& name, const std::vector<std::s
     return t;
   }
   if (n <= keep_float_max) {
-    if (is_control(name)) {
+    if (model::kept_in_fp32(spec.role)) {
       t.storage = TensorStorage::fp32;
       t.single.assign(values, values + n);
     } else {
@@ -458,12 +449,16 @@ const char* weight_group_name(WeightGroup group) {
 }
 
 WeightGroup weight_group(const model::TensorSpec& spec) {
-  if (spec.group == model::ParamGroup::embedding || spec.group == model::ParamGroup::head) return WeightGroup::embed;
-  if (spec.group != model::ParamGroup::matrix) return WeightGroup::other;
-  // Every family names its blocks' matrices by their sublayer: golf's attn. and mlp., gpt2's
-  // attn.c_attn and mlp.c_fc, llama's self_attn. and mlp.
-  if (spec.name.find("mlp.") != std::string::npos) return WeightGroup::mlp;
-  if (spec.name.find("attn.") != std::string::npos) return WeightGroup::attention;
+  switch (spec.role) {
+    case model::Role::embedding:
+    case model::Role::head: return WeightGroup::embed;
+    case model::Role::attention: return WeightGroup::attention;
+    case model::Role::mlp: return WeightGroup::mlp;
+    case model::Role::projection:
+    case model::Role::control:
+    case model::Role::norm:
+    case model::Role::bias: return WeightGroup::other;
+  }
   return WeightGroup::other;
 }
 

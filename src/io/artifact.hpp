@@ -19,8 +19,9 @@
 //     them, which the compressor then codes by their frequencies (smaller after zstd at 5-7 bits).
 //   - more than keep_float_max elements, other ranks: int8 with one fp32 scale, clip / 127 (1 when
 //     the clip is 0), over the whole tensor.
-//   - at most keep_float_max elements: fp32 for the control tensors (names holding attn_scale,
-//     mlp_scale, resid_mix, q_gain or skip_weight), fp16 for the rest.
+//   - at most keep_float_max elements: fp32 for the control tensors (model::Role::control: golf's
+//     scales, gains, mixes, skip weights, SmearGate's gate and BigramHash's scale), fp16 for the rest.
+// The rounding of a row is quant/rows.hpp's, which late QAT trains against.
 // The file is a 32-byte header (magic "KGPTINT8", format version 2, the compressor, the payload's
 // size and CRC-32) followed by the payload compressed with zlib at level 9 or zstd at level 22. The
 // payload holds the checkpoint's resolved deck, its step, a few metadata strings and the tensors,
@@ -33,6 +34,7 @@
 
 #include "config/config.hpp"
 #include "model/parameters.hpp"
+#include "quant/rows.hpp"
 
 namespace kgpt::io {
 
@@ -68,24 +70,23 @@ constexpr std::size_t kKeepFloatMaxElements = 65536;
 // parameter-golf's limit on a submission's bytes (its code and compressed weights).
 constexpr std::size_t kArtifactLimitBytes = 16000000;
 
-// R = 2^(bits-1) - 1: the largest code of a row quantized to `bits` (4-8).
-inline int code_limit(int bits) { return (1 << (bits - 1)) - 1; }
+using quant::code_limit;
 
-// The storage of one tensor by the rules above (quantized tensors get their scales computed here);
-// `bits` applies to 2-D tensors above keep_float_max.
-ArtifactTensor quantize_tensor(const std::string& name, const std::vector<std::size_t>& shape, const float* values,
+// The storage of one tensor by the rules above, from its spec's name, shape and role (quantized
+// tensors get their scales computed here); `bits` applies to 2-D tensors above keep_float_max.
+ArtifactTensor quantize_tensor(const model::TensorSpec& spec, const float* values,
                                std::size_t keep_float_max = kKeepFloatMaxElements, int bits = 8);
 // Packed rows as byte rows (one int8 code each) and back; other storages are returned as they are.
 ArtifactTensor with_byte_codes(const ArtifactTensor& t);
 ArtifactTensor with_packed_codes(const ArtifactTensor& t);
 
 // The same storage with every value zero, without quantizing: its sizes, for planning.
-ArtifactTensor planned_tensor(const std::string& name, const std::vector<std::size_t>& shape,
-                              std::size_t keep_float_max = kKeepFloatMaxElements, int bits = 8);
+ArtifactTensor planned_tensor(const model::TensorSpec& spec, std::size_t keep_float_max = kKeepFloatMaxElements,
+                              int bits = 8);
 
 // The groups whose bits the deck sets (export.embed_bits, attention_bits, mlp_bits), and which a
-// parameter belongs to: embeddings and the head by their optimizer group, the blocks' matrices by
-// name. `other` tensors are stored in 8 bits.
+// parameter belongs to, by its role: embeddings and the head to embed, the blocks' attention and MLP
+// matrices to theirs. `other` tensors are stored in 8 bits.
 enum class WeightGroup { embed, attention, mlp, other };
 const char* weight_group_name(WeightGroup group);
 WeightGroup weight_group(const model::TensorSpec& spec);

@@ -237,22 +237,24 @@ class ModelBase : public LanguageModel<T> {
     prepare_gemm();
   }
 
-  // The FP8 operands' scratch for a layer of this kind (model.fp8), or none: what a family's
-  // Linear takes in with_fp8.
-  const ops::Fp8Operands<A>* fp8_for(ops::LayerKind kind) const {
-    const bool on = config_.fp8 == config::Fp8::all || (config_.fp8 == config::Fp8::mlp && kind == ops::LayerKind::mlp);
+  // The FP8 operands' scratch for a layer whose weight has this role (model.fp8, model::runs_fp8),
+  // or none: what a family's Linear takes in with_fp8.
+  const ops::Fp8Operands<A>* fp8_for(Role role) const {
+    const bool on = config_.fp8 != config::Fp8::none && runs_fp8(role, config_.fp8 == config::Fp8::mlp);
     return on ? fp8_.get() : nullptr;
   }
 
-  // Gives a family's layers of one kind (a vector of Linears, or of vectors of them) their FP8
-  // operands where model.fp8 asks for them.
+  // Gives each of a family's layers (a vector of Linears, or of vectors of them) its FP8 operands
+  // where model.fp8 asks for them, by the role of the tensor its weight's gradient lies in (a stacked
+  // layer's: its first tensor's).
   template <class Layers>
-  void use_fp8(ops::LayerKind kind, Layers& layers) const {
+  void use_fp8(Layers& layers) const {
     for (auto& layer : layers) {
       if constexpr (std::is_same<std::decay_t<decltype(layer)>, ops::Linear<T, A>>::value) {
-        layer.with_fp8(fp8_for(kind));
+        const auto offset = static_cast<std::size_t>(layer.grad.data() - params_.grads().data());
+        layer.with_fp8(fp8_for(params_.layout().holding(offset).spec.role));
       } else {
-        use_fp8(kind, layer);
+        use_fp8(layer);
       }
     }
   }

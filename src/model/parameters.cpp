@@ -15,6 +15,34 @@ const char* group_name(ParamGroup group) {
   return "unknown";
 }
 
+const char* role_name(Role role) {
+  switch (role) {
+    case Role::embedding: return "embedding";
+    case Role::head: return "head";
+    case Role::attention: return "attention";
+    case Role::mlp: return "mlp";
+    case Role::projection: return "projection";
+    case Role::control: return "control";
+    case Role::norm: return "norm";
+    case Role::bias: return "bias";
+  }
+  return "unknown";
+}
+
+ParamGroup group_of(Role role) {
+  switch (role) {
+    case Role::embedding: return ParamGroup::embedding;
+    case Role::head: return ParamGroup::head;
+    case Role::attention:
+    case Role::mlp:
+    case Role::projection: return ParamGroup::matrix;
+    case Role::control:
+    case Role::norm:
+    case Role::bias: return ParamGroup::scalar;
+  }
+  return ParamGroup::scalar;
+}
+
 void ParameterLayout::add(TensorSpec spec) {
   if (contains(spec.name)) throw Error(ExitCode::failure, "parameter layout: tensor '" + spec.name + "' added twice");
   TensorEntry entry;
@@ -54,6 +82,13 @@ std::pair<std::size_t, std::size_t> ParameterLayout::span_at(std::size_t offset)
     return {offset, i + 1 < entries_.size() ? entries_[i + 1].offset : buffer_size_};
   }
   throw Error(ExitCode::failure, "parameter layout: no tensor starts at element " + std::to_string(offset));
+}
+
+const TensorEntry& ParameterLayout::holding(std::size_t offset) const {
+  for (const auto& entry : entries_) {
+    if (offset >= entry.offset && offset < entry.offset + entry.size) return entry;
+  }
+  throw Error(ExitCode::failure, "parameter layout: element " + std::to_string(offset) + " lies in no tensor");
 }
 
 const TensorEntry& ParameterLayout::find(const std::string& name) const {

@@ -6,7 +6,7 @@
 //
 // Each model family declares its tensors once, in a function template over a visitor
 // (declare_golf in families/golf/golf.hpp, ...): each call names a member View of the family's typed
-// struct and gives the tensor's spec (name, shape, optimizer group, initialisation, block).
+// struct and gives the tensor's spec (name, shape, role, initialisation, block).
 // LayoutBuilder turns a declaration into the layout; ViewBinder points the members of one struct at
 // the values and of another at the gradients, so both share the declaration and forward and
 // backward use members, never names.
@@ -31,6 +31,30 @@ namespace kgpt::model {
 enum class ParamGroup { matrix, scalar, embedding, head };
 const char* group_name(ParamGroup group);
 
+// What a tensor is for, declared with it (docs/design.md, "Tensor roles"). Every rule that treats
+// tensors differently reads the role, never the name: the optimizer group (so the learning rate,
+// weight decay and matrix optimizer), the export's bits, what an artifact keeps in fp32, which
+// products run FP8 and which matrices late QAT rounds.
+enum class Role {
+  embedding,   // token, position and bigram tables: group embedding; export.embed_bits
+  head,        // an untied output head: group head; export.embed_bits
+  attention,   // a block's attention matrices: group matrix; export.attention_bits; FP8 under model.fp8 all
+  mlp,         // a block's MLP matrices: group matrix; export.mlp_bits; FP8 under model.fp8 all or mlp
+  projection,  // any other matrix (BigramHash's projection): group matrix; 8 bits
+  control,     // small tensors that steer the network (scales, gains, gates, mixes): group scalar; fp32 in artifacts
+  norm,        // a norm's weight or bias: group scalar
+  bias,        // a linear layer's bias: group scalar
+};
+const char* role_name(Role role);
+ParamGroup group_of(Role role);
+// Whether an artifact stores tensors of this role in fp32 when they are small enough to be kept
+// unquantized (io/artifact.hpp), as parameter-golf keeps its control tensors.
+inline bool kept_in_fp32(Role role) { return role == Role::control; }
+// Whether a linear layer of this role runs FP8 products under model.fp8 (`mlp_only`: model.fp8 mlp).
+inline bool runs_fp8(Role role, bool mlp_only) { return role == Role::mlp || (!mlp_only && role == Role::attention); }
+// The block matrices late QAT rounds and the export groups by attention_bits and mlp_bits.
+inline bool is_block_matrix(Role role) { return role == Role::attention || role == Role::mlp; }
+
 enum class Init {
   zeros,
   constant,  // every element = a
@@ -42,10 +66,11 @@ enum class Init {
 struct TensorSpec {
   std::string name;
   std::vector<std::size_t> shape;
-  ParamGroup group = ParamGroup::scalar;
+  Role role = Role::control;
   Init init = Init::zeros;
   double a = 0.0;
   int block = -1;  // the transformer block it belongs to, or -1: its gradients are final together
+  ParamGroup group() const { return group_of(role); }
 };
 
 // A spec of block `block`'s tensors (their gradients are reported to averaging as one span).
@@ -73,6 +98,9 @@ class ParameterLayout {
   std::pair<std::size_t, std::size_t> block_span(int block) const;
   // The same for the one tensor that starts at `offset`.
   std::pair<std::size_t, std::size_t> span_at(std::size_t offset) const;
+  // The tensor whose elements hold buffer element `offset` (a View's first element, say); throws
+  // Error when it falls in no tensor.
+  const TensorEntry& holding(std::size_t offset) const;
   std::size_t buffer_size() const { return buffer_size_; }
   std::size_t parameter_count() const;  // sum of tensor sizes (without alignment padding)
 

@@ -57,7 +57,7 @@ std::vector<int> muon_owners(const model::ParameterLayout& layout, const config:
   std::vector<std::pair<double, std::size_t>> costs;  // (arithmetic, tensor)
   for (std::size_t i = shard.first_tensor; i < shard.end_tensor; ++i) {
     const model::TensorEntry& e = entries[i];
-    if (!muon || e.spec.group != model::ParamGroup::matrix) continue;
+    if (!muon || e.spec.group() != model::ParamGroup::matrix) continue;
     costs.emplace_back(newton_schulz_flops(e.spec.shape[0], e.spec.shape[1], config.optim.muon_backend_steps), i);
   }
   std::stable_sort(costs.begin(), costs.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
@@ -118,7 +118,7 @@ typename Optimizer<T>::Sizes Optimizer<T>::sizes(const model::ParameterLayout& l
       segment.state = used;
       segment.size = e.size;
       segment.first_chunk = s.adam_chunks;
-      segment.group = static_cast<int>(e.spec.group);
+      segment.group = static_cast<int>(e.spec.group());
       s.adam_segments.push_back(segment);
       s.adam_chunks += (e.size + kAdamChunk - 1) / kAdamChunk;
     }
@@ -342,7 +342,7 @@ void Optimizer<T>::step(const ExecSpace& exec, int step, double lr_multiplier, c
     if (uses_muon(e)) continue;
     const std::size_t state_at = state_at_[index - shard_.first_tensor];
     double* norm_part = norm_sq != nullptr ? norm_parts_.data() + index : nullptr;
-    const double lr = group_lr(e.spec.group) * lr_multiplier;
+    const double lr = group_lr(e.spec.group()) * lr_multiplier;
     T* p = params_.values().data() + e.offset;
     T* g = params_.grads().data() + e.offset;
     AdamSettings settings;
@@ -350,7 +350,7 @@ void Optimizer<T>::step(const ExecSpace& exec, int step, double lr_multiplier, c
     settings.beta1 = optim_.beta1;
     settings.beta2 = optim_.beta2;
     settings.eps = optim_.adam_eps;
-    settings.weight_decay = group_weight_decay(e.spec.group);
+    settings.weight_decay = group_weight_decay(e.spec.group());
     adam_update<T>(exec, Vector<T>(p, e.size), ConstVector<T>(g, e.size), Vector<T>(m_.data() + state_at, e.size),
                    Vector<T>(v_.data() + state_at, e.size), settings, step + 1, grad_factor, norm_part);
   }

@@ -138,7 +138,7 @@ class Optimizer {
             const MuonSharing& sharing, const Sizes& sizes);
   // Whether Muon updates the tensor (with momentum) rather than Adam (with two moments).
   static bool updated_by_muon(bool muon, const model::TensorEntry& e) {
-    return muon && e.spec.group == model::ParamGroup::matrix;
+    return muon && e.spec.group() == model::ParamGroup::matrix;
   }
   bool uses_muon(const model::TensorEntry& e) const { return updated_by_muon(muon_, e); }
   // Muon's part of a step: momentum, Newton-Schulz by batch, the exchange, the updates applied.

@@ -4,16 +4,14 @@
 
 #include "core/kernel.hpp"
 #include "io/artifact.hpp"
+#include "quant/rows.hpp"
 
 namespace kgpt::train {
 
 namespace {
 
 // Whether late QAT rounds this tensor: the attention's and the MLP's matrices.
-bool quantized(const model::TensorSpec& spec) {
-  const io::WeightGroup g = io::weight_group(spec);
-  return spec.shape.size() == 2 && (g == io::WeightGroup::attention || g == io::WeightGroup::mlp);
-}
+bool quantized(const model::TensorSpec& spec) { return spec.shape.size() == 2 && model::is_block_matrix(spec.role); }
 
 }  // namespace
 
@@ -22,7 +20,7 @@ LateQat::LateQat(const config::Config& config, const model::ParameterLayout& lay
   for (const auto& entry : layout.entries()) {
     if (!quantized(entry.spec)) continue;
     const int bits = io::export_bits(io::weight_group(entry.spec), config.export_);
-    targets_.push_back({entry.offset, entry.spec.shape[0], entry.spec.shape[1], io::code_limit(bits)});
+    targets_.push_back({entry.offset, entry.spec.shape[0], entry.spec.shape[1], quant::code_limit(bits)});
   }
   if (!targets_.empty()) live_ = Vector<float>("kgpt::late_qat::live_weights", layout.buffer_size());
 }
@@ -47,10 +45,10 @@ void LateQat::quantize(const ExecSpace& exec, const Vector<float>& values) {
           Kokkos::parallel_reduce(
               Kokkos::TeamThreadRange(team, columns),
               [&](const std::size_t c, float& m) { m = fmaxf(m, fabsf(row[c])); }, Kokkos::Max<float>(top));
-          const float scale = top / limit;
+          const float scale = quant::max_scale(top, limit);
           if (!(scale > 0.0f)) return;
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, columns), [&](const std::size_t c) {
-            row[c] = fminf(fmaxf(rintf(row[c] / scale), -limit), limit) * scale;
+            row[c] = quant::row_code(row[c], scale, limit) * scale;
           });
         });
   }

@@ -5,9 +5,10 @@
 // fake-quantized at their export bits b (export.attention_bits, export.mlp_bits): per row, with
 // R = 2^(b-1) - 1 and s = max|w| / R in float, w becomes clamp(rint(w / s), -R, R) s (a row of zeros
 // stays zero). The optimizer then updates the live weights, kept aside meanwhile, with the gradients
-// taken at the quantized ones: the straight-through estimator. The rounding is the export's largest
-// clip candidate (io/artifact.hpp) without the fp16 scale; nothing is kept between steps, so a
-// resumed run quantizes as the uninterrupted one.
+// taken at the quantized ones: the straight-through estimator. The rounding is the export's
+// (quant/rows.hpp) at its largest clip candidate, without the fp16 scale; the matrices are those
+// whose role (model::Role) is attention or mlp. Nothing is kept between steps, so a resumed run
+// quantizes as the uninterrupted one.
 
 #include <cstddef>
 #include <vector>

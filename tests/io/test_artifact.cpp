@@ -18,7 +18,17 @@ using namespace kgpt;
 using io::ArtifactTensor;
 using io::TensorStorage;
 
+using model::Role;
+
 namespace {
+
+model::TensorSpec spec(const std::string& name, const std::vector<std::size_t>& shape, Role role) {
+  model::TensorSpec s;
+  s.name = name;
+  s.shape = shape;
+  s.role = role;
+  return s;
+}
 
 std::vector<float> normal_values(std::size_t n, std::uint64_t stream, double scale) {
   std::vector<float> v(n);
@@ -30,22 +40,25 @@ std::vector<float> normal_values(std::size_t n, std::uint64_t stream, double sca
 
 TEST_CASE("tensors are stored by size and name as parameter-golf stores them", "[train][artifact]") {
   const auto small = normal_values(128 * 512, 1, 0.05);  // 65,536 elements: still kept in float
-  CHECK(io::quantize_tensor("blocks.0.attn.c_q.weight", {128, 512}, small.data()).storage == TensorStorage::fp16);
+  CHECK(io::quantize_tensor(spec("blocks.0.attn.c_q.weight", {128, 512}, Role::attention), small.data()).storage == TensorStorage::fp16);
   const auto gains = normal_values(4, 2, 1.0);
-  CHECK(io::quantize_tensor("blocks.0.attn.q_gain", {4}, gains.data()).storage == TensorStorage::fp32);
-  CHECK(io::quantize_tensor("blocks.3.resid_mix", {2, 4}, gains.data()).storage == TensorStorage::fp32);
-  CHECK(io::quantize_tensor("skip_weights", {2, 2}, gains.data()).storage == TensorStorage::fp32);
+  CHECK(io::quantize_tensor(spec("blocks.0.attn.q_gain", {4}, Role::control), gains.data()).storage == TensorStorage::fp32);
+  CHECK(io::quantize_tensor(spec("blocks.3.resid_mix", {2, 4}, Role::control), gains.data()).storage == TensorStorage::fp32);
+  CHECK(io::quantize_tensor(spec("skip_weights", {2, 2}, Role::control), gains.data()).storage == TensorStorage::fp32);
   const auto big = normal_values(130 * 512, 3, 0.05);
-  const ArtifactTensor rows = io::quantize_tensor("blocks.0.mlp.fc.weight", {130, 512}, big.data());
+  const ArtifactTensor rows = io::quantize_tensor(spec("blocks.0.mlp.fc.weight", {130, 512}, Role::mlp), big.data());
   CHECK(rows.storage == TensorStorage::int8_rows);
   CHECK(rows.half.size() == 130);
   CHECK(rows.quantized.size() == big.size());
   CHECK(rows.stored_bytes() == 130 * 2 + big.size());
-  const ArtifactTensor flat = io::quantize_tensor("some.vector", {big.size()}, big.data());
+  const ArtifactTensor flat = io::quantize_tensor(spec("some.vector", {big.size()}, Role::projection), big.data());
   CHECK(flat.storage == TensorStorage::int8_tensor);
   CHECK(flat.single.size() == 1);
+  // The role decides, not the name: SmearGate's gate is a control, a norm named like a control is not.
+  CHECK(io::quantize_tensor(spec("smear_gate", {4}, Role::control), gains.data()).storage == TensorStorage::fp32);
+  CHECK(io::quantize_tensor(spec("blocks.0.attn_scale", {4}, Role::norm), gains.data()).storage == TensorStorage::fp16);
   // A smaller limit sends the smaller tensor to int8 too.
-  CHECK(io::quantize_tensor("w", {128, 512}, small.data(), 1000).storage == TensorStorage::int8_rows);
+  CHECK(io::quantize_tensor(spec("w", {128, 512}, Role::projection), small.data(), 1000).storage == TensorStorage::int8_rows);
 }
 
 TEST_CASE("every element comes back within its storage's error bound", "[train][artifact]") {
@@ -53,7 +66,7 @@ TEST_CASE("every element comes back within its storage's error bound", "[train][
     INFO("weights of scale " << scale);
     std::vector<float> w = normal_values(160 * 640, 4, scale);
     w[17] = static_cast<float>(40 * scale);  // an outlier the clip cuts
-    const ArtifactTensor t = io::quantize_tensor("blocks.1.mlp.proj.weight", {160, 640}, w.data());
+    const ArtifactTensor t = io::quantize_tensor(spec("blocks.1.mlp.proj.weight", {160, 640}, Role::mlp), w.data());
     REQUIRE(t.storage == TensorStorage::int8_rows);
     const std::vector<float> back = t.dequantized();
     std::size_t clipped = 0;
@@ -85,9 +98,9 @@ TEST_CASE("every element comes back within its storage's error bound", "[train][
   }
   // fp16: relative error 2^-11; fp32: exact.
   const auto small = normal_values(1000, 5, 0.1);
-  const auto halves = io::quantize_tensor("blocks.0.attn.c_k.weight", {10, 100}, small.data()).dequantized();
+  const auto halves = io::quantize_tensor(spec("blocks.0.attn.c_k.weight", {10, 100}, Role::attention), small.data()).dequantized();
   for (std::size_t i = 0; i < small.size(); ++i) CHECK(std::fabs(halves[i] - small[i]) <= std::fabs(small[i]) * 4.9e-4 + 6e-8);
-  const auto exact = io::quantize_tensor("blocks.0.attn_scale", {1000}, small.data()).dequantized();
+  const auto exact = io::quantize_tensor(spec("blocks.0.attn_scale", {1000}, Role::control), small.data()).dequantized();
   CHECK(exact == small);
 }
 
@@ -98,10 +111,10 @@ TEST_CASE("an artifact file reads back to the same tensors, and damage is detect
   a.step = 1234;
   a.metadata = {{"kgpt_version", "0.1.0"}, {"run_dir", "/some/run"}};
   const auto big = normal_values(300 * 256, 6, 0.04), small = normal_values(64, 7, 1.0), flat = normal_values(70000, 8, 0.2);
-  a.tensors.push_back(io::quantize_tensor("tok_emb.weight", {300, 256}, big.data()));
-  a.tensors.push_back(io::quantize_tensor("blocks.0.attn.q_gain", {64}, small.data()));
-  a.tensors.push_back(io::quantize_tensor("blocks.0.norm", {64}, small.data()));
-  a.tensors.push_back(io::quantize_tensor("flat", {70000}, flat.data()));
+  a.tensors.push_back(io::quantize_tensor(spec("tok_emb.weight", {300, 256}, Role::embedding), big.data()));
+  a.tensors.push_back(io::quantize_tensor(spec("blocks.0.attn.q_gain", {64}, Role::control), small.data()));
+  a.tensors.push_back(io::quantize_tensor(spec("blocks.0.norm", {64}, Role::norm), small.data()));
+  a.tensors.push_back(io::quantize_tensor(spec("flat", {70000}, Role::projection), flat.data()));
   const std::string path = dir.file("model.int8z");
   const std::size_t bytes = io::write_artifact(path, a);
   CHECK(bytes == test::read_file(path).size());
@@ -173,10 +186,10 @@ io::Artifact sample_artifact(config::Compression compression) {
   a.compression = compression;
   const auto mlp = normal_values(96 * 700, 11, 0.04), attention = normal_values(70 * 1000, 12, 0.05);
   const auto embed = normal_values(300 * 256, 13, 0.02), gains = normal_values(8, 14, 1.0);
-  a.tensors.push_back(io::quantize_tensor("blocks.0.mlp.fc.weight", {96, 700}, mlp.data(), io::kKeepFloatMaxElements, 5));
-  a.tensors.push_back(io::quantize_tensor("blocks.0.attn.c_q.weight", {70, 1000}, attention.data(), io::kKeepFloatMaxElements, 6));
-  a.tensors.push_back(io::quantize_tensor("tok_emb.weight", {300, 256}, embed.data()));
-  a.tensors.push_back(io::quantize_tensor("blocks.0.attn.q_gain", {8}, gains.data()));
+  a.tensors.push_back(io::quantize_tensor(spec("blocks.0.mlp.fc.weight", {96, 700}, Role::mlp), mlp.data(), io::kKeepFloatMaxElements, 5));
+  a.tensors.push_back(io::quantize_tensor(spec("blocks.0.attn.c_q.weight", {70, 1000}, Role::attention), attention.data(), io::kKeepFloatMaxElements, 6));
+  a.tensors.push_back(io::quantize_tensor(spec("tok_emb.weight", {300, 256}, Role::embedding), embed.data()));
+  a.tensors.push_back(io::quantize_tensor(spec("blocks.0.attn.q_gain", {8}, Role::control), gains.data()));
   return a;
 }
 
@@ -191,7 +204,7 @@ TEST_CASE("4-7 bit rows: codes packed to their bits, each row's clip the least-e
     w[5] = 0.4f;                                                       // an outlier a lower clip cuts
     for (std::size_t c = 0; c < columns; ++c) w[3 * columns + c] = 0;  // a row of zeros
     for (std::size_t c = 0; c < columns; ++c) w[4 * columns + c] *= 1e-6f;  // below fp16's normal range
-    const ArtifactTensor t = io::quantize_tensor("blocks.1.mlp.proj.weight", {rows, columns}, w.data(),
+    const ArtifactTensor t = io::quantize_tensor(spec("blocks.1.mlp.proj.weight", {rows, columns}, Role::mlp), w.data(),
                                                  io::kKeepFloatMaxElements, bits);
     REQUIRE(t.storage == TensorStorage::packed_rows);
     CHECK(t.bits == bits);
@@ -228,11 +241,11 @@ TEST_CASE("4-7 bit rows: codes packed to their bits, each row's clip the least-e
   }
   // Bits apply to 2-D tensors above keep_float_max only.
   const auto v = normal_values(70000, 30, 0.1);
-  CHECK(io::quantize_tensor("flat", {70000}, v.data(), io::kKeepFloatMaxElements, 5).storage == TensorStorage::int8_tensor);
-  CHECK(io::quantize_tensor("blocks.0.mlp.fc.weight", {100, 600}, v.data(), io::kKeepFloatMaxElements, 5).storage ==
+  CHECK(io::quantize_tensor(spec("flat", {70000}, Role::projection), v.data(), io::kKeepFloatMaxElements, 5).storage == TensorStorage::int8_tensor);
+  CHECK(io::quantize_tensor(spec("blocks.0.mlp.fc.weight", {100, 600}, Role::mlp), v.data(), io::kKeepFloatMaxElements, 5).storage ==
         TensorStorage::fp16);
-  CHECK(io::quantize_tensor("w", {100, 700}, v.data(), io::kKeepFloatMaxElements, 8).storage == TensorStorage::int8_rows);
-  CHECK_THROWS(io::quantize_tensor("w", {100, 700}, v.data(), io::kKeepFloatMaxElements, 3));
+  CHECK(io::quantize_tensor(spec("w", {100, 700}, Role::projection), v.data(), io::kKeepFloatMaxElements, 8).storage == TensorStorage::int8_rows);
+  CHECK_THROWS(io::quantize_tensor(spec("w", {100, 700}, Role::projection), v.data(), io::kKeepFloatMaxElements, 3));
 }
 
 TEST_CASE("planned tensors take the bytes of quantized ones, and the payload has a bound", "[train][artifact]") {
@@ -240,7 +253,8 @@ TEST_CASE("planned tensors take the bytes of quantized ones, and the payload has
   io::Artifact planned = a;
   for (auto& t : planned.tensors) {
     const int bits = t.storage == TensorStorage::packed_rows ? t.bits : 8;
-    t = io::planned_tensor(t.name, t.shape, io::kKeepFloatMaxElements, bits);
+    t = io::planned_tensor(spec(t.name, t.shape, t.storage == TensorStorage::fp32 ? Role::control : Role::projection),
+                            io::kKeepFloatMaxElements, bits);
   }
   for (std::size_t i = 0; i < a.tensors.size(); ++i) {
     CHECK(planned.tensors[i].storage == a.tensors[i].storage);
@@ -328,16 +342,21 @@ TEST_CASE("every family's tensors fall in the export's weight groups", "[train][
     const model::ParameterLayout layout = family->layout(m, 64);
     std::size_t attention = 0, mlp = 0;
     for (const auto& entry : layout.entries()) {
-      INFO(entry.spec.name);
+      INFO(entry.spec.name << ", role " << model::role_name(entry.spec.role));
       const io::WeightGroup g = io::weight_group(entry.spec);
-      switch (entry.spec.group) {
-        case model::ParamGroup::embedding:
-        case model::ParamGroup::head: CHECK(g == io::WeightGroup::embed); break;
-        case model::ParamGroup::matrix:
-          CHECK((g == io::WeightGroup::attention || g == io::WeightGroup::mlp));
-          (g == io::WeightGroup::mlp ? mlp : attention) += 1;
-          break;
-        case model::ParamGroup::scalar: CHECK(g == io::WeightGroup::other); break;
+      switch (entry.spec.role) {
+        case Role::embedding:
+        case Role::head: CHECK(g == io::WeightGroup::embed); break;
+        case Role::attention: CHECK(g == io::WeightGroup::attention); attention += 1; break;
+        case Role::mlp: CHECK(g == io::WeightGroup::mlp); mlp += 1; break;
+        case Role::projection:
+        case Role::control:
+        case Role::norm:
+        case Role::bias: CHECK(g == io::WeightGroup::other); break;
+      }
+      // The blocks' matrices are the two roles the export gives their own bits.
+      if (entry.spec.group() == model::ParamGroup::matrix && entry.spec.block >= 0) {
+        CHECK(model::is_block_matrix(entry.spec.role));
       }
     }
     CHECK(attention >= static_cast<std::size_t>(m.n_layer));  // at least one attention matrix a block

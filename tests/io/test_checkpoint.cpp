@@ -121,7 +121,7 @@ TEST_CASE("a checkpoint reads back bit for bit into a fresh model and optimizer"
     file.read_floats("/optim/adam_m/" + e.spec.name, m.data());
     file.read_floats("/optim/muon_momentum/" + e.spec.name, momentum.data());
     const auto nonzero = [](const std::vector<float>& x) { return std::any_of(x.begin(), x.end(), [](float v) { return v != 0.0f; }); };
-    const bool matrix = e.spec.group == model::ParamGroup::matrix;
+    const bool matrix = e.spec.group() == model::ParamGroup::matrix;
     CHECK(nonzero(m) == !matrix);
     CHECK(nonzero(momentum) == matrix);
   }

@@ -6,7 +6,6 @@
 #include "core/error.hpp"
 #include "model/family.hpp"
 #include "model/parameters.hpp"
-#include "model/parameters.hpp"
 
 using namespace kgpt;
 using model::ParamGroup;
@@ -19,14 +18,64 @@ TEST_CASE("the golf baseline has parameter-golf's 17,059,912 parameters", "[mode
   CHECK(layout.find("blocks.8.attn.c_k.weight").spec.shape == std::vector<std::size_t>{256, 512});
   CHECK(layout.find("blocks.0.mlp.fc.weight").spec.shape == std::vector<std::size_t>{1024, 512});
   CHECK(layout.find("skip_weights").spec.shape == std::vector<std::size_t>{4, 512});
-  CHECK(layout.find("blocks.3.attn.proj.weight").spec.group == ParamGroup::matrix);
-  CHECK(layout.find("blocks.3.resid_mix").spec.group == ParamGroup::scalar);
-  CHECK(layout.find("tok_emb.weight").spec.group == ParamGroup::embedding);
+  CHECK(layout.find("blocks.3.attn.proj.weight").spec.group() == ParamGroup::matrix);
+  CHECK(layout.find("blocks.3.resid_mix").spec.group() == ParamGroup::scalar);
+  CHECK(layout.find("tok_emb.weight").spec.group() == ParamGroup::embedding);
   for (const auto& entry : layout.entries()) {
     INFO(entry.spec.name);
     CHECK(entry.offset % model::ParameterLayout::kAlignment == 0);
   }
   CHECK_THROWS_WITH(layout.find("lm_head.weight"), "parameter layout: no tensor named 'lm_head.weight'");
+}
+
+TEST_CASE("every tensor's role gives its optimizer group, and golf's controls include its options' gates", "[model][parameters]") {
+  using model::Role;
+  config::ModelConfig golf;
+  golf.smear_gate = true;
+  golf.bigram_buckets = 64;
+  golf.bigram_dim = 32;
+  const auto layout = model::family("golf").layout(golf, 1024);
+  CHECK(layout.find("smear_gate").spec.role == Role::control);
+  CHECK(layout.find("bigram.scale").spec.role == Role::control);
+  CHECK(layout.find("bigram.embed.weight").spec.role == Role::embedding);
+  CHECK(layout.find("bigram.proj.weight").spec.role == Role::projection);
+  CHECK(layout.find("blocks.2.attn.q_gain").spec.role == Role::control);
+  CHECK(layout.find("blocks.2.mlp.proj.weight").spec.role == Role::mlp);
+  CHECK(layout.find("blocks.2.attn.c_v.weight").spec.role == Role::attention);
+  CHECK(model::group_of(Role::projection) == ParamGroup::matrix);
+  CHECK(model::group_of(Role::control) == ParamGroup::scalar);
+  CHECK(model::group_of(Role::norm) == ParamGroup::scalar);
+  CHECK(model::group_of(Role::bias) == ParamGroup::scalar);
+  CHECK(model::group_of(Role::head) == ParamGroup::head);
+  // Only the blocks' attention and MLP matrices run FP8; under model.fp8 mlp only the MLP's.
+  CHECK(model::runs_fp8(Role::attention, false));
+  CHECK_FALSE(model::runs_fp8(Role::attention, true));
+  CHECK(model::runs_fp8(Role::mlp, true));
+  CHECK_FALSE(model::runs_fp8(Role::projection, false));
+  CHECK_FALSE(model::runs_fp8(Role::head, false));
+  // Every family: the matrix optimizer's tensors are 2-D, the blocks' matrices lie in blocks, norms and
+  // biases are vectors.
+  for (const model::Family* family : model::families()) {
+    config::ModelConfig m;
+    m.family = family->name;
+    m.n_kv_head = family->defaults.n_kv_head == 0 ? m.n_head : m.n_kv_head;
+    m.tie_embeddings = false;
+    const model::ParameterLayout family_layout = family->layout(m, 64);
+    for (const auto& entry : family_layout.entries()) {
+      INFO(family->name << ": " << entry.spec.name << ", role " << model::role_name(entry.spec.role));
+      if (entry.spec.group() == ParamGroup::matrix) CHECK(entry.spec.shape.size() == 2);
+      if (model::is_block_matrix(entry.spec.role)) CHECK(entry.spec.block >= 0);
+      if (entry.spec.role == Role::norm || entry.spec.role == Role::bias) CHECK(entry.spec.shape.size() == 1);
+    }
+  }
+}
+
+TEST_CASE("the tensor holding a buffer element is found by offset", "[model][parameters]") {
+  const auto layout = model::family("golf").layout(config::ModelConfig{}, 1024);
+  const auto& q = layout.find("blocks.1.attn.c_q.weight");
+  CHECK(&layout.holding(q.offset) == &q);
+  CHECK(&layout.holding(q.offset + q.size - 1) == &q);
+  CHECK_THROWS_WITH(layout.holding(layout.buffer_size() + 5), Catch::Contains("lies in no tensor"));
 }
 
 TEST_CASE("gpt2 at 124M size has GPT-2's 124,439,808 parameters", "[model][parameters]") {
@@ -101,7 +150,7 @@ TEST_CASE("an untied golf head is zero and the untied embedding N(0, 1), as para
   model::Parameters<double> params(model::family("golf").layout(m, 1024));
   const auto& head = params.layout().find("lm_head.weight");
   CHECK(head.spec.shape == std::vector<std::size_t>{64, 32});
-  CHECK(head.spec.group == ParamGroup::head);
+  CHECK(head.spec.group() == ParamGroup::head);
   CHECK(&params.layout().entries().back() == &head);  // after every tensor of the tied layout
   model::initialize(params, 7);
   auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), params.values());

@@ -51,14 +51,14 @@ struct AloneTensor {
       : entry(e), p("p", e.size), g("g", e.size), m("m", e.size), v("v", e.size), momentum("momentum", e.size),
         update("update", e.size),
         work(e.size, e.spec.shape.size() == 2 ? std::min(e.spec.shape[0], e.spec.shape[1]) : 1),
-        muon(c.optim.matrix_optimizer == config::MatrixOptimizer::muon && e.spec.group == model::ParamGroup::matrix),
+        muon(c.optim.matrix_optimizer == config::MatrixOptimizer::muon && e.spec.group() == model::ParamGroup::matrix),
         optim(c.optim) {
     from_host(span_of(values, e), p);
   }
   void step(int step, const std::vector<double>& grads) {
     from_host(span_of(grads, entry), g);
     double lr = 0, decay = 0;
-    switch (entry.spec.group) {
+    switch (entry.spec.group()) {
       case model::ParamGroup::matrix: lr = optim.matrix_lr, decay = optim.matrix_weight_decay; break;
       case model::ParamGroup::embedding: lr = optim.embed_lr, decay = optim.embed_weight_decay; break;
       case model::ParamGroup::head: lr = optim.head_lr, decay = optim.head_weight_decay; break;
@@ -234,7 +234,7 @@ TEST_CASE("Muon's matrices go to the ranks whole, balanced by their Newton-Schul
     double largest = 0, matrices = 0;
     for (std::size_t i = 0; i < owners.size(); ++i) {
       const model::TensorEntry& e = layout.entries()[i];
-      const bool muon = e.spec.group == model::ParamGroup::matrix;
+      const bool muon = e.spec.group() == model::ParamGroup::matrix;
       CHECK((owners[i] >= 0) == muon);  // every matrix of Muon's, nothing else
       if (!muon) continue;
       REQUIRE(owners[i] < ranks);

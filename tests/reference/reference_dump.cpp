@@ -68,7 +68,7 @@ int dump(config::Config config, const char* path) {
   const auto values = host_values(lm.parameters().values());
   for (const auto& e : layout.entries()) {
     out.write("params/" + e.spec.name, e.spec.shape, values.data() + e.offset);
-    out.write_string("groups/" + e.spec.name, model::group_name(e.spec.group));  // the optimizer group
+    out.write_string("groups/" + e.spec.name, model::group_name(e.spec.group()));  // the optimizer group
   }
 
   Kokkos::deep_copy(lm.parameters().grads(), 0.0);

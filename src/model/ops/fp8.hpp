@@ -182,9 +182,6 @@ void fp8_encode_scaled(const ExecSpace& exec, const X& x, std::uint8_t* as_is, s
 
 }  // namespace
 
-// Which of a model's layers run FP8 products (model.fp8): an MLP's, or every block's linear layer.
-enum class LayerKind { attention, mlp };
-
 // The scratch of the rounded operands, shared by every layer of a model (each product rounds its
 // operands just before it runs), sized for the widest layer. The FP8 bytes of the GPU's products
 // take the same memory: x or x^T, dy and dy^T, W or W^T, one byte each where a bf16 copy takes two.

@@ -63,10 +63,10 @@ GolfModel<T, A>::GolfModel(const config::ModelConfig& config, int max_batch, int
     }
   }
   if (golf_bigram_projects(config)) bigram_proj_ = ops::Linear<T, A>(this->wa_.bigram_proj, this->g_.bigram_proj);
-  this->use_fp8(ops::LayerKind::attention, qkv_);
-  this->use_fp8(ops::LayerKind::attention, proj_);
-  this->use_fp8(ops::LayerKind::mlp, fc_);
-  this->use_fp8(ops::LayerKind::mlp, mlp_proj_);
+  this->use_fp8(qkv_);
+  this->use_fp8(proj_);
+  this->use_fp8(fc_);
+  this->use_fp8(mlp_proj_);
 }
 
 template <class T, class A>

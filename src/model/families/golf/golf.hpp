@@ -71,41 +71,41 @@ void declare_golf(const config::ModelConfig& m, Tensors& t, Declare&& declare) {
   const std::size_t c = m.d_model, v = m.vocab_size, h = m.n_head;
   const std::size_t kv_dim = static_cast<std::size_t>(m.n_kv_head) * (c / h), hidden = c * m.mlp_mult;
   const double linear_bound = 1.0 / std::sqrt(static_cast<double>(c));  // every Linear here reads C features
-  declare(t.tok_emb, TensorSpec{"tok_emb.weight", {v, c}, ParamGroup::embedding, Init::normal,
+  declare(t.tok_emb, TensorSpec{"tok_emb.weight", {v, c}, Role::embedding, Init::normal,
                                 m.tie_embeddings ? m.tied_embed_init_std : 1.0});
   t.blocks.resize(static_cast<std::size_t>(m.n_layer));
   for (int i = 0; i < m.n_layer; ++i) {
     auto& b = t.blocks[static_cast<std::size_t>(i)];
     const std::string p = "blocks." + std::to_string(i) + ".";
     auto spec = [i](TensorSpec s) { return in_block(std::move(s), i); };
-    declare(b.c_q, spec({p + "attn.c_q.weight", {c, c}, ParamGroup::matrix, Init::uniform, linear_bound}));
-    declare(b.c_k, spec({p + "attn.c_k.weight", {kv_dim, c}, ParamGroup::matrix, Init::uniform, linear_bound}));
-    declare(b.c_v, spec({p + "attn.c_v.weight", {kv_dim, c}, ParamGroup::matrix, Init::uniform, linear_bound}));
-    declare(b.proj, spec({p + "attn.proj.weight", {c, c}, ParamGroup::matrix, Init::zeros}));
-    declare(b.q_gain, spec({p + "attn.q_gain", {h}, ParamGroup::scalar, Init::constant, m.qk_gain_init}));
-    declare(b.fc, spec({p + "mlp.fc.weight", {hidden, c}, ParamGroup::matrix, Init::uniform, linear_bound}));
-    declare(b.mlp_proj, spec({p + "mlp.proj.weight", {c, hidden}, ParamGroup::matrix, Init::zeros}));
-    declare(b.attn_scale, spec({p + "attn_scale", {c}, ParamGroup::scalar, Init::constant, 1.0}));
-    declare(b.mlp_scale, spec({p + "mlp_scale", {c}, ParamGroup::scalar, Init::constant, 1.0}));
-    declare(b.resid_mix, spec({p + "resid_mix", {2, c}, ParamGroup::scalar, Init::first_row, 1.0}));
+    declare(b.c_q, spec({p + "attn.c_q.weight", {c, c}, Role::attention, Init::uniform, linear_bound}));
+    declare(b.c_k, spec({p + "attn.c_k.weight", {kv_dim, c}, Role::attention, Init::uniform, linear_bound}));
+    declare(b.c_v, spec({p + "attn.c_v.weight", {kv_dim, c}, Role::attention, Init::uniform, linear_bound}));
+    declare(b.proj, spec({p + "attn.proj.weight", {c, c}, Role::attention, Init::zeros}));
+    declare(b.q_gain, spec({p + "attn.q_gain", {h}, Role::control, Init::constant, m.qk_gain_init}));
+    declare(b.fc, spec({p + "mlp.fc.weight", {hidden, c}, Role::mlp, Init::uniform, linear_bound}));
+    declare(b.mlp_proj, spec({p + "mlp.proj.weight", {c, hidden}, Role::mlp, Init::zeros}));
+    declare(b.attn_scale, spec({p + "attn_scale", {c}, Role::control, Init::constant, 1.0}));
+    declare(b.mlp_scale, spec({p + "mlp_scale", {c}, Role::control, Init::constant, 1.0}));
+    declare(b.resid_mix, spec({p + "resid_mix", {2, c}, Role::control, Init::first_row, 1.0}));
   }
   const int skips = golf_skip_count(run_layers(m));
   if (skips > 0) {
-    declare(t.skip_weights, TensorSpec{"skip_weights", {static_cast<std::size_t>(skips), c}, ParamGroup::scalar,
+    declare(t.skip_weights, TensorSpec{"skip_weights", {static_cast<std::size_t>(skips), c}, Role::control,
                                        Init::constant, 1.0});
   }
-  if (!m.tie_embeddings) declare(t.lm_head, TensorSpec{"lm_head.weight", {v, c}, ParamGroup::head, Init::zeros});
-  if (m.smear_gate) declare(t.smear_gate, TensorSpec{"smear_gate", {c}, ParamGroup::scalar, Init::zeros});
+  if (!m.tie_embeddings) declare(t.lm_head, TensorSpec{"lm_head.weight", {v, c}, Role::head, Init::zeros});
+  if (m.smear_gate) declare(t.smear_gate, TensorSpec{"smear_gate", {c}, Role::control, Init::zeros});
   // BigramHash as the records declare it: the table from zero with the embedding's rate; the
   // projection as an nn.Linear, trained by the matrices' optimizer; the scale from 0.05.
   if (golf_bigram(m)) {
     const std::size_t buckets = m.bigram_buckets, dim = m.bigram_dim;
-    declare(t.bigram_embed, TensorSpec{"bigram.embed.weight", {buckets, dim}, ParamGroup::embedding, Init::zeros});
+    declare(t.bigram_embed, TensorSpec{"bigram.embed.weight", {buckets, dim}, Role::embedding, Init::zeros});
     if (golf_bigram_projects(m)) {
-      declare(t.bigram_proj, TensorSpec{"bigram.proj.weight", {c, dim}, ParamGroup::matrix, Init::uniform,
+      declare(t.bigram_proj, TensorSpec{"bigram.proj.weight", {c, dim}, Role::projection, Init::uniform,
                                         1.0 / std::sqrt(static_cast<double>(dim))});
     }
-    declare(t.bigram_scale, TensorSpec{"bigram.scale", {1}, ParamGroup::scalar, Init::constant, 0.05});
+    declare(t.bigram_scale, TensorSpec{"bigram.scale", {1}, Role::control, Init::constant, 0.05});
   }
 }
 

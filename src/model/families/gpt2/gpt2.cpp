@@ -28,10 +28,10 @@ Gpt2Model<T, A>::Gpt2Model(const config::ModelConfig& config, int max_batch, int
     fc_.emplace_back(Wa.c_fc, G.c_fc, Wa.c_fc_b, G.c_fc_b);
     mlp_proj_.emplace_back(Wa.mlp_proj, G.mlp_proj, Wa.mlp_proj_b, G.mlp_proj_b);
   }
-  this->use_fp8(ops::LayerKind::attention, attn_);
-  this->use_fp8(ops::LayerKind::attention, attn_proj_);
-  this->use_fp8(ops::LayerKind::mlp, fc_);
-  this->use_fp8(ops::LayerKind::mlp, mlp_proj_);
+  this->use_fp8(attn_);
+  this->use_fp8(attn_proj_);
+  this->use_fp8(fc_);
+  this->use_fp8(mlp_proj_);
 }
 
 template <class T, class A>

@@ -53,17 +53,18 @@ void declare_gpt2(const config::ModelConfig& m, int block_size, Tensors& t, Decl
   const std::size_t c = m.d_model, v = m.vocab_size, f = c * m.mlp_mult;
   const double projection_std = 0.02 / std::sqrt(2.0 * m.n_layer);
   const double wte_std = m.tie_embeddings ? m.tied_embed_init_std : 0.02;
-  declare(t.wte, TensorSpec{"transformer.wte.weight", {v, c}, ParamGroup::embedding, Init::normal, wte_std});
-  declare(t.wpe, TensorSpec{"transformer.wpe.weight", {static_cast<std::size_t>(block_size), c}, ParamGroup::embedding,
+  declare(t.wte, TensorSpec{"transformer.wte.weight", {v, c}, Role::embedding, Init::normal, wte_std});
+  declare(t.wpe, TensorSpec{"transformer.wpe.weight", {static_cast<std::size_t>(block_size), c}, Role::embedding,
                             Init::normal, 0.02});
   int block = -1;  // the block being declared
   auto norm = [&](auto& w, auto& b, const std::string& name) {
-    declare(w, in_block({name + ".weight", {c}, ParamGroup::scalar, Init::constant, 1.0}, block));
-    declare(b, in_block({name + ".bias", {c}, ParamGroup::scalar, Init::zeros}, block));
+    declare(w, in_block({name + ".weight", {c}, Role::norm, Init::constant, 1.0}, block));
+    declare(b, in_block({name + ".bias", {c}, Role::norm, Init::zeros}, block));
   };
-  auto dense = [&](auto& w, auto& b, const std::string& name, std::size_t out, std::size_t in, double std_dev) {
-    declare(w, in_block({name + ".weight", {out, in}, ParamGroup::matrix, Init::normal, std_dev}, block));
-    declare(b, in_block({name + ".bias", {out}, ParamGroup::scalar, Init::zeros}, block));
+  auto dense = [&](auto& w, auto& b, const std::string& name, Role role, std::size_t out, std::size_t in,
+                   double std_dev) {
+    declare(w, in_block({name + ".weight", {out, in}, role, Init::normal, std_dev}, block));
+    declare(b, in_block({name + ".bias", {out}, Role::bias, Init::zeros}, block));
   };
   t.blocks.resize(static_cast<std::size_t>(m.n_layer));
   for (int i = 0; i < m.n_layer; ++i) {
@@ -71,15 +72,15 @@ void declare_gpt2(const config::ModelConfig& m, int block_size, Tensors& t, Decl
     const std::string p = "transformer.h." + std::to_string(i) + ".";
     block = i;
     norm(b.ln_1_w, b.ln_1_b, p + "ln_1");
-    dense(b.c_attn, b.c_attn_b, p + "attn.c_attn", 3 * c, c, 0.02);
-    dense(b.c_proj, b.c_proj_b, p + "attn.c_proj", c, c, projection_std);
+    dense(b.c_attn, b.c_attn_b, p + "attn.c_attn", Role::attention, 3 * c, c, 0.02);
+    dense(b.c_proj, b.c_proj_b, p + "attn.c_proj", Role::attention, c, c, projection_std);
     norm(b.ln_2_w, b.ln_2_b, p + "ln_2");
-    dense(b.c_fc, b.c_fc_b, p + "mlp.c_fc", f, c, 0.02);
-    dense(b.mlp_proj, b.mlp_proj_b, p + "mlp.c_proj", c, f, projection_std);
+    dense(b.c_fc, b.c_fc_b, p + "mlp.c_fc", Role::mlp, f, c, 0.02);
+    dense(b.mlp_proj, b.mlp_proj_b, p + "mlp.c_proj", Role::mlp, c, f, projection_std);
   }
   block = -1;
   norm(t.ln_f_w, t.ln_f_b, "transformer.ln_f");
-  if (!m.tie_embeddings) declare(t.lm_head, TensorSpec{"lm_head.weight", {v, c}, ParamGroup::head, Init::normal, 0.02});
+  if (!m.tie_embeddings) declare(t.lm_head, TensorSpec{"lm_head.weight", {v, c}, Role::head, Init::normal, 0.02});
 }
 
 // gpt2's activations and workspaces.

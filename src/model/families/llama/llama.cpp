@@ -88,10 +88,10 @@ LlamaModel<T, A>::LlamaModel(const config::ModelConfig& config, int max_batch, i
     o_.emplace_back(Wa.o_proj, G.o_proj);
     down_.emplace_back(Wa.down_proj, G.down_proj);
   }
-  this->use_fp8(ops::LayerKind::attention, qkv_);
-  this->use_fp8(ops::LayerKind::attention, o_);
-  this->use_fp8(ops::LayerKind::mlp, gate_up_);
-  this->use_fp8(ops::LayerKind::mlp, down_);
+  this->use_fp8(qkv_);
+  this->use_fp8(o_);
+  this->use_fp8(gate_up_);
+  this->use_fp8(down_);
 }
 
 template <class T, class A>

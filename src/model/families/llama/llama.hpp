@@ -47,25 +47,25 @@ template <class Tensors, class Declare>
 void declare_llama(const config::ModelConfig& m, Tensors& t, Declare&& declare) {
   const std::size_t c = m.d_model, v = m.vocab_size;
   const std::size_t kv_dim = static_cast<std::size_t>(m.n_kv_head) * (c / m.n_head), f = c * m.mlp_mult;
-  declare(t.embed, TensorSpec{"model.embed_tokens.weight", {v, c}, ParamGroup::embedding, Init::normal,
+  declare(t.embed, TensorSpec{"model.embed_tokens.weight", {v, c}, Role::embedding, Init::normal,
                               m.tie_embeddings ? m.tied_embed_init_std : 0.02});
   t.blocks.resize(static_cast<std::size_t>(m.n_layer));
   for (int i = 0; i < m.n_layer; ++i) {
     auto& b = t.blocks[static_cast<std::size_t>(i)];
     const std::string p = "model.layers." + std::to_string(i) + ".";
     auto spec = [i](TensorSpec s) { return in_block(std::move(s), i); };
-    declare(b.input_norm, spec({p + "input_layernorm.weight", {c}, ParamGroup::scalar, Init::constant, 1.0}));
-    declare(b.q_proj, spec({p + "self_attn.q_proj.weight", {c, c}, ParamGroup::matrix, Init::normal, 0.02}));
-    declare(b.k_proj, spec({p + "self_attn.k_proj.weight", {kv_dim, c}, ParamGroup::matrix, Init::normal, 0.02}));
-    declare(b.v_proj, spec({p + "self_attn.v_proj.weight", {kv_dim, c}, ParamGroup::matrix, Init::normal, 0.02}));
-    declare(b.o_proj, spec({p + "self_attn.o_proj.weight", {c, c}, ParamGroup::matrix, Init::normal, 0.02}));
-    declare(b.post_norm, spec({p + "post_attention_layernorm.weight", {c}, ParamGroup::scalar, Init::constant, 1.0}));
-    declare(b.gate_proj, spec({p + "mlp.gate_proj.weight", {f, c}, ParamGroup::matrix, Init::normal, 0.02}));
-    declare(b.up_proj, spec({p + "mlp.up_proj.weight", {f, c}, ParamGroup::matrix, Init::normal, 0.02}));
-    declare(b.down_proj, spec({p + "mlp.down_proj.weight", {c, f}, ParamGroup::matrix, Init::normal, 0.02}));
+    declare(b.input_norm, spec({p + "input_layernorm.weight", {c}, Role::norm, Init::constant, 1.0}));
+    declare(b.q_proj, spec({p + "self_attn.q_proj.weight", {c, c}, Role::attention, Init::normal, 0.02}));
+    declare(b.k_proj, spec({p + "self_attn.k_proj.weight", {kv_dim, c}, Role::attention, Init::normal, 0.02}));
+    declare(b.v_proj, spec({p + "self_attn.v_proj.weight", {kv_dim, c}, Role::attention, Init::normal, 0.02}));
+    declare(b.o_proj, spec({p + "self_attn.o_proj.weight", {c, c}, Role::attention, Init::normal, 0.02}));
+    declare(b.post_norm, spec({p + "post_attention_layernorm.weight", {c}, Role::norm, Init::constant, 1.0}));
+    declare(b.gate_proj, spec({p + "mlp.gate_proj.weight", {f, c}, Role::mlp, Init::normal, 0.02}));
+    declare(b.up_proj, spec({p + "mlp.up_proj.weight", {f, c}, Role::mlp, Init::normal, 0.02}));
+    declare(b.down_proj, spec({p + "mlp.down_proj.weight", {c, f}, Role::mlp, Init::normal, 0.02}));
   }
-  declare(t.norm, TensorSpec{"model.norm.weight", {c}, ParamGroup::scalar, Init::constant, 1.0});
-  if (!m.tie_embeddings) declare(t.lm_head, TensorSpec{"lm_head.weight", {v, c}, ParamGroup::head, Init::normal, 0.02});
+  declare(t.norm, TensorSpec{"model.norm.weight", {c}, Role::norm, Init::constant, 1.0});
+  if (!m.tie_embeddings) declare(t.lm_head, TensorSpec{"lm_head.weight", {v, c}, Role::head, Init::normal, 0.02});
 }
 
 template <class T, class A>
