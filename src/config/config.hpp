@@ -161,12 +161,12 @@ struct TrainConfig {
   bool eval_isolate_documents = false;  // windows never reach back across a document's start
   int task_eval_every = 0;              // score data.task_files every N steps too; 0: at the end only
   int log_every = 200;
-  // Averages of the weights (optim/weight_averages.hpp), kept beside them and in checkpoints.
+  // Averages of the weights (features/weight_averages/), kept beside them and in checkpoints.
   double ema_decay = 0.0;       // 0: no EMA; else ema = d ema + (1 - d) w after every step
   int swa_every = 0;            // 0: no SWA; else every N steps once the lr multiplier is below swa_start_lr
   double swa_start_lr = 0.5;
   Weights eval_weights = Weights::live;  // which weights training's evaluations score
-  double qat_start_lr = 0.0;  // late QAT (train/late_qat.hpp) below this lr multiplier; 0: none
+  double qat_start_lr = 0.0;  // late QAT (features/late_qat/) below this lr multiplier; 0: none
 };
 
 struct OptimConfig {

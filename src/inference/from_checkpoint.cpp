@@ -25,6 +25,7 @@
 #include "model/language_model.hpp"
 #include "io/artifact.hpp"
 #include "io/checkpoint.hpp"
+#include "features/registry.hpp"
 #include "inference/evaluator.hpp"
 #include "inference/text_codec.hpp"
 
@@ -52,7 +53,7 @@ std::unique_ptr<model::LanguageModel<Real>> loaded_model(const config::ResolvedD
     step = artifact.step;
     return model;
   }
-  step = io::load_checkpoint_weights(path, model->parameters(), deck.config, weights).step;
+  step = features::load_weights(path, model->parameters(), deck.config, weights).step;
   return model;
 }
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <cstdio>
 #include <filesystem>
+#include <utility>
 
 #include "config/schema.hpp"
 #include "core/checksum.hpp"
@@ -29,15 +30,33 @@ constexpr const char* kFilePrefix = "ckpt_";
 constexpr const char* kFileSuffix = ".h5";
 
 // The groups of a checkpoint, in the order the checksum walks them.
-std::vector<std::string> groups(const std::vector<std::string>& state_names, const std::vector<std::string>& averages) {
+std::vector<std::string> groups(const std::vector<std::string>& state_names, const std::vector<std::string>& features) {
   std::vector<std::string> all = {"params"};
   for (const std::string& name : state_names) all.push_back("optim/" + name);
-  for (const std::string& name : averages) all.push_back("average/" + name);
+  for (const std::string& name : features) all.push_back(name);
   return all;
 }
 
-// Every average kgpt keeps, in the order checkpoints store them.
-const config::Weights kAverages[] = {config::Weights::ema, config::Weights::swa};
+// The top-level groups every checkpoint has; any other holds step features' groups.
+const char* const kOwnFolders[] = {"params", "optim", "state", "metadata"};
+// The training state's own datasets; any other under /state is a feature's scalar.
+const char* const kStateFields[] = {"step", "tokens_seen", "stream_position", "training_seconds", "seed"};
+
+template <std::size_t N>
+bool among(const std::string& name, const char* const (&names)[N]) {
+  return std::find(std::begin(names), std::end(names), name) != std::end(names);
+}
+
+// The feature groups of an open checkpoint, by name.
+std::vector<std::string> held_feature_groups(const io::Hdf5File& in) {
+  std::vector<std::string> held;
+  for (const std::string& folder : in.members("/")) {
+    if (among(folder, kOwnFolders)) continue;
+    for (const std::string& name : in.members("/" + folder)) held.push_back(folder + "/" + name);
+  }
+  std::sort(held.begin(), held.end());
+  return held;
+}
 
 void add_state(Checksum& sum, const CheckpointState& s) {
   sum.add(&s.step, sizeof(s.step));
@@ -135,16 +154,10 @@ std::string write_checkpoint(const std::string& run_dir, const model::Parameters
                           state, metadata, policy);
 }
 
-HostState checkpoint_averages(const optim::WeightAverages& averages) {
-  HostState host;
-  for (const config::Weights w : averages.kept()) host.emplace_back(optim::average_name(w), averages.to_host(w));
-  return host;
-}
-
 std::string write_checkpoint(const std::string& run_dir, const model::Parameters<float>& params,
                              const HostState& optimizer_state, const CheckpointState& state,
                              const io::RunMetadata& metadata, const CheckpointPolicy& policy,
-                             const HostState& averages) {
+                             const FeatureState& features) {
   fs::create_directories(checkpoint_folder(run_dir));
   const std::string path = checkpoint_path(run_dir, state.step), temporary = path + ".tmp";
   Checksum sum;
@@ -155,10 +168,11 @@ std::string write_checkpoint(const std::string& run_dir, const model::Parameters
     const std::vector<float> values = to_host(params.values());
     all.emplace_back("params", &values);
     for (const auto& [name, host] : optimizer_state) all.emplace_back("optim/" + name, &host);
-    bool swa = false;
-    for (const auto& [name, host] : averages) {
-      all.emplace_back("average/" + name, &host);
-      swa = swa || name == optim::average_name(config::Weights::swa);
+    for (const auto& [name, host] : features.groups) {
+      if (name.find('/') == std::string::npos || among(name.substr(0, name.find('/')), kOwnFolders)) {
+        throw Error(ExitCode::failure, "feature group '" + name + "': not a folder/name path of its own");
+      }
+      all.emplace_back(name, &host);
     }
     for (const auto& [group, stored] : all) {
       parallel::progress();
@@ -177,9 +191,10 @@ std::string write_checkpoint(const std::string& run_dir, const model::Parameters
       for (const auto& e : layout.entries()) out.write("/" + group + "/" + e.spec.name, e.spec.shape, host.data() + e.offset);
     }
     add_state(sum, state);
-    if (swa) {
-      sum.add(&state.swa_count, sizeof(state.swa_count));
-      out.write("/state/swa_count", {}, &state.swa_count);
+    for (const auto& [name, value] : features.scalars) {
+      if (among(name, kStateFields)) throw Error(ExitCode::failure, "feature scalar '" + name + "' is a state field");
+      sum.add(&value, sizeof(value));
+      out.write("/state/" + name, {}, &value);
     }
     out.write("/state/step", {}, &state.step);
     out.write("/state/tokens_seen", {}, &state.tokens_seen);
@@ -210,34 +225,19 @@ std::string write_checkpoint(const std::string& run_dir, const model::Parameters
 
 namespace {
 
-// Checks `path` against the model and its checksum, then fills params (from the group `weights`)
-// and, when given, the optimizer and the averages; the other groups are read for the checksum only,
-// one at a time.
+// Checks `path` against the model and its checksum, then fills params (from the group `wanted`)
+// and, when given, the optimizer and the feature groups `features` names; the other groups are read
+// for the checksum only, one at a time. `scalars`, when given, gets the feature scalars.
 CheckpointState load(const std::string& path, const model::Parameters<float>& params,
                      const std::vector<std::string>& state_names, optim::Optimizer<float>* optimizer,
-                     optim::WeightAverages* averages, config::Weights weights) {
+                     FeatureState* features, const std::string& wanted, std::map<std::string, std::int64_t>* scalars) {
   io::Hdf5File in(path, io::Hdf5File::Mode::read);
   const auto& layout = params.layout();
   if (!in.contains("/state/step")) throw InputError(path + ": not a kgpt checkpoint (no /state/step)");
-  std::vector<std::string> held;
-  for (const config::Weights w : kAverages) {
-    if (in.contains(std::string("/average/") + optim::average_name(w))) held.emplace_back(optim::average_name(w));
+  const std::vector<std::string> held = held_feature_groups(in);
+  if (wanted != "params" && std::find(held.begin(), held.end(), wanted) == held.end()) {
+    throw InputError(path + ": the checkpoint holds no weights '" + wanted + "'");
   }
-  const auto holds = [&](config::Weights w) {
-    return std::find(held.begin(), held.end(), optim::average_name(w)) != held.end();
-  };
-  const auto missing = [&](config::Weights w) {
-    const bool ema = w == config::Weights::ema;
-    return InputError(path + ": the checkpoint keeps no " + (ema ? "EMA" : "SWA") + " of the weights (the run that " +
-                      "wrote it had " + (ema ? "train.ema_decay 0" : "train.swa_every 0") + ")");
-  };
-  if (weights != config::Weights::live && !holds(weights)) throw missing(weights);
-  if (averages != nullptr) {
-    for (const config::Weights w : averages->kept()) {
-      if (!holds(w)) throw missing(w);
-    }
-  }
-  const std::string wanted = weights == config::Weights::live ? "params" : std::string("average/") + optim::average_name(weights);
   const std::int64_t tensors = in.read_attribute_whole("/", "tensor_count");
   if (tensors < 0 || static_cast<std::size_t>(tensors) != layout.entries().size()) {
     throw InputError(path + ": the checkpoint holds " + std::to_string(tensors) +
@@ -264,8 +264,9 @@ CheckpointState load(const std::string& path, const model::Parameters<float>& pa
       in.read_floats(name, host.data() + e.offset);
     }
     sum.add(host.data(), host.size() * sizeof(float));
-    const bool average = group.rfind("average/", 0) == 0;
-    if (group == wanted || (optimizer != nullptr && !average) || (averages != nullptr && average)) {
+    const bool optimizer_state = group.rfind("optim/", 0) == 0;
+    const bool feature_wanted = features != nullptr && features->groups.count(group) > 0;
+    if (group == wanted || (optimizer != nullptr && optimizer_state) || feature_wanted) {
       loaded.emplace_back(group, std::move(host));
     }
   }
@@ -276,22 +277,30 @@ CheckpointState load(const std::string& path, const model::Parameters<float>& pa
   state.training_seconds = in.read_scalar("/state/training_seconds");
   state.seed = in.read_whole_scalar("/state/seed");
   add_state(sum, state);
-  if (holds(config::Weights::swa)) {
-    state.swa_count = in.read_whole_scalar("/state/swa_count");
-    sum.add(&state.swa_count, sizeof(state.swa_count));
+  std::vector<std::string> scalar_names;
+  for (const std::string& name : in.members("/state")) {
+    if (!among(name, kStateFields)) scalar_names.push_back(name);
+  }
+  std::sort(scalar_names.begin(), scalar_names.end());
+  std::map<std::string, std::int64_t> feature_scalars;
+  for (const std::string& name : scalar_names) {
+    const std::int64_t value = in.read_whole_scalar("/state/" + name);
+    sum.add(&value, sizeof(value));
+    feature_scalars[name] = value;
   }
   const std::string stored = in.read_attribute_string("/", "checksum");
   if (stored != sum.hex()) {
     throw InputError(path + ": checksum mismatch (stored " + stored + ", computed " + sum.hex() +
                      "): the checkpoint is corrupted");
   }
-  // The weights and the averages take the whole layout, the optimizer's state its shard.
-  for (const auto& [group, host] : loaded) {
+  if (scalars != nullptr) *scalars = feature_scalars;
+  if (features != nullptr) features->scalars = feature_scalars;
+  // The weights and the features' groups take the whole layout, the optimizer's state its shard.
+  for (auto& [group, host] : loaded) {
     if (group == wanted) from_host(host, params.values());
-    if (averages != nullptr) {
-      for (const config::Weights w : averages->kept()) {
-        if (group == std::string("average/") + optim::average_name(w)) averages->from_host(w, host, state.swa_count);
-      }
+    if (features != nullptr && features->groups.count(group) > 0) {
+      features->groups[group] = std::move(host);
+      continue;
     }
     if (optimizer == nullptr || group.rfind("optim/", 0) != 0) continue;
     const optim::Shard& shard = optimizer->shard();
@@ -305,23 +314,26 @@ CheckpointState load(const std::string& path, const model::Parameters<float>& pa
 }  // namespace
 
 CheckpointState load_checkpoint(const std::string& path, const model::Parameters<float>& params,
-                                optim::Optimizer<float>& optimizer, optim::WeightAverages* averages) {
-  return load(path, params, optimizer.state_names(), &optimizer, averages, config::Weights::live);
+                                optim::Optimizer<float>& optimizer, FeatureState* features) {
+  return load(path, params, optimizer.state_names(), &optimizer, features, "params", nullptr);
 }
 
 CheckpointState load_checkpoint_weights(const std::string& path, const model::Parameters<float>& params,
-                                        const config::Config& config, config::Weights weights) {
-  const CheckpointState state = load(path, params, optim::state_names(config), nullptr, nullptr, weights);
-  if (weights == config::Weights::swa && state.swa_count == 0) {
-    // The buffer is zero until the first snapshot: scoring it would score no model at all.
-    throw InputError(path + ": its SWA of the weights holds no snapshot yet (swa_count 0 at step " +
-                     std::to_string(state.step) + "; the first is taken after a step that is a multiple of "
-                     "train.swa_every = " + std::to_string(config.train.swa_every) +
-                     " once the learning-rate multiplier is below train.swa_start_lr = " +
-                     text::format_double(config.train.swa_start_lr) +
-                     "): use the live or EMA weights, or a later checkpoint");
+                                        const config::Config& config, const std::string& group,
+                                        std::map<std::string, std::int64_t>* scalars) {
+  return load(path, params, optim::state_names(config), nullptr, nullptr, group, scalars);
+}
+
+FeatureState feature_contents(const std::string& path, std::int64_t& step) {
+  const io::Hdf5File in(path, io::Hdf5File::Mode::read);
+  if (!in.contains("/state/step")) throw InputError(path + ": not a kgpt checkpoint (no /state/step)");
+  step = in.read_whole_scalar("/state/step");
+  FeatureState contents;
+  for (const std::string& group : held_feature_groups(in)) contents.groups[group] = {};
+  for (const std::string& name : in.members("/state")) {
+    if (!among(name, kStateFields)) contents.scalars[name] = in.read_whole_scalar("/state/" + name);
   }
-  return state;
+  return contents;
 }
 
 std::string model_change(const std::string& path, const config::ResolvedDeck& deck) {

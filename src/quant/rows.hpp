@@ -1,6 +1,6 @@
 #pragma once
 // The row quantizer: how `kgpt export` stores a matrix's rows in b bits (io/artifact.hpp) and how
-// late QAT rounds them while training (train/late_qat.hpp), as one formula that host code and device
+// late QAT rounds them while training (features/late_qat/), as one formula that host code and device
 // kernels both call, so the weights trained against are the weights stored. With R = 2^(b-1) - 1 and
 // a row's scale s > 0:
 //   q = clamp(round-half-even(w / s), -R, R),  and the row reads back as q s.

@@ -13,7 +13,7 @@
 #include "model/gemm/gemm.hpp"
 #include "model/language_model.hpp"
 #include "optim/optimizer.hpp"
-#include "optim/weight_averages.hpp"
+#include "features/registry.hpp"
 #include "parallel/watchdog.hpp"
 #include "parallel/world.hpp"
 #include "train/step.hpp"
@@ -147,12 +147,11 @@ BenchResult run_bench(const config::ResolvedDeck& deck, const BenchOptions& opti
     sharing = {static_cast<int>(std::max_element(load.begin(), load.end()) - load.begin()), options.muon_share_of};
   }
   optim::Optimizer<float> optimizer(model->parameters(), c, optimizer_shard(deck, layout), sharing);
+  // The step features, as training runs them (features/registry.hpp).
+  const features::StepFeatures features = features::make_step_features(c, layout);
+  for (const auto& feature : features) feature->start(exec, model->parameters().values());
   // On one rank the step's averager exchanges nothing: the other ranks' updates stay zero.
-  TrainStep<float> train_step(*model, optimizer, deck, parallel::world().size);
-  // The averages of the weights, as training keeps them (train.ema_decay, train.swa_every).
-  optim::WeightAverages averages(c.train, layout.buffer_size());
-  averages.start(exec, model->parameters().values());
-  if (!averages.kept().empty()) train_step.keep_averages(&averages);
+  TrainStep<float> train_step(*model, optimizer, deck, parallel::world().size, features);
   result.muon_share = optimizer.muon_share();
   result.muon_rank = sharing.rank;
   result.muon_ranks = sharing.ranks;

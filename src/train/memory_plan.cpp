@@ -1,7 +1,5 @@
 #include "train/memory_plan.hpp"
 
-#include "optim/weight_averages.hpp"
-
 #include <algorithm>
 #include <cstdio>
 
@@ -13,8 +11,7 @@
 #include "model/parameters.hpp"
 #include "model/recompute.hpp"
 #include "optim/optimizer.hpp"
-#include "optim/weight_averages.hpp"
-#include "train/late_qat.hpp"
+#include "features/registry.hpp"
 #include "train/step.hpp"
 
 namespace kgpt::train {
@@ -114,19 +111,10 @@ MemoryPlan plan_memory(const config::ResolvedDeck& deck, const model::MemoryTarg
                                                            "(model.fp8: ") +
                                                    config::name_of(c.model.fp8) + ")"});
   }
-  const std::size_t average_bytes = optim::weight_average_bytes(c.train, layout.buffer_size());
-  if (average_bytes > 0) {
-    const bool both = c.train.ema_decay > 0 && c.train.swa_every > 0;
-    plan.parts.insert(plan.parts.begin() + 3,
-                      {"weight averages", static_cast<double>(average_bytes),
-                       std::string(both ? "EMA and SWA, " : c.train.ema_decay > 0 ? "EMA, " : "SWA, ") + n +
-                           " fp32 values" + (both ? " each" : "")});
-  }
-  const std::size_t qat_bytes = late_qat_bytes(c, layout);
-  if (qat_bytes > 0) {
-    plan.parts.insert(plan.parts.begin() + 3, {"late QAT copy", static_cast<double>(qat_bytes),
-                                               "the live weights while the micro-steps read rounded ones, " + n +
-                                                   " fp32 values"});
+  // The step features' rows, in the registry's order, after the optimizer's state.
+  auto at = plan.parts.begin() + 3;
+  for (const features::MemoryRow& row : features::step_feature_memory(c, layout)) {
+    at = plan.parts.insert(at, {row.name, row.bytes, row.how}) + 1;
   }
   for (const MemoryPart& part : plan.parts) plan.total += part.bytes;
   set_budget(deck, target, plan);

@@ -60,7 +60,7 @@ optim::MuonSharing muon_sharing(const config::ResolvedDeck& deck, int rank) {
 
 template <class T>
 TrainStep<T>::TrainStep(model::LanguageModel<T>& model, optim::Optimizer<T>& optimizer,
-                        const config::ResolvedDeck& deck, int world_size)
+                        const config::ResolvedDeck& deck, int world_size, const features::StepFeatures& features)
     : model_(model),
       optimizer_(optimizer),
       train_(deck.config.train),
@@ -73,7 +73,8 @@ TrainStep<T>::TrainStep(model::LanguageModel<T>& model, optim::Optimizer<T>& opt
                       deck.plan.seq_len),
       sums_("kgpt::train::sums"),
       clip_factor_("kgpt::train::clip_factor"),
-      host_sums_("kgpt::train::host_sums") {
+      host_sums_("kgpt::train::host_sums"),
+      features_(features) {
   parallel::AveragingSettings settings;
   settings.bucket_elements = static_cast<std::size_t>(deck.config.parallel.bucket_mb * 1e6 / sizeof(T));
   settings.overlap = deck.config.parallel.overlap;
@@ -91,8 +92,6 @@ TrainStep<T>::TrainStep(model::LanguageModel<T>& model, optim::Optimizer<T>& opt
   });
   // docs/design.md, section 2: grad_scale = 1 / grad_accum_steps; a summing transport adds 1 / world_size.
   backward_scale_ = static_cast<T>(plan_.grad_scale * averager_->backward_scale_factor());
-  auto qat = std::make_unique<LateQat>(deck.config, model.parameters().layout());
-  if (qat->enabled()) qat_ = std::move(qat);
 }
 
 template <class T>
@@ -117,10 +116,10 @@ StepMetrics TrainStep<T>::run(const ExecSpace& exec, int step, double training_s
     averager_->begin_step();
   }
   m.lr_multiplier = optim::lr_multiplier(train_, step, training_seconds);
-  m.quantized = qat_ && qat_->active(step, m.lr_multiplier);
-  if (m.quantized) {
-    const profile::Phase phase("late QAT");
-    qat_->quantize(exec, model_.parameters().values());
+  for (const auto& feature : features_) {
+    const profile::Region region(exec, feature->name());
+    std::string note = feature->before_micro_steps(exec, step, m.lr_multiplier, model_.parameters().values());
+    if (!note.empty()) m.notes.push_back(std::move(note));
   }
   timer.lap(m.backward_seconds);
   const Kokkos::View<double, MemSpace> loss_sum(sums_.data());
@@ -154,8 +153,11 @@ StepMetrics TrainStep<T>::run(const ExecSpace& exec, int step, double training_s
     const profile::Region region(exec, "gradient averaging (wait)");
     averager_->finish(exec);
   }
-  // The optimizer updates the live weights with the gradients taken at the quantized ones.
-  if (m.quantized) qat_->restore(exec, model_.parameters().values());
+  // The optimizer updates the live weights (late QAT's gradients were taken at rounded ones).
+  for (const auto& feature : features_) {
+    const profile::Region region(exec, feature->name());
+    feature->before_update(exec, model_.parameters().values());
+  }
   timer.lap(m.backward_seconds);
   parallel::progress(parallel::Phase::optimizer, number);
   const profile::Phase phase("optimizer");
@@ -177,9 +179,9 @@ StepMetrics TrainStep<T>::run(const ExecSpace& exec, int step, double training_s
     const profile::Region region(exec, "parameter all-gather (zero stage 1)");
     averager_->gather_parameters(exec, model_.parameters().values());
   }
-  if (averages_ != nullptr) {
-    const profile::Region region(exec, "weight averages");
-    averages_->update(exec, step + 1, m.lr_multiplier, model_.parameters().values());
+  for (const auto& feature : features_) {
+    const profile::Region region(exec, feature->name());
+    feature->after_update(exec, step, m.lr_multiplier, model_.parameters().values());
   }
   Kokkos::deep_copy(exec, host_sums_, sums_);
   exec.fence();

@@ -1,14 +1,14 @@
 #pragma once
 // One optimizer step of data-parallel training with gradient accumulation, the step `kgpt train`
 // runs and `kgpt bench` times (docs/design.md, sections 2 to 7):
-//   the step's micro-batches in one copy to the device; zero the gradients; late QAT's rounded
-//   matrices in place of the weights, where it acts (train/late_qat.hpp); for each of
+//   the step's micro-batches in one copy to the device; zero the gradients; the step features'
+//   work before the micro-steps (late QAT's rounded matrices in place of the weights); for each of
 //   grad_accum_steps micro-batches: forward, backward with the loss scaled by grad_scale (times
 //   1/world_size where the transport sums), the last micro-step's backward handing finished
-//   gradient spans to the averager; wait for the averaging; the live weights back; the gradient
-//   norm and the clipping
-//   factor; the schedule; the optimizer (which applies the clipping as it reads the gradients); the
-//   averages of the weights, where the run keeps them.
+//   gradient spans to the averager; wait for the averaging; the features' work before the update
+//   (the live weights back); the gradient norm and the clipping factor; the schedule; the optimizer
+//   (which applies the clipping as it reads the gradients); the features' work after it (the
+//   averages of the weights). The features are features/registry.hpp's, in its order.
 // The loss and the norm stay on the device until the step's end, where one copy brings both back:
 // nothing else in the step waits for the device or allocates. It returns the step's metrics; the
 // log line and the history row are both made from them.
@@ -21,9 +21,8 @@
 #include "core/views.hpp"
 #include "model/language_model.hpp"
 #include "optim/optimizer.hpp"
-#include "optim/weight_averages.hpp"
 #include "parallel/grad_averager.hpp"
-#include "train/late_qat.hpp"
+#include "features/registry.hpp"
 
 namespace kgpt::train {
 
@@ -40,7 +39,7 @@ struct StepMetrics {
   double loss = 0.0;           // mean over ranks and micro-steps
   double grad_norm = 0.0;      // global L2 norm of the averaged gradient, before clipping
   double lr_multiplier = 1.0;  // the schedule's factor for this step
-  bool quantized = false;      // the micro-steps read fake-quantized matrices (train.qat_start_lr)
+  std::vector<std::string> notes;  // lines for the run's log from step features that start acting
   double seconds = 0.0;        // wall time of the step on the slowest rank
   parallel::AveragingCounters averaging;
   // With fenced phases only (the benchmark): forward; backward with zeroing and the averaging's
@@ -65,8 +64,10 @@ class TrainStep {
   // Under parallel.zero_stage: 1 the optimizer updates this rank's shard (optimizer_shard) and the
   // step then gathers every rank's updated span of the parameters on every rank. An optimizer that
   // shares Muon with the other ranks (muon_sharing) exchanges its updates through the averager.
+  // The step features `features` (features::make_step_features; owned by the caller, who evaluates
+  // and checkpoints with them) act around every step.
   TrainStep(model::LanguageModel<T>& model, optim::Optimizer<T>& optimizer, const config::ResolvedDeck& deck,
-            int world_size);
+            int world_size, const features::StepFeatures& features);
 
   // Optimizer step `step` (counted from 0) after `training_seconds` of training (the wall-clock
   // schedule uses it). Collective. With `fenced`, each phase is fenced and timed. Throws
@@ -75,10 +76,6 @@ class TrainStep {
   StepMetrics run(const ExecSpace& exec, int step, double training_seconds, BatchSource& batches, bool fenced = false);
 
   const parallel::GradientAverager<T>& averager() const { return *averager_; }
-
-  // The weight averages (train.ema_decay, train.swa_every) to update at the end of every step,
-  // after the optimizer; null: none.
-  void keep_averages(optim::WeightAverages* averages) { averages_ = averages; }
 
   // Bytes of the model's memory space the constructor allocates for this batch plan: the step's
   // tokens, and on a host build (where the staging copy lives in the same memory) their staging
@@ -106,8 +103,7 @@ class TrainStep {
   // parallel.zero_stage: 1 on more than one rank: the gradients and parameters this rank updates.
   bool sharded_ = false;
   optim::Shard own_;
-  optim::WeightAverages* averages_ = nullptr;
-  std::unique_ptr<LateQat> qat_;  // train.qat_start_lr; null when off
+  const features::StepFeatures& features_;
 };
 
 }  // namespace kgpt::train

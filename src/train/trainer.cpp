@@ -16,7 +16,7 @@
 #include "io/history.hpp"
 #include "model/language_model.hpp"
 #include "optim/optimizer.hpp"
-#include "optim/weight_averages.hpp"
+#include "features/registry.hpp"
 #include "parallel/watchdog.hpp"
 #include "parallel/world.hpp"
 #include "io/checkpoint.hpp"
@@ -86,7 +86,7 @@ struct Run {
   inference::InitWeights init;  // model.init_from's file and checksum (its values are dropped once loaded)
   std::unique_ptr<model::LanguageModel<Real>> model;
   std::unique_ptr<optim::Optimizer<Real>> optimizer;
-  std::unique_ptr<optim::WeightAverages> averages;
+  features::StepFeatures features;  // features/registry.hpp
   std::unique_ptr<data::DistributedLoader> loader;
   std::unique_ptr<inference::Evaluator> evaluator;
   std::vector<inference::Task> tasks;  // data.task_files
@@ -113,7 +113,7 @@ Run build_run(const config::ResolvedDeck& deck, bool resume, inference::InitWeig
     run.optimizer = std::make_unique<optim::Optimizer<Real>>(
         run.model->parameters(), c, optimizer_shard(deck, run.model->parameters().layout()),
         muon_sharing(deck, parallel::world().rank));
-    run.averages = std::make_unique<optim::WeightAverages>(c.train, run.model->parameters().layout().buffer_size());
+    run.features = features::make_step_features(c, run.model->parameters().layout());
     run.loader = std::make_unique<data::DistributedLoader>(
         data::TokenStream(data::find_shards(c.data.train_files), c.model.vocab_size), parallel::world().rank,
         deck.plan.world_size, deck.plan.local_tokens, c.train.seq_len);
@@ -135,7 +135,9 @@ io::CheckpointState resume_from_newest(const config::ResolvedDeck& deck, const s
       try {
         changed = io::model_change(path, deck);
         if (changed.empty()) {
-          resumed = io::load_checkpoint(path, run.model->parameters(), *run.optimizer, run.averages.get());
+          io::FeatureState features = features::wanted_state(run.features);
+          resumed = io::load_checkpoint(path, run.model->parameters(), *run.optimizer, &features);
+          features::restore_state(run.features, path, features);
           from = path;
           log.line("resumed_from:" + path + " step:" + std::to_string(resumed.step));
           return;
@@ -194,8 +196,11 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
   }
   broadcast_parameters(values);
   check_parameters_agree(values, "at the start");
-  // A new run's EMA starts from the weights every rank now holds; a resumed one's was read back.
-  if (!options.resume) run.averages->start(exec, values);
+  // A new run's features (its EMA) start from the weights every rank now holds; a resumed run's were
+  // read back.
+  if (!options.resume) {
+    for (const auto& feature : run.features) feature->start(exec, values);
+  }
 
   io::RunMetadata metadata;
   metadata.deck_text = config::render_resolved(deck);
@@ -242,15 +247,13 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
       state.stream_position = run.loader->stream().tokens_consumed();
       state.training_seconds = training_seconds;
       state.seed = c.run.seed;
-      state.swa_count = run.averages->swa_count();
       const std::string path = io::write_checkpoint(options.run_dir, model.parameters(), optimizer_state, state, metadata,
-                                                    keep, io::checkpoint_averages(*run.averages));
+                                                    keep, features::saved_state(run.features));
       log.line("checkpoint:" + path + " step:" + std::to_string(steps_done));
     });
   };
 
-  TrainStep<Real> train_step(model, *run.optimizer, deck, world.size);
-  if (!run.averages->kept().empty()) train_step.keep_averages(run.averages.get());
+  TrainStep<Real> train_step(model, *run.optimizer, deck, world.size, run.features);
   LoaderBatches batches(*run.loader);
   ProgressReport report(log, history.get(), c.train, *run.optimizer);
   PreemptionSignals signals;
@@ -268,17 +271,16 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
            " stall_watchdog:" + watchdog.summary());
 
   TrainSummary summary;
+  // The weights an evaluation scored, for the log and history: "" when the deck asks for the live
+  // ones; the average, or "live" before it stands for a model.
+  const auto scored_label = [&](const features::EvaluatedWeights& scored) -> std::string {
+    return c.train.eval_weights == config::Weights::live ? "" : config::name_of(scored.weights());
+  };
   auto evaluate = [&](int step) {
     parallel::progress(parallel::Phase::evaluation, step);
-    // train.eval_weights: an average is swapped in for the evaluation and out again (the SWA's
-    // only from its first snapshot on).
-    const config::Weights weights =
-        run.averages->available(c.train.eval_weights) ? c.train.eval_weights : config::Weights::live;
-    const bool averaged = weights != config::Weights::live;
-    if (averaged) run.averages->swap(exec, weights, values);
+    const features::EvaluatedWeights scored(run.features, exec, c.train.eval_weights, values);
     const inference::Evaluation e = run.evaluator->run(exec, model, world.rank, world.size);
-    if (averaged) run.averages->swap(exec, weights, values);  // back: training goes on from the live weights
-    report.evaluation(step, e, c.train.eval_weights == config::Weights::live ? "" : config::name_of(weights));
+    report.evaluation(step, e, scored_label(scored));
     summary.final_val_loss = e.loss;
     summary.final_val_bpb = e.bpb;
   };
@@ -287,30 +289,20 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
   auto score_tasks = [&](int step) {
     if (run.tasks.empty()) return;
     parallel::progress(parallel::Phase::evaluation, step);
-    const config::Weights weights =
-        run.averages->available(c.train.eval_weights) ? c.train.eval_weights : config::Weights::live;
-    const bool averaged = weights != config::Weights::live;
-    if (averaged) run.averages->swap(exec, weights, values);
+    const features::EvaluatedWeights scored(run.features, exec, c.train.eval_weights, values);
     for (std::size_t i = 0; i < run.tasks.size(); ++i) {
       const inference::TaskResult t = inference::score_task(exec, model, run.tasks[i], static_cast<int>(plan.local_sequences),
                                                             c.train.seq_len, world.rank, world.size);
-      report.task(step, static_cast<int>(i), t, c.train.eval_weights == config::Weights::live ? "" : config::name_of(weights));
+      report.task(step, static_cast<int>(i), t, scored_label(scored));
     }
-    if (averaged) run.averages->swap(exec, weights, values);
   };
   const auto run_start = Clock::now();
   summary.steps = static_cast<int>(resumed.step);
-  bool quantizing = false;  // train.qat_start_lr: said once, when late QAT starts
   for (int step = summary.steps; step < c.train.iterations; ++step) {
     if (every(c.train.eval_every, step)) evaluate(step);
     if (every(c.train.task_eval_every, step)) score_tasks(step);
     const StepMetrics m = train_step.run(exec, step, training_seconds, batches);
-    if (m.quantized && !quantizing) {
-      log.line("late_qat: from step:" + std::to_string(step + 1) + " lr_multiplier:" + significant(m.lr_multiplier) +
-               " (train.qat_start_lr " + significant(c.train.qat_start_lr) + "), matrices at export.attention_bits " +
-               std::to_string(c.export_.attention_bits) + " and mlp_bits " + std::to_string(c.export_.mlp_bits));
-    }
-    quantizing = m.quantized;
+    for (const std::string& note : m.notes) log.line(note);
     training_seconds += m.seconds;
     tokens_seen += c.train.global_batch_tokens;
     const int done = step + 1;

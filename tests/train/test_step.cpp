@@ -67,11 +67,12 @@ struct Setup {
       : deck(d),
         model(model::make_model<float>(deck.config.model, static_cast<int>(deck.plan.local_sequences), deck.plan.seq_len)),
         optimizer((model::initialize(model->parameters(), 3), model->parameters()), deck.config),
-        step(*model, optimizer, deck, 1),
+        step(*model, optimizer, deck, 1, features),
         batches(deck.config.model.vocab_size) {}
   config::ResolvedDeck deck;
   std::unique_ptr<model::LanguageModel<float>> model;
   optim::Optimizer<float> optimizer;
+  features::StepFeatures features;  // none: these decks ask for none
   train::TrainStep<float> step;
   RandomTokens batches;
 };

@@ -11,27 +11,29 @@
 // quantizes as the uninterrupted one.
 
 #include <cstddef>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "config/config.hpp"
 #include "core/backend.hpp"
 #include "core/views.hpp"
+#include "features/feature.hpp"
 #include "model/parameters.hpp"
 
-namespace kgpt::train {
+namespace kgpt::features {
 
-class LateQat {
+class LateQat final : public StepFeature {
  public:
   LateQat(const config::Config& config, const model::ParameterLayout& layout);
 
-  bool enabled() const { return !targets_.empty(); }
-  // Whether step `step` (counted from 0), at the schedule's multiplier, trains on quantized weights.
-  bool active(int step, double lr_multiplier) const;
-
-  // Keeps `values` aside and writes the fake-quantized matrices into them; restore() puts the kept
-  // values back.
-  void quantize(const ExecSpace& exec, const Vector<float>& values);
-  void restore(const ExecSpace& exec, const Vector<float>& values);
+  const char* name() const override { return "late QAT"; }
+  // From the step it acts at on: keeps `values` aside and writes the fake-quantized matrices into
+  // them; says so once, when it starts.
+  std::string before_micro_steps(const ExecSpace& exec, int step, double lr_multiplier,
+                                 const Vector<float>& values) override;
+  // Puts the kept values back, so that the optimizer updates the live weights.
+  void before_update(const ExecSpace& exec, const Vector<float>& values) override;
 
  private:
   struct Target {
@@ -39,11 +41,15 @@ class LateQat {
     int limit = 0;
   };
   config::TrainConfig train_;
+  int attention_bits_ = 0, mlp_bits_ = 0;
   std::vector<Target> targets_;
   Vector<float> live_;
+  bool quantized_ = false;  // this step's micro-steps read the rounded matrices
 };
 
-// Bytes of device memory late QAT takes for this deck's layout (the live weights' copy), 0 when off.
-std::size_t late_qat_bytes(const config::Config& config, const model::ParameterLayout& layout);
+// The registry's entry points (features/registry.cpp): null, and no rows, when the deck leaves late
+// QAT off or the model has no block matrices.
+std::unique_ptr<StepFeature> make_late_qat(const config::Config& config, const model::ParameterLayout& layout);
+std::vector<MemoryRow> late_qat_memory(const config::Config& config, const model::ParameterLayout& layout);
 
-}  // namespace kgpt::train
+}  // namespace kgpt::features
