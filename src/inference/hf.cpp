@@ -17,6 +17,7 @@
 #include "core/files.hpp"
 #include "core/versions.hpp"
 #include "inference/from_checkpoint.hpp"
+#include "model/block_sequence.hpp"
 #include "model/family.hpp"
 #include "model/parameters.hpp"
 
@@ -68,6 +69,14 @@ HfExportSummary export_hf(const std::string& checkpoint, const std::string& out,
     throw InputError(checkpoint + ": the checkpoint's deck: " + deck.where("model.logit_softcap") + ": " +
                      text::significant(deck.config.model.logit_softcap) + " caps the logits, which " +
                      form.architecture + " does not; a model trained with model.logit_softcap: 0 can be exported");
+  }
+  // Nor runs any block twice: under depth recurrence the file would hold another function.
+  const config::ModelConfig& m = deck.config.model;
+  if (model::run_layers(m) != m.n_layer) {
+    throw InputError(checkpoint + ": the checkpoint's deck: " + deck.where("model.recur_start") + ": " +
+                     std::to_string(m.recur_start) + " runs blocks " + std::to_string(m.recur_start) + " to " +
+                     std::to_string(m.recur_start + m.recur_count - 1) + " twice, which " + form.architecture +
+                     " does not; the int8 artifact (--format artifact) holds it");
   }
   std::error_code error;
   if (fs::exists(out, error)) {

@@ -52,4 +52,20 @@ inline void check_rope_head_dim(const config::ResolvedDeck& deck, std::vector<st
   }
 }
 
+// Depth recurrence (model.recur_start, model.recur_count; model/block_sequence.hpp) repeats blocks
+// that exist. Every family runs its blocks through the model base's loop, so every family reads the
+// two keys and checks them here.
+inline void check_recurrence(const config::ResolvedDeck& deck, std::vector<std::string>& problems) {
+  const config::ModelConfig& m = deck.config.model;
+  if (m.recur_start >= 0 && m.recur_start + m.recur_count > m.n_layer) {
+    problems.push_back(deck.where("model.recur_start") + ": blocks " + std::to_string(m.recur_start) + " to " +
+                       std::to_string(m.recur_start + m.recur_count - 1) + " (model.recur_count = " +
+                       std::to_string(m.recur_count) + " (" + deck.origin("model.recur_count").describe() +
+                       ")) run twice, but the blocks are 0 to " + std::to_string(m.n_layer - 1) + " (model.n_layer = " +
+                       std::to_string(m.n_layer) + " (" + deck.origin("model.n_layer").describe() + ")); -1 repeats none");
+  }
+}
+inline const char* const kRecurrenceKeys[] = {"model.recur_start", "model.recur_count"};
+inline const char* const kRecurrenceRule = "model.recur_start + model.recur_count is at most model.n_layer";
+
 }  // namespace kgpt::model::family_entry

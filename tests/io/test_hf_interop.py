@@ -20,7 +20,7 @@ usage: test_hf_interop.py KGPT SOURCE_DIR WORKDIR REFERENCE_DUMP
   at twice the length it is refused;
 - bad files (truncated, a header that lies about offsets or sizes, an unknown dtype, a missing or
   misshapen tensor, not safetensors, a huge header length) and bad exports (golf, a softcapped model,
-  an existing folder) end with exit 2 and a message naming the file and the tensor or key, and
+  a model that repeats a block, an existing folder) end with exit 2 and a message naming the file and the tensor or key, and
   leave nothing behind.
 """
 
@@ -348,7 +348,7 @@ def main():
                         "--set", f"model.init_from={path}"], [os.path.basename(path)], f"train with init_from {label}",
                        leaves=run_dir)
 
-    # Exports that cannot be: golf, a softcapped gpt2, an existing folder.
+    # Exports that cannot be: golf, a softcapped gpt2, a gpt2 that runs a block twice, an existing folder.
     golf_dir = os.path.join(ROOT, "golf")
     kgpt("train", "inputs/tiny_cpu.yaml", "--run-dir", golf_dir, *with_sets(["train.iterations=1", "run.checkpoint_every=1",
                                                                              "train.eval_every=0", "train.val_tokens=4096"]))
@@ -362,6 +362,14 @@ def main():
     expect_refused(["export", os.path.join(capped_dir, "checkpoints", "ckpt_00000001.h5"), "--format", "hf", "--out",
                     os.path.join(ROOT, "capped_hf")], ["model.logit_softcap"], "softcapped export",
                    leaves=os.path.join(ROOT, "capped_hf"))
+    recurrent_dir = os.path.join(ROOT, "recurrent")
+    kgpt("train", "inputs/tiny_cpu.yaml", "--run-dir", recurrent_dir,
+         *with_sets(FAMILIES["gpt2"] + ["train.iterations=1", "run.checkpoint_every=1", "train.eval_every=0",
+                                        "train.val_tokens=4096", "model.logit_softcap=0", "model.recur_start=0",
+                                        "model.recur_count=1"]))
+    expect_refused(["export", os.path.join(recurrent_dir, "checkpoints", "ckpt_00000001.h5"), "--format", "hf", "--out",
+                    os.path.join(ROOT, "recurrent_hf")], ["model.recur_start", "GPT2LMHeadModel", "twice"],
+                   "export of a repeated block", leaves=os.path.join(ROOT, "recurrent_hf"))
     before = os.path.getmtime(os.path.join(out, "model.safetensors"))
     expect_refused(["export", os.path.join(ROOT, "gpt2", "checkpoints", "ckpt_00000006.h5"), "--format", "hf", "--out",
                     out], [out, "exists"], "export onto an existing folder")

@@ -5,8 +5,8 @@
 // model.tie_embeddings false (an output head trained with optim.head_lr), -muon with
 // optim.matrix_optimizer muon, -smear with model.smear_gate (golf), -parallel with blocks 1 and 2 of
 // 3 in parallel (model.parallel_residual_start: 1, golf), -bigram with BigramHash (11 buckets of 8,
-// projected) and SmearGate (golf), -recur with blocks 1 and 2 of 3 run twice and block 2 in
-// parallel (model.recur_start: 1, recur_count: 2, parallel_residual_start: 2; golf).
+// projected) and SmearGate (golf), -recur with blocks 1 and 2 of 3 run twice (model.recur_start: 1,
+// recur_count: 2; every family) and, in golf, block 2 in parallel (parallel_residual_start: 2).
 // reference_dump --families lists the registered families, one a line; --hf-families those that
 // Hugging Face transformers holds (kgpt export --format hf, model.init_from).
 #include <cstdio>
@@ -18,6 +18,7 @@
 #include "core/random.hpp"
 #include "io/hdf5_file.hpp"
 #include "config/deck.hpp"
+#include "config/family_rules.hpp"
 #include "model/family.hpp"
 #include "model/language_model.hpp"
 #include "model/parameters.hpp"
@@ -188,7 +189,7 @@ int main(int argc, char** argv) {
   if (modifier == "recur") {
     m.recur_start = 1;
     m.recur_count = 2;
-    m.parallel_residual_start = 2;
+    if (config::family_reads(m, "model.parallel_residual_start")) m.parallel_residual_start = 2;
   }
   return dump(config, argv[2]);
 }

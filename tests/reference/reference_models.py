@@ -41,6 +41,16 @@ def rotary(x, base):
     return torch.cat((x1 * cos + x2 * sin, -x1 * sin + x2 * cos), dim=-1)
 
 
+def block_order(n_layer, recur_start, recur_count):
+    """The blocks in the order they run, as the golf record's layer list has them: under depth
+    recurrence blocks recur_start .. recur_start + recur_count - 1 run again right after their first
+    pass."""
+    if recur_start < 0:
+        return list(range(n_layer))
+    end = recur_start + recur_count
+    return list(range(end)) + list(range(recur_start, end)) + list(range(end, n_layer))
+
+
 class Golf(torch.nn.Module):
     """parameter-golf's baseline family: GQA, RoPE, relu^2 MLP, weightless RMSNorm (also on q and k),
     q_gain, residual mix with x0, attn/mlp scales, U-Net skips, tied embedding, logit softcap; the
@@ -55,12 +65,7 @@ class Golf(torch.nn.Module):
         self.n_layer, self.n_head, self.n_kv_head = n_layer, n_head, n_kv_head
         self.rope_base, self.softcap, self.eps = rope_base, softcap, eps
         self.parallel_from = parallel_from  # blocks from this one on: attention and MLP side by side
-        # The blocks in the order they run, as the record's layer list has them.
-        if recur_start >= 0:
-            end = recur_start + recur_count
-            self.order = list(range(end)) + list(range(recur_start, end)) + list(range(end, n_layer))
-        else:
-            self.order = list(range(n_layer))
+        self.order = block_order(n_layer, recur_start, recur_count)
 
     def w(self, name):
         return self.p[name.replace(".", "__")]
@@ -133,12 +138,13 @@ class Golf(torch.nn.Module):
 
 class Gpt2(torch.nn.Module):
     """nanoGPT / GPT-2: learned positions, LayerNorm with bias, GELU (tanh), multi-head attention,
-    tied embedding."""
+    tied embedding; blocks run in block_order (depth recurrence)."""
 
-    def __init__(self, params, n_layer, n_head, softcap, eps=1e-5):
+    def __init__(self, params, n_layer, n_head, softcap, eps=1e-5, recur_start=-1, recur_count=1):
         super().__init__()
         self.p = torch.nn.ParameterDict({k.replace(".", "__"): torch.nn.Parameter(v) for k, v in params.items()})
         self.n_layer, self.n_head, self.softcap, self.eps = n_layer, n_head, softcap, eps
+        self.order = block_order(n_layer, recur_start, recur_count)
 
     def w(self, name):
         return self.p[name.replace(".", "__")]
@@ -154,7 +160,7 @@ class Gpt2(torch.nn.Module):
         x = F.embedding(tokens, self.w("transformer.wte.weight")) + self.w("transformer.wpe.weight")[:t]
         c = x.size(-1)
         d = c // self.n_head
-        for i in range(self.n_layer):
+        for i in self.order:
             b = f"transformer.h.{i}."
             q, k, v = self.dense(b + "attn.c_attn", self.norm(b + "ln_1", x)).split(c, dim=-1)
             q, k, v = (u.view(bsz, t, self.n_head, d).transpose(1, 2) for u in (q, k, v))
@@ -184,13 +190,16 @@ def rotate_half_rope(x, base):
 
 class Llama(torch.nn.Module):
     """Hugging Face's LlamaForCausalLM: RMSNorm with a weight, rotate_half RoPE, grouped-query attention,
-    SwiGLU MLP, no biases, an untied head (or the tied embedding), an optional logit softcap."""
+    SwiGLU MLP, no biases, an untied head (or the tied embedding), an optional logit softcap; blocks run
+    in block_order (depth recurrence)."""
 
-    def __init__(self, params, n_layer, n_head, n_kv_head, rope_base, softcap, eps=1e-5):
+    def __init__(self, params, n_layer, n_head, n_kv_head, rope_base, softcap, eps=1e-5, recur_start=-1,
+                 recur_count=1):
         super().__init__()
         self.p = torch.nn.ParameterDict({k.replace(".", "__"): torch.nn.Parameter(v) for k, v in params.items()})
         self.n_layer, self.n_head, self.n_kv_head = n_layer, n_head, n_kv_head
         self.rope_base, self.softcap, self.eps = rope_base, softcap, eps
+        self.order = block_order(n_layer, recur_start, recur_count)
 
     def w(self, name):
         return self.p[name.replace(".", "__")]
@@ -202,7 +211,7 @@ class Llama(torch.nn.Module):
         x = F.embedding(tokens, self.w("model.embed_tokens.weight"))
         bsz, t, c = x.shape
         d = c // self.n_head
-        for i in range(self.n_layer):
+        for i in self.order:
             b = f"model.layers.{i}."
             h = self.norm(b + "input_layernorm.weight", x)
             q = (h @ self.w(b + "self_attn.q_proj.weight").t()).view(bsz, t, self.n_head, d).transpose(1, 2)
@@ -229,7 +238,9 @@ FAMILIES = {
     "golf": lambda w, s: Golf(w, int(s["n_layer"]), int(s["n_head"]), int(s["n_kv_head"]), s["rope_base"],
                               s["logit_softcap"], s["rms_eps"], int(s.get("parallel_residual_start", -1)),
                               int(s.get("recur_start", -1)), int(s.get("recur_count", 1))),
-    "gpt2": lambda w, s: Gpt2(w, int(s["n_layer"]), int(s["n_head"]), s["logit_softcap"]),
+    "gpt2": lambda w, s: Gpt2(w, int(s["n_layer"]), int(s["n_head"]), s["logit_softcap"],
+                              recur_start=int(s.get("recur_start", -1)), recur_count=int(s.get("recur_count", 1))),
     "llama": lambda w, s: Llama(w, int(s["n_layer"]), int(s["n_head"]), int(s["n_kv_head"]), s["rope_base"],
-                                s["logit_softcap"]),
+                                s["logit_softcap"], recur_start=int(s.get("recur_start", -1)),
+                                recur_count=int(s.get("recur_count", 1))),
 }

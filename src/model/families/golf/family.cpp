@@ -38,13 +38,7 @@ void check(const config::ResolvedDeck& deck, std::vector<std::string>& problems)
                        std::to_string(m.n_layer) + " (" + deck.origin("model.n_layer").describe() + ")); -1 runs none "
                        "in parallel");
   }
-  if (m.recur_start >= 0 && m.recur_start + m.recur_count > m.n_layer) {
-    problems.push_back(deck.where("model.recur_start") + ": blocks " + std::to_string(m.recur_start) + " to " +
-                       std::to_string(m.recur_start + m.recur_count - 1) + " (model.recur_count = " +
-                       std::to_string(m.recur_count) + " (" + deck.origin("model.recur_count").describe() +
-                       ")) run twice, but the blocks are 0 to " + std::to_string(m.n_layer - 1) + " (model.n_layer = " +
-                       std::to_string(m.n_layer) + " (" + deck.origin("model.n_layer").describe() + ")); -1 repeats none");
-  }
+  family_entry::check_recurrence(deck, problems);
   if (m.bigram_buckets == 1) {
     problems.push_back(deck.where("model.bigram_buckets") +
                        ": 1 bucket leaves the hash no rows (it reads bucket - 1 rows and the last one for a sequence's "
@@ -62,9 +56,9 @@ const Family& golf_family() {
                    "residual mixes, softcapped tied head, Muon";
     made.defaults = FamilyDefaults{2, 0.005, 30.0, true, config::MatrixOptimizer::muon};
     made.reads = {"model.rope_base",   "model.qk_gain_init", "model.smear_gate",     "model.parallel_residual_start",
-                  "model.recur_start", "model.recur_count",  "model.bigram_buckets", "model.bigram_dim"};
-    made.rules = "the head dimension is even (RoPE); model.parallel_residual_start is below model.n_layer; "
-                 "model.recur_start + model.recur_count is at most model.n_layer; model.bigram_buckets is not 1";
+                  family_entry::kRecurrenceKeys[0], family_entry::kRecurrenceKeys[1], "model.bigram_buckets", "model.bigram_dim"};
+    made.rules = std::string("the head dimension is even (RoPE); model.parallel_residual_start is below model.n_layer; ") +
+                 family_entry::kRecurrenceRule + "; model.bigram_buckets is not 1";
     made.check = check;
     made.layout = layout;
     made.make_float = family_entry::make_float<GolfModel>;

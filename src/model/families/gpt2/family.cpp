@@ -36,6 +36,7 @@ void check(const config::ResolvedDeck& deck, std::vector<std::string>& problems)
                        " must equal model.n_head = " + std::to_string(m.n_head) + " (" +
                        deck.origin("model.n_head").describe() + ") for family gpt2, which uses multi-head attention");
   }
+  family_entry::check_recurrence(deck, problems);
 }
 
 // transformers' GPT2LMHeadModel: the same blocks, names and GELU (tanh); its Conv1D layers keep
@@ -87,8 +88,8 @@ const Family& gpt2_family() {
     made.defaults = FamilyDefaults{4, 0.02, 30.0, true, config::MatrixOptimizer::adamw, 0};
     // Its MLP is up into GELU, then down (ops/linear.hpp): model.gelu_epilogue, and kgpt check
     // --device times GELU in those products against GELU apart (model/gelu_probe.hpp).
-    made.reads = {"model.gelu_epilogue"};
-    made.rules = "`n_kv_head = n_head` (multi-head attention)";
+    made.reads = {"model.gelu_epilogue", family_entry::kRecurrenceKeys[0], family_entry::kRecurrenceKeys[1]};
+    made.rules = std::string("`n_kv_head = n_head` (multi-head attention); ") + family_entry::kRecurrenceRule;
     made.check = check;
     made.layout = layout;
     made.make_float = family_entry::make_float<Gpt2Model>;

@@ -37,7 +37,7 @@ Gpt2Model<T, A>::Gpt2Model(const config::ModelConfig& config, int max_batch, int
 template <class T, class A>
 Matrix<A> Gpt2Model<T, A>::block_input(int l) const {
   const std::size_t n = this->rows_, c = this->config_.d_model;
-  return l < this->config_.n_layer ? acts_.blocks.kept(l).x_in.mat(n, c) : acts_.x_last.mat(n, c);
+  return l < this->layers() ? acts_.blocks.kept(l).x_in.mat(n, c) : acts_.x_last.mat(n, c);
 }
 
 template <class T, class A>
@@ -64,8 +64,9 @@ void Gpt2Model<T, A>::block_forward(const ExecSpace& exec, int l) {
   const int b = this->batch_;
   using CM = ConstMatrix<A>;
   const auto& L = acts_.blocks.working(l);
-  const Gpt2BlockTensors<T>& W = this->w_.blocks[static_cast<std::size_t>(l)];
-  const std::size_t i = static_cast<std::size_t>(l);
+  // Activations are the layer's, parameters the block's (model/block_sequence.hpp).
+  const std::size_t i = static_cast<std::size_t>(this->block_of(l));
+  const Gpt2BlockTensors<T>& W = this->w_.blocks[i];
   const Matrix<A> x_in = block_input(l), h1 = L.h1.mat(n, c), qkv = L.qkv.mat(n, 3 * c), o = L.o.mat(n, c);
   ops::layernorm_forward<T>(exec, x_in, W.ln_1_w, W.ln_1_b, h1, L.mean1.vec(n), L.rstd1.vec(n), T(kLayerNormEps));
   ops::linear_forward(exec, attn_[i], h1, qkv);
@@ -100,9 +101,9 @@ void Gpt2Model<T, A>::block_backward(const ExecSpace& exec, int l, const Gradien
   const Matrix<A> d_hidden = acts_.d_hidden.mat(n, f), d_qkv = acts_.d_qkv.mat(n, 3 * c);
   const Matrix<A> d_h = this->d_final();  // scratch once the final norm's backward has read it
   const auto& L = acts_.blocks.working(l);
-  const Gpt2BlockTensors<T>& W = this->w_.blocks[static_cast<std::size_t>(l)];
-  const Gpt2BlockTensors<T>& G = this->g_.blocks[static_cast<std::size_t>(l)];
-  const std::size_t i = static_cast<std::size_t>(l);
+  const std::size_t i = static_cast<std::size_t>(this->block_of(l));
+  const Gpt2BlockTensors<T>& W = this->w_.blocks[i];
+  const Gpt2BlockTensors<T>& G = this->g_.blocks[i];
   // x_out = x_attn + mlp: dx flows to x_attn unchanged and into the MLP.
   ops::linear_backward_into_gelu(exec, mlp_proj_[i], L.act.mat(n, f), L.fc.mat(n, f), dx, d_hidden,
                                  this->config_.gelu_epilogue, partials());

@@ -26,6 +26,11 @@ std::size_t activation_bytes(const config::ModelConfig& m, int max_batch, int ma
 
 double flops_per_token(const config::ModelConfig& m, int seq) { return standard_flops_per_token(m, layout(m, seq), seq); }
 
+void check(const config::ResolvedDeck& deck, std::vector<std::string>& problems) {
+  family_entry::check_rope_head_dim(deck, problems);
+  family_entry::check_recurrence(deck, problems);
+}
+
 // transformers' LlamaForCausalLM: the same names, shapes and kernels (RMSNorm eps 1e-5, rotate_half
 // RoPE at model.rope_base, SwiGLU, no biases).
 HfForm hf_form(const config::ResolvedDeck& deck) {
@@ -65,9 +70,9 @@ const Family& llama_family() {
     made.summary = "Llama 2/3 as Hugging Face's LlamaForCausalLM: RMSNorm with weights, RoPE, GQA, SwiGLU MLP, no "
                    "biases, untied head, AdamW";
     made.defaults = FamilyDefaults{3, 0.02, 0.0, false, config::MatrixOptimizer::adamw};
-    made.reads = {"model.rope_base"};
-    made.rules = "the head dimension is even (RoPE)";
-    made.check = family_entry::check_rope_head_dim;
+    made.reads = {"model.rope_base", family_entry::kRecurrenceKeys[0], family_entry::kRecurrenceKeys[1]};
+    made.rules = std::string("the head dimension is even (RoPE); ") + family_entry::kRecurrenceRule;
+    made.check = check;
     made.layout = layout;
     made.make_float = family_entry::make_float<LlamaModel>;
     made.make_double = family_entry::make_double<LlamaModel>;

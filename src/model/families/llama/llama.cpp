@@ -97,7 +97,7 @@ LlamaModel<T, A>::LlamaModel(const config::ModelConfig& config, int max_batch, i
 template <class T, class A>
 Matrix<A> LlamaModel<T, A>::block_input(int l) const {
   const std::size_t n = this->rows_, c = this->config_.d_model;
-  return l < this->config_.n_layer ? acts_.blocks.kept(l).x_in.mat(n, c) : acts_.x_last.mat(n, c);
+  return l < this->layers() ? acts_.blocks.kept(l).x_in.mat(n, c) : acts_.x_last.mat(n, c);
 }
 
 template <class T, class A>
@@ -126,7 +126,8 @@ void LlamaModel<T, A>::block_forward(const ExecSpace& exec, int l) {
   using CM = ConstMatrix<A>;
   const ops::QkShape shape{heads_, kv_heads_, head_dim_, this->seq_, 0, static_cast<int>(c)};
   const auto& L = acts_.blocks.working(l);
-  const std::size_t i = static_cast<std::size_t>(l);
+  // Activations are the layer's, parameters the block's (model/block_sequence.hpp).
+  const std::size_t i = static_cast<std::size_t>(this->block_of(l));
   const LlamaBlockTensors<T>& W = this->w_.blocks[i];
   const Matrix<A> x_in = block_input(l), h1 = L.h1.mat(n, c), qkv = L.qkv.mat(n, w);
   const Matrix<A> q_rot = L.q_rot.mat(n, c), k_rot = L.k_rot.mat(n, kvd), o = L.o.mat(n, c);
@@ -165,7 +166,7 @@ void LlamaModel<T, A>::block_backward(const ExecSpace& exec, int l, const Gradie
   const Matrix<A> d_act = acts_.d_act.mat(n, f), d_gu = acts_.d_gu.mat(n, 2 * f);
   const Matrix<A> d_h = this->d_final();  // scratch once the final norm's backward has read it
   const ops::QkShape shape{heads_, kv_heads_, head_dim_, this->seq_, 0, static_cast<int>(c)};
-  const std::size_t i = static_cast<std::size_t>(l);
+  const std::size_t i = static_cast<std::size_t>(this->block_of(l));
   const auto& L = acts_.blocks.working(l);
   const LlamaBlockTensors<T>& W = this->w_.blocks[i];
   const LlamaBlockTensors<T>& G = this->g_.blocks[i];
