@@ -14,11 +14,11 @@
 #include "data/dataset_check.hpp"
 #include "inference/tasks.hpp"
 #include "io/artifact.hpp"
-#include "model/attention/probe.hpp"
 #include "model/family.hpp"
-#include "model/gelu_probe.hpp"
-#include "model/fp8_probe.hpp"
-#include "model/head_probe.hpp"
+#include "probes/attention.hpp"
+#include "probes/fp8.hpp"
+#include "probes/gelu.hpp"
+#include "probes/head.hpp"
 #include "train/memory_plan.hpp"
 #include "train/step_estimate.hpp"
 
@@ -76,8 +76,8 @@ config::ResolvedDeck load_deck_from_args(const ParsedArgs& args, int world_size)
 
 namespace {
 
-// Runs the deck's attention (model/attention/probe.hpp), times the output head's products
-// (model/head_probe.hpp) and, for a GELU MLP, the products GELU rides in (model/gelu_probe.hpp) on
+// Runs the deck's attention (probes/attention.hpp), times the output head's products
+// (probes/head.hpp) and, for a GELU MLP, the products GELU rides in (probes/gelu.hpp) on
 // this machine's device, and says how it went.
 void check_device(const config::ResolvedDeck& deck) {
   const config::ModelConfig& m = deck.config.model;
@@ -86,7 +86,7 @@ void check_device(const config::ResolvedDeck& deck) {
   std::cerr << "kgpt check: device: " << compat::enabled_backends() << (device.empty() ? "" : " (" + device + ")")
             << "; cuDNN: " << versions().cudnn << "\n";
   try {
-    const model::AttentionProbe p = model::probe_attention(m, batch, seq);
+    const probes::AttentionProbe p = probes::probe_attention(m, batch, seq);
     std::cerr << "kgpt check: attention " << p.attention << " (" << config::name_of(m.precision) << ") at " << p.batch
               << "x" << p.seq << ", " << p.heads << " heads, " << p.kv_heads << " kv heads, head dim " << p.head_dim
               << ": forward " << text::fixed(p.forward_ms, 2) << " ms, backward " << text::fixed(p.backward_ms, 2)
@@ -106,7 +106,7 @@ void check_device(const config::ResolvedDeck& deck) {
                                        e.what());
   }
   try {
-    const model::HeadProbe h = model::probe_head(m, batch, seq);
+    const probes::HeadProbe h = probes::probe_head(m, batch, seq);
     const auto rate = [&](double ms) {
       const double tflops = h.flops / (ms * 1e-3) / 1e12;
       return text::fixed(tflops, tflops < 10 ? 3 : 1) + " TFLOP/s";
@@ -132,7 +132,7 @@ void check_device(const config::ResolvedDeck& deck) {
       std::cerr << "kgpt check: fp8 products (forward, dx, dW; rounding passes included) at " << batch * seq
                 << " rows, bf16 against FP8:";
       const char* separator = " ";
-      for (const model::Fp8ProbeLayer& l : model::probe_fp8(m, batch, seq)) {
+      for (const probes::Fp8ProbeLayer& l : probes::probe_fp8(m, batch, seq)) {
         std::cerr << separator << l.name << " " << l.in << "->" << l.out << " " << text::fixed(l.bf16_ms, 2) << " ms, "
                   << text::fixed(l.fp8_ms, 2) << " ms (" << text::fixed(l.bf16_ms / l.fp8_ms, 2) << "x, "
                   << (l.native ? "FP8 tensor cores" : "bf16 products of rounded operands") << ", y off by "
@@ -147,7 +147,7 @@ void check_device(const config::ResolvedDeck& deck) {
   }
   if (!model::family(m.family).reads_key("model.gelu_epilogue")) return;
   try {
-    const model::GeluProbe g = model::probe_gelu(m, batch, seq);
+    const probes::GeluProbe g = probes::probe_gelu(m, batch, seq);
     const auto fused = [](bool yes) { return yes ? "in the product" : "apart"; };
     std::cerr << "kgpt check: gelu products (up into GELU, down's dx through it) at " << g.rows << " x " << g.hidden
               << " x " << g.width << " (" << config::name_of(m.precision)

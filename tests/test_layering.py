@@ -11,7 +11,7 @@ import re
 import sys
 
 # The levels, lowest first: a folder includes only itself and the folders of earlier levels.
-LAYERS = [["core"], ["config", "parallel", "quant"], ["data", "model"], ["optim"], ["io"], ["features"], ["inference"], ["train"], ["app"]]
+LAYERS = [["core"], ["config", "parallel", "quant"], ["data", "model"], ["optim", "probes"], ["io"], ["features"], ["inference"], ["train"], ["app"]]
 LEVEL = {folder: i for i, level in enumerate(LAYERS) for folder in level}
 
 src = os.path.join(sys.argv[1], "src")

@@ -87,7 +87,7 @@ const Family& gpt2_family() {
                    "AdamW";
     made.defaults = FamilyDefaults{4, 0.02, 30.0, true, config::MatrixOptimizer::adamw, 0};
     // Its MLP is up into GELU, then down (ops/linear.hpp): model.gelu_epilogue, and kgpt check
-    // --device times GELU in those products against GELU apart (model/gelu_probe.hpp).
+    // --device times GELU in those products against GELU apart (probes/gelu.hpp).
     made.reads = {"model.gelu_epilogue", family_entry::kRecurrenceKeys[0], family_entry::kRecurrenceKeys[1]};
     made.rules = std::string("`n_kv_head = n_head` (multi-head attention); ") + family_entry::kRecurrenceRule;
     made.check = check;

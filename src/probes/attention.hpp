@@ -11,7 +11,7 @@
 
 #include "config/config.hpp"
 
-namespace kgpt::model {
+namespace kgpt::probes {
 
 struct AttentionProbe {
   std::string attention;            // the implementation probed
@@ -29,4 +29,4 @@ struct AttentionProbe {
 // run, or when the comparison exceeds the tolerance.
 AttentionProbe probe_attention(const config::ModelConfig& model, int batch, int seq);
 
-}  // namespace kgpt::model
+}  // namespace kgpt::probes

@@ -1,4 +1,4 @@
-#include "model/gelu_probe.hpp"
+#include "probes/gelu.hpp"
 
 #include <algorithm>
 #include <string>
@@ -14,9 +14,11 @@
 #include "model/gemm/gemm.hpp"
 #include "model/ops/launch.hpp"
 #include "model/ops/linear.hpp"
-#include "model/probe_timing.hpp"
+#include "probes/timing.hpp"
 
-namespace kgpt::model {
+namespace kgpt::probes {
+
+using namespace kgpt::model;  // the probes run the models' own pieces
 
 namespace {
 
@@ -81,4 +83,4 @@ GeluProbe probe_gelu(const config::ModelConfig& model, int batch, int seq) {
   return model.precision == config::Precision::bf16 ? probe<bf16>(model, batch, seq) : probe<float>(model, batch, seq);
 }
 
-}  // namespace kgpt::model
+}  // namespace kgpt::probes

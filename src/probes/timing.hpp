@@ -1,5 +1,5 @@
 #pragma once
-// How `kgpt check --device`'s probes (model/head_probe.hpp, model/gelu_probe.hpp) time work on the
+// How `kgpt check --device`'s probes (probes/head.hpp, probes/gelu.hpp, probes/fp8.hpp) time work on the
 // device.
 
 #include <algorithm>
@@ -9,7 +9,7 @@
 
 #include "core/views.hpp"
 
-namespace kgpt::model {
+namespace kgpt::probes {
 
 // Milliseconds of the fastest of three runs of `work`, after one that makes the libraries' plans.
 template <class Work>
@@ -26,4 +26,4 @@ double fastest_of_three(const ExecSpace& exec, Work&& work) {
   return best;
 }
 
-}  // namespace kgpt::model
+}  // namespace kgpt::probes

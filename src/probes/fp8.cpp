@@ -1,4 +1,4 @@
-#include "model/fp8_probe.hpp"
+#include "probes/fp8.hpp"
 
 #include <cmath>
 #include <string>
@@ -12,9 +12,11 @@
 #include "core/random.hpp"
 #include "core/views.hpp"
 #include "model/ops/linear.hpp"
-#include "model/probe_timing.hpp"
+#include "probes/timing.hpp"
 
-namespace kgpt::model {
+namespace kgpt::probes {
+
+using namespace kgpt::model;  // the probes run the models' own pieces
 
 namespace {
 
@@ -74,4 +76,4 @@ std::vector<Fp8ProbeLayer> probe_fp8(const config::ModelConfig& model, int batch
           probe_layer("mlp up", n, c, f), probe_layer("mlp down", n, f, c)};
 }
 
-}  // namespace kgpt::model
+}  // namespace kgpt::probes

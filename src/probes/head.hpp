@@ -12,7 +12,7 @@
 
 #include "config/config.hpp"
 
-namespace kgpt::model {
+namespace kgpt::probes {
 
 struct HeadProbe {
   std::size_t rows = 0, width = 0, vocab = 0;  // N x V logits from N x C inputs
@@ -27,4 +27,4 @@ struct HeadProbe {
 // Throws Error (ExitCode::failure) with the library's message when a product cannot run.
 HeadProbe probe_head(const config::ModelConfig& model, int batch, int seq);
 
-}  // namespace kgpt::model
+}  // namespace kgpt::probes

@@ -1,4 +1,4 @@
-#include "model/attention/probe.hpp"
+#include "probes/attention.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -17,7 +17,9 @@
 #include "model/attention/cudnn.hpp"
 #endif
 
-namespace kgpt::model {
+namespace kgpt::probes {
+
+using namespace kgpt::model;  // the probes run the models' own pieces
 
 namespace {
 
@@ -147,4 +149,4 @@ AttentionProbe probe_attention(const config::ModelConfig& model, int batch, int 
   return probe<float>(model, batch, seq);
 }
 
-}  // namespace kgpt::model
+}  // namespace kgpt::probes

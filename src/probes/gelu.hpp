@@ -10,7 +10,7 @@
 
 #include "config/config.hpp"
 
-namespace kgpt::model {
+namespace kgpt::probes {
 
 struct GeluProbe {
   std::size_t rows = 0, width = 0, hidden = 0;  // N x F = (N x C) (C x F)
@@ -25,4 +25,4 @@ struct GeluProbe {
 // the difference when the two ways disagree beyond the tolerance.
 GeluProbe probe_gelu(const config::ModelConfig& model, int batch, int seq);
 
-}  // namespace kgpt::model
+}  // namespace kgpt::probes

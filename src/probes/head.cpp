@@ -1,4 +1,4 @@
-#include "model/head_probe.hpp"
+#include "probes/head.hpp"
 
 #include <utility>
 
@@ -11,9 +11,11 @@
 #include "model/gemm/gemm.hpp"
 #include "model/ops/elementwise.hpp"
 #include "model/model_base.hpp"
-#include "model/probe_timing.hpp"
+#include "probes/timing.hpp"
 
-namespace kgpt::model {
+namespace kgpt::probes {
+
+using namespace kgpt::model;  // the probes run the models' own pieces
 
 namespace {
 
@@ -72,4 +74,4 @@ HeadProbe probe_head(const config::ModelConfig& model, int batch, int seq) {
   return model.precision == config::Precision::bf16 ? probe<bf16>(model, batch, seq) : probe<float>(model, batch, seq);
 }
 
-}  // namespace kgpt::model
+}  // namespace kgpt::probes

@@ -10,7 +10,7 @@
 
 #include "config/config.hpp"
 
-namespace kgpt::model {
+namespace kgpt::probes {
 
 struct Fp8ProbeLayer {
   std::string name;                   // "attention qkv", "attention out", "mlp up", "mlp down"
@@ -24,4 +24,4 @@ struct Fp8ProbeLayer {
 // FP8 output is further from the bf16 one than FP8's rounding allows.
 std::vector<Fp8ProbeLayer> probe_fp8(const config::ModelConfig& model, int batch, int seq);
 
-}  // namespace kgpt::model
+}  // namespace kgpt::probes
