@@ -208,6 +208,7 @@ class ModelBase : public LanguageModel<T> {
         max_batch_(max_batch),
         max_seq_(max_seq),
         max_rows_(static_cast<std::size_t>(max_batch) * max_seq),
+        heads_(head_shape(config)),
         params_(std::move(layout)),
         blocks_(block_sequence(config)),
         first_layer_(static_cast<std::size_t>(config.n_layer), -1),
@@ -257,6 +258,27 @@ class ModelBase : public LanguageModel<T> {
         use_fp8(layer);
       }
     }
+  }
+
+  // A layer's attention heads in a token-major activation of the micro-batch at hand, from column
+  // `column` on (attention/heads.hpp): query heads, and key or value heads. A family hands them to
+  // attend / attend_backward, which run layer l's attention.
+  template <class View>
+  auto query_heads(const View& m, std::size_t column = 0) const {
+    return heads_of(m, static_cast<int>(column), batch_, heads_.heads, heads_.dim);
+  }
+  template <class View>
+  auto kv_heads(const View& m, std::size_t column = 0) const {
+    return heads_of(m, static_cast<int>(column), batch_, heads_.kv_heads, heads_.dim);
+  }
+  void attend(const ExecSpace& exec, int l, const Heads<const A>& q, const Heads<const A>& k, const Heads<const A>& v,
+              const Heads<A>& o) const {
+    attention_->forward(exec, attention_layer(config_, l), q, k, v, o);
+  }
+  void attend_backward(const ExecSpace& exec, int l, const Heads<const A>& q, const Heads<const A>& k,
+                       const Heads<const A>& v, const Heads<const A>& o, const Heads<const A>& d_o, const Heads<A>& dq,
+                       const Heads<A>& dk, const Heads<A>& dv) const {
+    attention_->backward(exec, attention_layer(config_, l), q, k, v, o, d_o, dq, dk, dv);
   }
 
   // The layers the loop runs, and the block whose parameters layer l runs (model/block_sequence.hpp):
@@ -312,6 +334,7 @@ class ModelBase : public LanguageModel<T> {
   std::string prefix_, who_;
   int max_batch_, max_seq_;
   std::size_t max_rows_;
+  HeadShape heads_;  // the query and key/value heads every layer's attention has
   int batch_ = 0, seq_ = 0;
   std::size_t rows_ = 0;
   Parameters<T> params_;

@@ -77,9 +77,10 @@ AttentionProbe probe(const config::ModelConfig& m, int batch, int seq) {
   result.attention = config::name_of(choice);
   result.batch = batch;
   result.seq = seq;
-  result.heads = m.n_head;
-  result.kv_heads = m.n_kv_head;
-  result.head_dim = m.d_model / m.n_head;
+  const HeadShape heads = head_shape(m);
+  result.heads = heads.heads;
+  result.kv_heads = heads.kv_heads;
+  result.head_dim = heads.dim;
   const ExecSpace exec;
   AttentionShape shape = attention_shape(m, batch, seq);
   shape.layers = 1;

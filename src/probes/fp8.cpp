@@ -11,6 +11,7 @@
 #include "core/host_copy.hpp"
 #include "core/random.hpp"
 #include "core/views.hpp"
+#include "model/attention/heads.hpp"
 #include "model/ops/linear.hpp"
 #include "probes/timing.hpp"
 
@@ -71,8 +72,7 @@ Fp8ProbeLayer probe_layer(const std::string& name, std::size_t n, std::size_t in
 std::vector<Fp8ProbeLayer> probe_fp8(const config::ModelConfig& model, int batch, int seq) {
   const std::size_t n = static_cast<std::size_t>(batch) * static_cast<std::size_t>(seq);
   const auto c = static_cast<std::size_t>(model.d_model), f = c * static_cast<std::size_t>(model.mlp_mult);
-  const std::size_t kv = c / static_cast<std::size_t>(model.n_head) * static_cast<std::size_t>(model.n_kv_head);
-  return {probe_layer("attention qkv", n, c, c + 2 * kv), probe_layer("attention out", n, c, c),
+  return {probe_layer("attention qkv", n, c, head_shape(model).qkv_width()), probe_layer("attention out", n, c, c),
           probe_layer("mlp up", n, c, f), probe_layer("mlp down", n, f, c)};
 }
 

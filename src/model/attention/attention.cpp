@@ -15,7 +15,7 @@ config::Attention resolve_attention(const config::ModelConfig& m) {
 config::Attention resolve_attention(const config::ModelConfig& m, bool cudnn_available) {
   if (m.attention != config::Attention::automatic) return m.attention;
   const config::AttentionCapability& cudnn = config::attention_capability(config::Attention::cudnn);
-  const bool runs = cudnn_available && cudnn.head_dim(m.d_model / m.n_head) &&
+  const bool runs = cudnn_available && cudnn.head_dim(head_shape(m).dim) &&
                     (!cudnn.bf16_only || m.precision == config::Precision::bf16);
   return runs ? config::Attention::cudnn : config::Attention::gemm;
 }

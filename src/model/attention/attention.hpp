@@ -46,8 +46,8 @@ struct AttentionShape {
 // the rebuilt blocks, which run their attention again, as layer attention_layer(), just before
 // their backward.
 inline AttentionShape attention_shape(const config::ModelConfig& m, int max_batch, int max_seq) {
-  return AttentionShape{RecomputePlan(m).sets(), max_batch, m.n_head, m.n_kv_head, max_seq, m.d_model / m.n_head,
-                        m.attention_deterministic};
+  const HeadShape h = head_shape(m);
+  return AttentionShape{RecomputePlan(m).sets(), max_batch, h.heads, h.kv_heads, max_seq, h.dim, m.attention_deterministic};
 }
 inline int attention_layer(const config::ModelConfig& m, int layer) { return RecomputePlan(m).set(layer); }
 

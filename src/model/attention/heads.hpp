@@ -9,9 +9,22 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "config/config.hpp"
 #include "core/views.hpp"
 
 namespace kgpt::model {
+
+// A model's heads, computed from its deck once: query heads, key/value heads (grouped-query
+// attention when fewer), and their dimension d_model / n_head. Token-major activations hold the
+// query heads in q_width() columns and the key or value heads in kv_width(); a fused projection
+// writes q, k and v side by side, qkv_width() columns.
+struct HeadShape {
+  int heads = 0, kv_heads = 0, dim = 0;
+  std::size_t q_width() const { return static_cast<std::size_t>(heads) * dim; }
+  std::size_t kv_width() const { return static_cast<std::size_t>(kv_heads) * dim; }
+  std::size_t qkv_width() const { return q_width() + 2 * kv_width(); }
+};
+inline HeadShape head_shape(const config::ModelConfig& m) { return {m.n_head, m.n_kv_head, m.d_model / m.n_head}; }
 
 template <class A>
 struct Heads {

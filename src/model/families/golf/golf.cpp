@@ -28,16 +28,12 @@ GolfModel<T, A>::GolfModel(const config::ModelConfig& config, int max_batch, int
     : Base(config, max_batch, max_seq,
            layout_of<GolfTensors>([&config](auto& tensors, auto& visit) { declare_golf(config, tensors, visit); }),
            [&config](auto& tensors, auto&& visit) { declare_golf(config, tensors, visit); }, "golf"),
-      heads_(config.n_head),
-      kv_heads_(config.n_kv_head),
-      head_dim_(config.d_model / config.n_head),
       hidden_(config.d_model * config.mlp_mult),
-      qkv_width_(config.d_model + 2 * config.n_kv_head * (config.d_model / config.n_head)),
       encoders_(golf_encoder_layers(run_layers(config))),
       skips_(golf_skip_count(run_layers(config))) {
   declare_golf_activations(config, this->max_rows_, acts_, ActivationAllocator(this->prefix_, this->max_rows_));
-  acts_.rope_cos = Matrix<T>(this->prefix_ + "rope_cos", max_seq, head_dim_ / 2);
-  acts_.rope_sin = Matrix<T>(this->prefix_ + "rope_sin", max_seq, head_dim_ / 2);
+  acts_.rope_cos = Matrix<T>(this->prefix_ + "rope_cos", max_seq, this->heads_.dim / 2);
+  acts_.rope_sin = Matrix<T>(this->prefix_ + "rope_sin", max_seq, this->heads_.dim / 2);
   ops::rope_tables(acts_.rope_cos, acts_.rope_sin, config.rope_base);
   for (int l = 0; l < config.n_layer; ++l) {
     const auto& Wa = this->wa_.blocks[static_cast<std::size_t>(l)];
@@ -49,13 +45,13 @@ GolfModel<T, A>::GolfModel(const config::ModelConfig& config, int max_batch, int
   // q, k and v are one product where the three matrices lie back to back (the layout's alignment
   // can leave gaps in small models); else three.
   const auto& first = this->w_.blocks.front();
-  const std::size_t c = this->config_.d_model, kvd = static_cast<std::size_t>(kv_heads_) * head_dim_;
+  const std::size_t c = this->config_.d_model, kvd = this->heads_.kv_width();
   const bool stacked = first.c_k.data() == first.c_q.data() + c * c && first.c_v.data() == first.c_k.data() + kvd * c;
   for (int l = 0; l < config.n_layer; ++l) {
     const auto& Wa = this->wa_.blocks[static_cast<std::size_t>(l)];
     const auto& G = this->g_.blocks[static_cast<std::size_t>(l)];
     if (stacked) {
-      qkv_.push_back(ops::Linear<T, A>::stacked(Wa.c_q, G.c_q, static_cast<std::size_t>(qkv_width_)));
+      qkv_.push_back(ops::Linear<T, A>::stacked(Wa.c_q, G.c_q, static_cast<std::size_t>(this->heads_.qkv_width())));
     } else {
       qkv_.emplace_back(Wa.c_q, G.c_q);
       qkv_.emplace_back(Wa.c_k, G.c_k);
@@ -117,9 +113,8 @@ void GolfModel<T, A>::block_forward(const ExecSpace& exec, int l) {
   const auto& L = acts_.blocks.working(l);
   const std::size_t block = static_cast<std::size_t>(this->block_of(l));
   const GolfBlockTensors<T>& W = this->w_.blocks[block];
-  const std::size_t n = this->rows_, c = this->config_.d_model, kvd = static_cast<std::size_t>(kv_heads_) * head_dim_;
-  const std::size_t f = hidden_, w = qkv_width_;
-  const int b = this->batch_;
+  const std::size_t n = this->rows_, c = this->config_.d_model, kvd = this->heads_.kv_width();
+  const std::size_t f = hidden_, w = this->heads_.qkv_width();
   using CM = ConstMatrix<A>;
   const Matrix<A> x_prev = block_input(l);
   const Matrix<A> x_mix = L.x_mix.mat(n, c), h_attn = L.h_attn.mat(n, c), qkv = L.qkv.mat(n, w);
@@ -143,15 +138,13 @@ void GolfModel<T, A>::block_forward(const ExecSpace& exec, int l) {
     ops::linear_forward(exec, qkv_[first + 1], h_attn, columns(qkv, c, c + kvd));
     ops::linear_forward(exec, qkv_[first + 2], h_attn, columns(qkv, c + kvd, w));
   }
-  ops::QkShape shape{heads_, kv_heads_, head_dim_, this->seq_, 0, static_cast<int>(c)};
+  ops::QkShape shape{this->heads_.heads, this->heads_.kv_heads, this->heads_.dim, this->seq_, 0, static_cast<int>(c)};
   const Matrix<A> q_final = L.q_final.mat(n, c), k_final = L.k_final.mat(n, kvd), o = L.o.mat(n, c);
   ops::qk_norm_rope_forward<T>(exec, CM(qkv), shape, ConstMatrix<T>(acts_.rope_cos), ConstMatrix<T>(acts_.rope_sin),
-                               W.q_gain, q_final, k_final, L.q_rstd.vec(n * heads_), L.k_rstd.vec(n * kv_heads_),
+                               W.q_gain, q_final, k_final, L.q_rstd.vec(n * this->heads_.heads), L.k_rstd.vec(n * this->heads_.kv_heads),
                                T(kRmsEps));
-  this->attention_->forward(exec, attention_layer(this->config_, l), heads_of(CM(q_final), 0, b, heads_, head_dim_),
-                            heads_of(CM(k_final), 0, b, kv_heads_, head_dim_),
-                            heads_of(CM(qkv), static_cast<int>(c + kvd), b, kv_heads_, head_dim_),
-                            heads_of(o, 0, b, heads_, head_dim_));
+  this->attend(exec, l, this->query_heads(q_final), this->kv_heads(k_final), this->kv_heads(qkv, c + kvd),
+               this->query_heads(o));
   const Matrix<A> attn_out = L.attn_out.mat(n, c), x_attn = L.x_attn.mat(n, c);
   ops::linear_forward(exec, proj_[block], o, attn_out);
   // In parallel the MLP reads the attention's input, h_attn; else the norm of the attention's residual.
@@ -221,9 +214,8 @@ void GolfModel<T, A>::block_backward(const ExecSpace& exec, int l, const Gradien
   const std::size_t block = static_cast<std::size_t>(this->block_of(l));
   const GolfBlockTensors<T>& W = this->w_.blocks[block];
   const GolfBlockTensors<T>& G = this->g_.blocks[block];
-  const std::size_t n = this->rows_, c = this->config_.d_model, kvd = static_cast<std::size_t>(kv_heads_) * head_dim_;
-  const std::size_t f = hidden_, w = qkv_width_;
-  const int b = this->batch_;
+  const std::size_t n = this->rows_, c = this->config_.d_model, kvd = this->heads_.kv_width();
+  const std::size_t f = hidden_, w = this->heads_.qkv_width();
   using CM = ConstMatrix<A>;
   const Matrix<A> dx = acts_.dx.mat(n, c);
   const Matrix<A> d_branch = acts_.d_branch.mat(n, c), d_hidden = acts_.d_hidden.mat(n, f);
@@ -253,17 +245,14 @@ void GolfModel<T, A>::block_backward(const ExecSpace& exec, int l, const Gradien
   ops::linear_backward(exec, proj_[block], o, d_branch, d_o);
   const Matrix<A> q_final = L.q_final.mat(n, c), k_final = L.k_final.mat(n, kvd);
   const Matrix<A> d_qf = acts_.d_qf.mat(n, c), d_kf = acts_.d_kf.mat(n, kvd);
-  this->attention_->backward(exec, attention_layer(this->config_, l), heads_of(CM(q_final), 0, b, heads_, head_dim_),
-                             heads_of(CM(k_final), 0, b, kv_heads_, head_dim_),
-                             heads_of(CM(qkv), static_cast<int>(c + kvd), b, kv_heads_, head_dim_),
-                             heads_of(CM(o), 0, b, heads_, head_dim_), heads_of(CM(d_o), 0, b, heads_, head_dim_),
-                             heads_of(d_qf, 0, b, heads_, head_dim_), heads_of(d_kf, 0, b, kv_heads_, head_dim_),
-                             heads_of(d_qkv, static_cast<int>(c + kvd), b, kv_heads_, head_dim_));
-  ops::QkShape shape{heads_, kv_heads_, head_dim_, this->seq_, 0, static_cast<int>(c)};
+  this->attend_backward(exec, l, this->query_heads(q_final), this->kv_heads(k_final), this->kv_heads(qkv, c + kvd),
+                        this->query_heads(o), this->query_heads(d_o), this->query_heads(d_qf), this->kv_heads(d_kf),
+                        this->kv_heads(d_qkv, c + kvd));
+  ops::QkShape shape{this->heads_.heads, this->heads_.kv_heads, this->heads_.dim, this->seq_, 0, static_cast<int>(c)};
   ops::qk_norm_rope_backward<T>(exec, CM(qkv), shape, ConstMatrix<T>(acts_.rope_cos), ConstMatrix<T>(acts_.rope_sin),
-                                W.q_gain, ConstVector<T>(L.q_rstd.vec(n * heads_)),
-                                ConstVector<T>(L.k_rstd.vec(n * kv_heads_)), CM(d_qf), CM(d_kf), d_qkv, G.q_gain,
-                                acts_.gain_rows.mat(n, heads_), partials());
+                                W.q_gain, ConstVector<T>(L.q_rstd.vec(n * this->heads_.heads)),
+                                ConstVector<T>(L.k_rstd.vec(n * this->heads_.kv_heads)), CM(d_qf), CM(d_kf), d_qkv, G.q_gain,
+                                acts_.gain_rows.mat(n, this->heads_.heads), partials());
   const Matrix<A> h_attn = L.h_attn.mat(n, c);
   const std::size_t pieces = qkv_.size() / static_cast<std::size_t>(this->config_.n_layer);
   if (pieces == 1) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "model/attention/heads.hpp"
 #include "model/block_sequence.hpp"
 #include "model/model_base.hpp"
 #include "model/ops/linear.hpp"
@@ -69,7 +70,7 @@ inline int golf_skip_count(int layers) {
 template <class Tensors, class Declare>
 void declare_golf(const config::ModelConfig& m, Tensors& t, Declare&& declare) {
   const std::size_t c = m.d_model, v = m.vocab_size, h = m.n_head;
-  const std::size_t kv_dim = static_cast<std::size_t>(m.n_kv_head) * (c / h), hidden = c * m.mlp_mult;
+  const std::size_t kv_dim = head_shape(m).kv_width(), hidden = c * m.mlp_mult;
   const double linear_bound = 1.0 / std::sqrt(static_cast<double>(c));  // every Linear here reads C features
   declare(t.tok_emb, TensorSpec{"tok_emb.weight", {v, c}, Role::embedding, Init::normal,
                                 m.tie_embeddings ? m.tied_embed_init_std : 1.0});
@@ -148,8 +149,9 @@ inline bool golf_adds_skip(const config::ModelConfig& m, int l) {
 template <class T, class A, class Declare>
 void declare_golf_activations(const config::ModelConfig& m, std::size_t max_tokens, GolfActivations<T, A>& a,
                               Declare&& declare) {
-  const std::size_t c = m.d_model, heads = m.n_head, kv_heads = m.n_kv_head, d = c / heads;
-  const std::size_t kvd = kv_heads * d, f = c * m.mlp_mult, w = c + 2 * kvd;
+  const HeadShape shape = head_shape(m);
+  const std::size_t c = m.d_model, heads = shape.heads, kv_heads = shape.kv_heads;
+  const std::size_t kvd = shape.kv_width(), f = c * m.mlp_mult, w = shape.qkv_width();
   const int skips = golf_skip_count(run_layers(m));
   using Acts = GolfActivations<T, A>;
   a.blocks.declare(
@@ -231,7 +233,7 @@ class GolfModel final : public ModelBase<T, A, GolfTensors> {
   }
   Workspace<T> partials() const { return Workspace<T>(acts_.partials); }
 
-  int heads_, kv_heads_, head_dim_, hidden_, qkv_width_, encoders_, skips_;
+  int hidden_, encoders_, skips_;
   std::vector<ops::Linear<T, A>> qkv_, proj_, fc_, mlp_proj_;  // per block
   ops::Linear<T, A> bigram_proj_;                              // with a BigramHash projection
   GolfActivations<T, A> acts_;

@@ -16,8 +16,6 @@ Gpt2Model<T, A>::Gpt2Model(const config::ModelConfig& config, int max_batch, int
     : Base(config, max_batch, max_seq,
            layout_of<Gpt2Tensors>([&](auto& tensors, auto& visit) { declare_gpt2(config, max_seq, tensors, visit); }),
            [&](auto& tensors, auto&& visit) { declare_gpt2(config, max_seq, tensors, visit); }, "gpt2"),
-      heads_(config.n_head),
-      head_dim_(config.d_model / config.n_head),
       hidden_(config.d_model * config.mlp_mult) {
   declare_gpt2_activations(config, this->max_rows_, acts_, ActivationAllocator(this->prefix_, this->max_rows_));
   for (std::size_t l = 0; l < this->wa_.blocks.size(); ++l) {
@@ -61,8 +59,6 @@ Matrix<A> Gpt2Model<T, A>::final_forward(const ExecSpace& exec) {
 template <class T, class A>
 void Gpt2Model<T, A>::block_forward(const ExecSpace& exec, int l) {
   const std::size_t n = this->rows_, c = this->config_.d_model, f = hidden_;
-  const int b = this->batch_;
-  using CM = ConstMatrix<A>;
   const auto& L = acts_.blocks.working(l);
   // Activations are the layer's, parameters the block's (model/block_sequence.hpp).
   const std::size_t i = static_cast<std::size_t>(this->block_of(l));
@@ -70,10 +66,7 @@ void Gpt2Model<T, A>::block_forward(const ExecSpace& exec, int l) {
   const Matrix<A> x_in = block_input(l), h1 = L.h1.mat(n, c), qkv = L.qkv.mat(n, 3 * c), o = L.o.mat(n, c);
   ops::layernorm_forward<T>(exec, x_in, W.ln_1_w, W.ln_1_b, h1, L.mean1.vec(n), L.rstd1.vec(n), T(kLayerNormEps));
   ops::linear_forward(exec, attn_[i], h1, qkv);
-  this->attention_->forward(exec, attention_layer(this->config_, l), heads_of(CM(qkv), 0, b, heads_, head_dim_),
-                            heads_of(CM(qkv), static_cast<int>(c), b, heads_, head_dim_),
-                            heads_of(CM(qkv), static_cast<int>(2 * c), b, heads_, head_dim_),
-                            heads_of(o, 0, b, heads_, head_dim_));
+  this->attend(exec, l, this->query_heads(qkv), this->kv_heads(qkv, c), this->kv_heads(qkv, 2 * c), this->query_heads(o));
   const Matrix<A> x_attn = L.x_attn.mat(n, c), h2 = L.h2.mat(n, c), fc = L.fc.mat(n, f), act = L.act.mat(n, f);
   // x_attn = x_in + o W^T + b: the residual add and the bias ride in the product.
   ops::linear_forward(exec, attn_proj_[i], o, x_in, x_attn);
@@ -95,8 +88,6 @@ void Gpt2Model<T, A>::final_backward(const ExecSpace& exec, const GradientsReady
 template <class T, class A>
 void Gpt2Model<T, A>::block_backward(const ExecSpace& exec, int l, const GradientsReady&) {
   const std::size_t n = this->rows_, c = this->config_.d_model, f = hidden_;
-  const int b = this->batch_;
-  using CM = ConstMatrix<A>;
   const Matrix<A> dx = acts_.dx.mat(n, c), d_o = acts_.d_o.mat(n, c);
   const Matrix<A> d_hidden = acts_.d_hidden.mat(n, f), d_qkv = acts_.d_qkv.mat(n, 3 * c);
   const Matrix<A> d_h = this->d_final();  // scratch once the final norm's backward has read it
@@ -113,12 +104,9 @@ void Gpt2Model<T, A>::block_backward(const ExecSpace& exec, int l, const Gradien
   // x_attn = x_in + attention: dx flows to x_in unchanged and into attention.
   const Matrix<A> o = L.o.mat(n, c), qkv = L.qkv.mat(n, 3 * c);
   ops::linear_backward(exec, attn_proj_[i], o, dx, d_o, false, partials());
-  const int ci = static_cast<int>(c);
-  this->attention_->backward(exec, attention_layer(this->config_, l), heads_of(CM(qkv), 0, b, heads_, head_dim_),
-                             heads_of(CM(qkv), ci, b, heads_, head_dim_), heads_of(CM(qkv), 2 * ci, b, heads_, head_dim_),
-                             heads_of(CM(o), 0, b, heads_, head_dim_), heads_of(CM(d_o), 0, b, heads_, head_dim_),
-                             heads_of(d_qkv, 0, b, heads_, head_dim_), heads_of(d_qkv, ci, b, heads_, head_dim_),
-                             heads_of(d_qkv, 2 * ci, b, heads_, head_dim_));
+  this->attend_backward(exec, l, this->query_heads(qkv), this->kv_heads(qkv, c), this->kv_heads(qkv, 2 * c),
+                        this->query_heads(o), this->query_heads(d_o), this->query_heads(d_qkv), this->kv_heads(d_qkv, c),
+                        this->kv_heads(d_qkv, 2 * c));
   ops::linear_backward(exec, attn_[i], L.h1.mat(n, c), d_qkv, d_h, false, partials());
   ops::layernorm_backward<T>(exec, block_input(l), W.ln_1_w, L.mean1.vec(n), L.rstd1.vec(n), d_h, dx, G.ln_1_w, G.ln_1_b,
                              partials(), true);

@@ -155,7 +155,7 @@ class Gpt2Model final : public ModelBase<T, A, Gpt2Tensors> {
   Matrix<A> block_input(int l) const;  // x_in of block l: the embedding's output or block l - 1's
   Workspace<T> partials() const { return Workspace<T>(acts_.partials); }
 
-  int heads_, head_dim_, hidden_;
+  int hidden_;
   std::vector<ops::Linear<T, A>> attn_, attn_proj_, fc_, mlp_proj_;  // per block
   Gpt2Activations<T, A> acts_;
 };

@@ -46,7 +46,7 @@ HfForm hf_form(const config::ResolvedDeck& deck) {
       {"num_hidden_layers", m.n_layer},
       {"num_attention_heads", m.n_head},
       {"num_key_value_heads", m.n_kv_head},
-      {"head_dim", m.d_model / m.n_head},
+      {"head_dim", head_shape(m).dim},
       {"hidden_act", "silu"},
       {"max_position_embeddings", deck.config.train.seq_len},
       {"rms_norm_eps", 1e-5},

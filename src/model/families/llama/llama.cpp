@@ -71,14 +71,10 @@ LlamaModel<T, A>::LlamaModel(const config::ModelConfig& config, int max_batch, i
     : Base(config, max_batch, max_seq,
            layout_of<LlamaTensors>([&config](auto& tensors, auto& visit) { declare_llama(config, tensors, visit); }),
            [&config](auto& tensors, auto&& visit) { declare_llama(config, tensors, visit); }, "llama"),
-      heads_(config.n_head),
-      kv_heads_(config.n_kv_head),
-      head_dim_(config.d_model / config.n_head),
-      hidden_(config.d_model * config.mlp_mult),
-      qkv_width_(config.d_model + 2 * config.n_kv_head * (config.d_model / config.n_head)) {
+      hidden_(config.d_model * config.mlp_mult) {
   declare_llama_activations(config, this->max_rows_, acts_, ActivationAllocator(this->prefix_, this->max_rows_));
-  acts_.rope_cos = Matrix<T>(this->prefix_ + "rope_cos", max_seq, head_dim_ / 2);
-  acts_.rope_sin = Matrix<T>(this->prefix_ + "rope_sin", max_seq, head_dim_ / 2);
+  acts_.rope_cos = Matrix<T>(this->prefix_ + "rope_cos", max_seq, this->heads_.dim / 2);
+  acts_.rope_sin = Matrix<T>(this->prefix_ + "rope_sin", max_seq, this->heads_.dim / 2);
   ops::rope_tables(acts_.rope_cos, acts_.rope_sin, config.rope_base);
   for (std::size_t l = 0; l < this->wa_.blocks.size(); ++l) {
     const auto& Wa = this->wa_.blocks[l];
@@ -120,11 +116,10 @@ Matrix<A> LlamaModel<T, A>::final_forward(const ExecSpace& exec) {
 
 template <class T, class A>
 void LlamaModel<T, A>::block_forward(const ExecSpace& exec, int l) {
-  const std::size_t n = this->rows_, c = this->config_.d_model, kvd = static_cast<std::size_t>(kv_heads_) * head_dim_;
-  const std::size_t f = hidden_, w = qkv_width_;
-  const int b = this->batch_;
+  const std::size_t n = this->rows_, c = this->config_.d_model, kvd = this->heads_.kv_width();
+  const std::size_t f = hidden_, w = this->heads_.qkv_width();
   using CM = ConstMatrix<A>;
-  const ops::QkShape shape{heads_, kv_heads_, head_dim_, this->seq_, 0, static_cast<int>(c)};
+  const ops::QkShape shape{this->heads_.heads, this->heads_.kv_heads, this->heads_.dim, this->seq_, 0, static_cast<int>(c)};
   const auto& L = acts_.blocks.working(l);
   // Activations are the layer's, parameters the block's (model/block_sequence.hpp).
   const std::size_t i = static_cast<std::size_t>(this->block_of(l));
@@ -135,10 +130,7 @@ void LlamaModel<T, A>::block_forward(const ExecSpace& exec, int l) {
   forward_pieces(exec, qkv_[i], h1, qkv);
   llama::rope_forward<T>(exec, CM(qkv), shape, ConstMatrix<T>(acts_.rope_cos), ConstMatrix<T>(acts_.rope_sin), q_rot,
                          k_rot);
-  this->attention_->forward(exec, attention_layer(this->config_, l), heads_of(CM(q_rot), 0, b, heads_, head_dim_),
-                            heads_of(CM(k_rot), 0, b, kv_heads_, head_dim_),
-                            heads_of(CM(qkv), static_cast<int>(c + kvd), b, kv_heads_, head_dim_),
-                            heads_of(o, 0, b, heads_, head_dim_));
+  this->attend(exec, l, this->query_heads(q_rot), this->kv_heads(k_rot), this->kv_heads(qkv, c + kvd), this->query_heads(o));
   const Matrix<A> x_attn = L.x_attn.mat(n, c), h2 = L.h2.mat(n, c), gu = L.gu.mat(n, 2 * f), act = L.act.mat(n, f);
   ops::linear_forward(exec, o_[i], o, x_in, x_attn);  // x_attn = x_in + o W_o^T
   ops::weighted_rmsnorm_forward<T>(exec, x_attn, W.post_norm, h2, L.rstd2.vec(n), T(kRmsEps));
@@ -157,15 +149,14 @@ void LlamaModel<T, A>::final_backward(const ExecSpace& exec, const GradientsRead
 
 template <class T, class A>
 void LlamaModel<T, A>::block_backward(const ExecSpace& exec, int l, const GradientsReady&) {
-  const std::size_t n = this->rows_, c = this->config_.d_model, kvd = static_cast<std::size_t>(kv_heads_) * head_dim_;
-  const std::size_t f = hidden_, w = qkv_width_;
-  const int b = this->batch_;
+  const std::size_t n = this->rows_, c = this->config_.d_model, kvd = this->heads_.kv_width();
+  const std::size_t f = hidden_, w = this->heads_.qkv_width();
   using CM = ConstMatrix<A>;
   const Matrix<A> dx = acts_.dx.mat(n, c), d_o = acts_.d_o.mat(n, c), d_qr = acts_.d_qr.mat(n, c);
   const Matrix<A> d_kr = acts_.d_kr.mat(n, kvd), d_qkv = acts_.d_qkv.mat(n, w);
   const Matrix<A> d_act = acts_.d_act.mat(n, f), d_gu = acts_.d_gu.mat(n, 2 * f);
   const Matrix<A> d_h = this->d_final();  // scratch once the final norm's backward has read it
-  const ops::QkShape shape{heads_, kv_heads_, head_dim_, this->seq_, 0, static_cast<int>(c)};
+  const ops::QkShape shape{this->heads_.heads, this->heads_.kv_heads, this->heads_.dim, this->seq_, 0, static_cast<int>(c)};
   const std::size_t i = static_cast<std::size_t>(this->block_of(l));
   const auto& L = acts_.blocks.working(l);
   const LlamaBlockTensors<T>& W = this->w_.blocks[i];
@@ -179,12 +170,9 @@ void LlamaModel<T, A>::block_backward(const ExecSpace& exec, int l, const Gradie
   // x_attn = x_in + attention: dx flows to x_in unchanged and into attention.
   const Matrix<A> o = L.o.mat(n, c), qkv = L.qkv.mat(n, w);
   ops::linear_backward(exec, o_[i], o, dx, d_o);
-  this->attention_->backward(exec, attention_layer(this->config_, l), heads_of(CM(L.q_rot.mat(n, c)), 0, b, heads_, head_dim_),
-                             heads_of(CM(L.k_rot.mat(n, kvd)), 0, b, kv_heads_, head_dim_),
-                             heads_of(CM(qkv), static_cast<int>(c + kvd), b, kv_heads_, head_dim_),
-                             heads_of(CM(o), 0, b, heads_, head_dim_), heads_of(CM(d_o), 0, b, heads_, head_dim_),
-                             heads_of(d_qr, 0, b, heads_, head_dim_), heads_of(d_kr, 0, b, kv_heads_, head_dim_),
-                             heads_of(d_qkv, static_cast<int>(c + kvd), b, kv_heads_, head_dim_));
+  this->attend_backward(exec, l, this->query_heads(L.q_rot.mat(n, c)), this->kv_heads(L.k_rot.mat(n, kvd)),
+                        this->kv_heads(qkv, c + kvd), this->query_heads(o), this->query_heads(d_o), this->query_heads(d_qr),
+                        this->kv_heads(d_kr), this->kv_heads(d_qkv, c + kvd));
   llama::rope_backward<T>(exec, shape, ConstMatrix<T>(acts_.rope_cos), ConstMatrix<T>(acts_.rope_sin), CM(d_qr), CM(d_kr),
                           d_qkv);
   backward_pieces(exec, qkv_[i], L.h1.mat(n, c), d_qkv, d_h);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "model/attention/heads.hpp"
 #include "model/model_base.hpp"
 #include "model/ops/linear.hpp"
 #include "model/parameters.hpp"
@@ -46,7 +47,7 @@ struct LlamaTensors {
 template <class Tensors, class Declare>
 void declare_llama(const config::ModelConfig& m, Tensors& t, Declare&& declare) {
   const std::size_t c = m.d_model, v = m.vocab_size;
-  const std::size_t kv_dim = static_cast<std::size_t>(m.n_kv_head) * (c / m.n_head), f = c * m.mlp_mult;
+  const std::size_t kv_dim = head_shape(m).kv_width(), f = c * m.mlp_mult;
   declare(t.embed, TensorSpec{"model.embed_tokens.weight", {v, c}, Role::embedding, Init::normal,
                               m.tie_embeddings ? m.tied_embed_init_std : 0.02});
   t.blocks.resize(static_cast<std::size_t>(m.n_layer));
@@ -89,8 +90,8 @@ struct LlamaActivations {
 template <class T, class A, class Declare>
 void declare_llama_activations(const config::ModelConfig& m, std::size_t max_tokens, LlamaActivations<T, A>& a,
                                Declare&& declare) {
-  const std::size_t c = m.d_model, kvd = static_cast<std::size_t>(m.n_kv_head) * (c / m.n_head);
-  const std::size_t f = c * m.mlp_mult, w = c + 2 * kvd;
+  const std::size_t c = m.d_model, kvd = head_shape(m).kv_width();
+  const std::size_t f = c * m.mlp_mult, w = head_shape(m).qkv_width();
   using Acts = LlamaActivations<T, A>;
   a.blocks.declare(
       m, [&](typename Acts::Kept& k) { declare(k.x_in, ActivationSpec{"x_in", c}); },
@@ -140,7 +141,7 @@ class LlamaModel final : public ModelBase<T, A, LlamaTensors> {
   Matrix<A> block_input(int l) const;  // x_in of block l: the embedding's output or block l - 1's
   Workspace<T> partials() const { return Workspace<T>(acts_.partials); }
 
-  int heads_, kv_heads_, head_dim_, hidden_, qkv_width_;
+  int hidden_;
   // Per block: q, k, v (one stacked layer, or three), o, gate and up (one, or two), down.
   std::vector<std::vector<ops::Linear<T, A>>> qkv_, gate_up_;
   std::vector<ops::Linear<T, A>> o_, down_;
