@@ -2,9 +2,8 @@
 
 #include <cmath>
 
-#include "core/text.hpp"
-
 #include "core/kernel.hpp"
+#include "core/text.hpp"
 #include "io/artifact.hpp"
 #include "quant/rows.hpp"
 
