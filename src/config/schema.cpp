@@ -304,9 +304,9 @@ std::vector<KeySpec> build_schema() {
                  "Depth recurrence, as parameter-golf's record of 2026-03-31 runs it: the model.recur_count blocks "
                  "from this index on (counted from 0) run a second time, with the same weights, right after their "
                  "first pass, so the forward runs n_layer + recur_count layers (0 .. s+k-1, s .. s+k-1, s+k .. "
-                 "n_layer-1). The U-Net skips pair the layers as run; model.parallel_residual_start counts blocks. "
-                 "-1: none. Part of the model: eval and sample use the checkpoint deck's; --resume refuses another "
-                 "value."),
+                 "n_layer-1). Golf's U-Net skips pair the layers as run; its model.parallel_residual_start counts "
+                 "blocks. -1: none. Part of the model: eval and sample use the checkpoint deck's; --resume refuses "
+                 "another value."),
              read_by_family("model.recur_start"), readers("model.recur_start")),
       acting(key("model", "recur_count", &Config::model, &MC::recur_count, VK::integer, between(1, 1024),
                  "How many consecutive blocks, from model.recur_start, run twice (the record: 2, blocks 4 and 5 of "
