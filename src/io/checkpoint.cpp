@@ -47,6 +47,15 @@ bool among(const std::string& name, const char* const (&names)[N]) {
   return std::find(std::begin(names), std::end(names), name) != std::end(names);
 }
 
+// The feature scalars of an open checkpoint, by name (the order the checksum adds them in).
+std::map<std::string, std::int64_t> held_feature_scalars(const io::Hdf5File& in) {
+  std::map<std::string, std::int64_t> scalars;
+  for (const std::string& name : in.members("/state")) {
+    if (!among(name, kStateFields)) scalars[name] = in.read_whole_scalar("/state/" + name);
+  }
+  return scalars;
+}
+
 // The feature groups of an open checkpoint, by name.
 std::vector<std::string> held_feature_groups(const io::Hdf5File& in) {
   std::vector<std::string> held;
@@ -227,10 +236,10 @@ namespace {
 
 // Checks `path` against the model and its checksum, then fills params (from the group `wanted`)
 // and, when given, the optimizer and the feature groups `features` names; the other groups are read
-// for the checksum only, one at a time. `scalars`, when given, gets the feature scalars.
+// for the checksum only, one at a time.
 CheckpointState load(const std::string& path, const model::Parameters<float>& params,
                      const std::vector<std::string>& state_names, optim::Optimizer<float>* optimizer,
-                     FeatureState* features, const std::string& wanted, std::map<std::string, std::int64_t>* scalars) {
+                     FeatureState* features, const std::string& wanted) {
   io::Hdf5File in(path, io::Hdf5File::Mode::read);
   const auto& layout = params.layout();
   if (!in.contains("/state/step")) throw InputError(path + ": not a kgpt checkpoint (no /state/step)");
@@ -277,23 +286,13 @@ CheckpointState load(const std::string& path, const model::Parameters<float>& pa
   state.training_seconds = in.read_scalar("/state/training_seconds");
   state.seed = in.read_whole_scalar("/state/seed");
   add_state(sum, state);
-  std::vector<std::string> scalar_names;
-  for (const std::string& name : in.members("/state")) {
-    if (!among(name, kStateFields)) scalar_names.push_back(name);
-  }
-  std::sort(scalar_names.begin(), scalar_names.end());
-  std::map<std::string, std::int64_t> feature_scalars;
-  for (const std::string& name : scalar_names) {
-    const std::int64_t value = in.read_whole_scalar("/state/" + name);
-    sum.add(&value, sizeof(value));
-    feature_scalars[name] = value;
-  }
+  const std::map<std::string, std::int64_t> feature_scalars = held_feature_scalars(in);
+  for (const auto& [name, value] : feature_scalars) sum.add(&value, sizeof(value));
   const std::string stored = in.read_attribute_string("/", "checksum");
   if (stored != sum.hex()) {
     throw InputError(path + ": checksum mismatch (stored " + stored + ", computed " + sum.hex() +
                      "): the checkpoint is corrupted");
   }
-  if (scalars != nullptr) *scalars = feature_scalars;
   if (features != nullptr) features->scalars = feature_scalars;
   // The weights and the features' groups take the whole layout, the optimizer's state its shard.
   for (auto& [group, host] : loaded) {
@@ -315,13 +314,12 @@ CheckpointState load(const std::string& path, const model::Parameters<float>& pa
 
 CheckpointState load_checkpoint(const std::string& path, const model::Parameters<float>& params,
                                 optim::Optimizer<float>& optimizer, FeatureState* features) {
-  return load(path, params, optimizer.state_names(), &optimizer, features, "params", nullptr);
+  return load(path, params, optimizer.state_names(), &optimizer, features, "params");
 }
 
 CheckpointState load_checkpoint_weights(const std::string& path, const model::Parameters<float>& params,
-                                        const config::Config& config, const std::string& group,
-                                        std::map<std::string, std::int64_t>* scalars) {
-  return load(path, params, optim::state_names(config), nullptr, nullptr, group, scalars);
+                                        const config::Config& config, const std::string& group) {
+  return load(path, params, optim::state_names(config), nullptr, nullptr, group);
 }
 
 FeatureState feature_contents(const std::string& path, std::int64_t& step) {
@@ -330,9 +328,7 @@ FeatureState feature_contents(const std::string& path, std::int64_t& step) {
   step = in.read_whole_scalar("/state/step");
   FeatureState contents;
   for (const std::string& group : held_feature_groups(in)) contents.groups[group] = {};
-  for (const std::string& name : in.members("/state")) {
-    if (!among(name, kStateFields)) contents.scalars[name] = in.read_whole_scalar("/state/" + name);
-  }
+  contents.scalars = held_feature_scalars(in);
   return contents;
 }
 

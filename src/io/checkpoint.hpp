@@ -78,10 +78,9 @@ CheckpointState load_checkpoint(const std::string& path, const model::Parameters
 // The same checks, reading only one set of weights (evaluation, sampling, export) into params: the
 // live ones ("params") or a feature's group of them ("average/ema": InputError naming the file when
 // it holds none). The optimizer state of `config`'s optimizer is read for the checksum and dropped,
-// so no optimizer is allocated. `scalars`, when given, gets the feature scalars the file holds.
+// so no optimizer is allocated.
 CheckpointState load_checkpoint_weights(const std::string& path, const model::Parameters<float>& params,
-                                        const config::Config& config, const std::string& group = "params",
-                                        std::map<std::string, std::int64_t>* scalars = nullptr);
+                                        const config::Config& config, const std::string& group = "params");
 // What `path` holds of step features: its feature groups by name (their values left empty) and
 // its feature scalars; `step` gets the checkpoint's step. No checksum is checked: load does.
 FeatureState feature_contents(const std::string& path, std::int64_t& step);

@@ -49,7 +49,7 @@ config::Config all_on() {
   return c;
 }
 
-const features::StepFeature* named(const features::StepFeatures& all, const std::string& name) {
+features::StepFeature* named(const features::StepFeatures& all, const std::string& name) {
   for (const auto& f : all) {
     if (name == f->name()) return f.get();
   }
@@ -257,10 +257,7 @@ TEST_CASE("late QAT rounds the block matrices from its step on and puts the live
   const ExecSpace exec;
   const Vector<float>& values = model.parameters().values();
   const features::StepFeatures all = features::make_step_features(c, layout);
-  features::StepFeature* qat = nullptr;
-  for (const auto& f : all) {
-    if (std::string(f->name()) == "late QAT") qat = f.get();
-  }
+  features::StepFeature* const qat = named(all, "late QAT");
   REQUIRE(qat != nullptr);
   CHECK(named(all, "weight averages") != nullptr);
   const std::vector<float> live = to_host(values);

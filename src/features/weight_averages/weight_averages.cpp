@@ -13,6 +13,13 @@ namespace {
 
 const char* const kSwaCount = "swa_count";
 
+// Why a checkpoint cannot give `weights`, an average its run did not keep.
+std::string not_kept(const std::string& path, config::Weights weights) {
+  const bool ema = weights == config::Weights::ema;
+  return path + ": the checkpoint keeps no " + (ema ? "EMA" : "SWA") + " of the weights (the run that wrote it had " +
+         (ema ? "train.ema_decay 0" : "train.swa_every 0") + ")";
+}
+
 }  // namespace
 
 std::string weight_average_group(config::Weights weights) {
@@ -101,11 +108,7 @@ void WeightAverages::save(io::FeatureState& state) const {
 void WeightAverages::restore(const std::string& path, const io::FeatureState& state) {
   for (const config::Weights w : kept_) {
     const auto found = state.groups.find(weight_average_group(w));
-    if (found == state.groups.end() || found->second.empty()) {
-      const bool ema = w == config::Weights::ema;
-      throw InputError(path + ": the checkpoint keeps no " + (ema ? "EMA" : "SWA") + " of the weights (the run that " +
-                       "wrote it had " + (ema ? "train.ema_decay 0" : "train.swa_every 0") + ")");
-    }
+    if (found == state.groups.end() || found->second.empty()) throw InputError(not_kept(path, w));
     kgpt::from_host(found->second, buffer(w));
   }
   if (swa_.extent(0) > 0) {
@@ -132,11 +135,7 @@ std::vector<MemoryRow> weight_average_memory(const config::Config& config, const
 
 std::string weight_average_problem(const std::string& path, config::Weights weights, const io::FeatureState& held,
                                    std::int64_t step, const config::Config& config) {
-  if (held.groups.count(weight_average_group(weights)) == 0) {
-    const bool ema = weights == config::Weights::ema;
-    return path + ": the checkpoint keeps no " + (ema ? "EMA" : "SWA") + " of the weights (the run that wrote it had " +
-           (ema ? "train.ema_decay 0" : "train.swa_every 0") + ")";
-  }
+  if (held.groups.count(weight_average_group(weights)) == 0) return not_kept(path, weights);
   const auto count = held.scalars.find(kSwaCount);
   if (weights == config::Weights::swa && (count == held.scalars.end() || count->second == 0)) {
     return path + ": its SWA of the weights holds no snapshot yet (swa_count 0 at step " + std::to_string(step) +
