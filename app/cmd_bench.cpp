@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "core/kokkos_compat.hpp"
 #include "core/profile.hpp"
+#include "optim/optimizer.hpp"
 #include "parallel/world.hpp"
 #include "train/bench.hpp"
 #include "train/blas_report.hpp"
@@ -139,8 +140,9 @@ int run_bench(const ParsedArgs& args) {
       throw InputError("--muon-share: times one rank of a shared job on a job of one rank; this job has " +
                        std::to_string(parallel::world().size));
     }
-    if (options.muon_share_of > 1 && deck.config.optim.matrix_optimizer != config::MatrixOptimizer::muon) {
-      throw InputError("--muon-share: the deck's matrices are not Muon's (optim.matrix_optimizer)");
+    if (options.muon_share_of > 1 && !optim::shares_work(deck.config)) {
+      throw InputError("--muon-share: no optimizer rule of the deck splits its work among ranks (optim.matrix_optimizer is " +
+                       deck.config.optim.matrix_optimizer + ")");
     }
     if (args.has("profile-steps") && !args.has("profile")) {
       throw InputError("--profile-steps: only meaningful with --profile");

@@ -16,7 +16,6 @@ enum class Attention { automatic, gemm, fused, cudnn };
 enum class Tokenizer { byte, sentencepiece };
 enum class Schedule { constant, cosine };
 enum class Precision { fp32, bf16 };
-enum class MatrixOptimizer { muon, adamw };
 enum class Recompute { none, block };
 enum class Fp8 { none, mlp, all };
 enum class Compression { zlib, zstd };
@@ -40,10 +39,6 @@ struct ChoiceNames<Schedule> {
 template <>
 struct ChoiceNames<Precision> {
   static constexpr const char* names[] = {"fp32", "bf16"};
-};
-template <>
-struct ChoiceNames<MatrixOptimizer> {
-  static constexpr const char* names[] = {"muon", "adamw"};
 };
 template <>
 struct ChoiceNames<Recompute> {
@@ -170,7 +165,8 @@ struct TrainConfig {
 };
 
 struct OptimConfig {
-  MatrixOptimizer matrix_optimizer = MatrixOptimizer::muon;  // contextual: muon for golf, adamw for gpt2
+  // A registered optimizer rule (config/optimizer_rules.hpp); contextual: muon for golf, adamw for gpt2.
+  std::string matrix_optimizer = "muon";
   double matrix_lr = 0.04;
   double scalar_lr = 0.04;
   double embed_lr = 0.05;  // contextual: 0.05 with a tied embedding, 0.6 with an untied one

@@ -10,6 +10,7 @@
 #include "config/schema.hpp"
 #include "config/attention_capabilities.hpp"
 #include "config/family_rules.hpp"
+#include "config/optimizer_rules.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
 
@@ -404,13 +405,10 @@ void check_cross_field(ResolvedDeck& deck, std::vector<std::string>& problems) {
   if (c.data.val_files.empty()) {
     problems.push_back(deck.where("data.val_files") + ": must name shard files (a path or a glob)");
   }
-  if (c.optim.matrix_optimizer == MatrixOptimizer::muon &&
-      c.optim.muon_momentum_warmup_start > c.optim.muon_momentum) {
-    problems.push_back(deck.where("optim.muon_momentum_warmup_start") + ": warmup start " +
-                       text::format_double(c.optim.muon_momentum_warmup_start) + " is above " +
-                       "optim.muon_momentum = " + text::format_double(c.optim.muon_momentum) + " (" +
-                       deck.origin("optim.muon_momentum").describe() + ")");
-  }
+  // The matrices' optimizer rule's own rules (config/optimizer_rules.hpp); the key was checked
+  // against the registry.
+  const OptimizerRules* rule = find_optimizer_rules(c.optim.matrix_optimizer);
+  if (rule != nullptr && rule->check != nullptr) rule->check(deck, problems);
   const std::string batch_problem = plan_batch(c.train, deck.options.world_size, deck.plan);
   if (!batch_problem.empty()) {
     const bool accum = c.train.accum_total % deck.options.world_size != 0;
@@ -533,6 +531,15 @@ std::string rules_of_families() {
   return text.empty() ? "" : text + ".\n";
 }
 
+std::string rules_of_optimizers() {
+  std::string text;
+  for (const OptimizerRules* r : optimizer_rules()) {
+    if (r->rules.empty()) continue;
+    text += (text.empty() ? "- Rules of each optimizer (`optim.matrix_optimizer`): " : "; ") + r->name + ": " + r->rules;
+  }
+  return text.empty() ? "" : text + ".\n";
+}
+
 }  // namespace
 
 namespace {
@@ -572,7 +579,7 @@ std::string render_reference() {
       << "- `train.accum_total` divisible by the world size; grad_accum_steps = accum_total / world_size.\n"
       << "- `train.global_batch_tokens` divisible by world_size x grad_accum_steps x `train.seq_len`.\n"
       << "- `data.tokenizer: byte` needs `model.vocab_size >= 257`; `sentencepiece` needs `data.vocab_file`.\n"
-      << "- `optim.muon_momentum_warmup_start <= optim.muon_momentum` (with Muon).\n"
+      << rules_of_optimizers()
       << "- `train.val_tokens` is 0 or at least `train.seq_len` (one evaluation window).\n"
       << "- `run.name` is one folder name inside `run.out_dir`: no '/', not `.` or `..` (nor the deck file's\n"
       << "  name standing for it, nor with `kgpt train --run-suffix` appended).\n"

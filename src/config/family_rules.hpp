@@ -21,7 +21,7 @@ struct FamilyDefaults {
   double tied_embed_init_std = 0.005;
   double logit_softcap = 30.0;
   bool tie_embeddings = true;
-  MatrixOptimizer matrix_optimizer = MatrixOptimizer::muon;
+  std::string matrix_optimizer = "muon";  // a registered optimizer rule
   int n_kv_head = 4;  // 0: as many as model.n_head (multi-head attention)
 };
 

@@ -6,6 +6,7 @@
 #include "core/backend.hpp"
 #include "config/attention_capabilities.hpp"
 #include "config/family_rules.hpp"
+#include "config/optimizer_rules.hpp"
 #include "core/text.hpp"
 
 namespace kgpt::config {
@@ -138,6 +139,7 @@ KeySpec by_family(KeySpec spec, Field FamilyDefaults::*field) {
   for (const FamilyRules* f : family_rules()) {
     Value v;
     if constexpr (std::is_enum_v<Field>) v = std::string(name_of(f->defaults.*field));
+    else if constexpr (std::is_same_v<Field, std::string>) v = f->defaults.*field;
     else if constexpr (std::is_same_v<Field, bool>) v = f->defaults.*field;
     else if constexpr (std::is_integral_v<Field>) v = static_cast<long long>(f->defaults.*field);
     else v = static_cast<double>(f->defaults.*field);
@@ -149,6 +151,7 @@ KeySpec by_family(KeySpec spec, Field FamilyDefaults::*field) {
         const FamilyRules* f = find_family_rules(c.model.family);
         const FamilyDefaults defaults = f != nullptr ? f->defaults : FamilyDefaults{};
         if constexpr (std::is_enum_v<Field>) return std::string(name_of(defaults.*field));
+        else if constexpr (std::is_same_v<Field, std::string>) return defaults.*field;
         else if constexpr (std::is_same_v<Field, bool>) return defaults.*field;
         else if constexpr (std::is_integral_v<Field>) return static_cast<long long>(defaults.*field);
         else return static_cast<double>(defaults.*field);
@@ -199,8 +202,32 @@ KeySpec same_as_weight_decay(KeySpec spec) {
       std::move(spec), [](const Config& c) -> Value { return c.optim.weight_decay; }, "optim.weight_decay");
 }
 
-std::string muon_only(const Config& c) {
-  return c.optim.matrix_optimizer == MatrixOptimizer::muon ? "" : "optim.matrix_optimizer is adamw";
+// optim.matrix_optimizer: one of the registered optimizer rules, the family's by default.
+KeySpec matrix_optimizer_key() {
+  using OC = OptimConfig;
+  std::string doc = "Optimizer of the 2-D block matrices:";
+  for (const OptimizerRules* r : optimizer_rules()) doc += " " + r->name + " (" + r->summary + ");";
+  doc.back() = '.';
+  doc += " Embeddings, the head, vectors and scalars always use adamw.";
+  KeySpec spec = key("optim", "matrix_optimizer", &Config::optim, &OC::matrix_optimizer, ValueKind::choice, Bounds{}, doc);
+  for (const OptimizerRules* r : optimizer_rules()) spec.choices.push_back(r->name);
+  return by_family(std::move(spec), &FamilyDefaults::matrix_optimizer);
+}
+
+// A key that only some optimizer rules read: it acts where the matrices' rule reads it.
+KeySpec read_by_rule(KeySpec spec) {
+  const std::string dotted = spec.dotted();
+  std::string readers;
+  for (const OptimizerRules* r : optimizer_rules()) {
+    if (r->reads_key(dotted)) readers += (readers.empty() ? "" : " or ") + r->name;
+  }
+  return acting(
+      std::move(spec),
+      [dotted](const Config& c) -> std::string {
+        const OptimizerRules* r = find_optimizer_rules(c.optim.matrix_optimizer);
+        return r == nullptr || r->reads_key(dotted) ? "" : "optim.matrix_optimizer is " + c.optim.matrix_optimizer;
+      },
+      "optim.matrix_optimizer: " + readers);
 }
 
 std::vector<KeySpec> build_schema() {
@@ -462,10 +489,7 @@ std::vector<KeySpec> build_schema() {
           "The weights training's evaluations score: live (the optimizer's), ema (train.ema_decay) or swa "
           "(train.swa_every; the live weights until its first snapshot). The log's val lines name them."),
       // optim
-      by_family(key("optim", "matrix_optimizer", &Config::optim, &OC::matrix_optimizer, VK::choice, none,
-                    "Optimizer of the 2-D block matrices: muon (Newton-Schulz orthogonalised momentum) or "
-                    "adamw. Embeddings, the head, vectors and scalars always use Adam(W)."),
-                &FamilyDefaults::matrix_optimizer),
+      matrix_optimizer_key(),
       key("optim", "matrix_lr", &Config::optim, &OC::matrix_lr, VK::real, at_least(0),
           "Learning rate of the 2-D block matrices (optim.matrix_optimizer)."),
       key("optim", "scalar_lr", &Config::optim, &OC::scalar_lr, VK::real, at_least(0),
@@ -505,18 +529,14 @@ std::vector<KeySpec> build_schema() {
       key("optim", "scalar_weight_decay", &Config::optim, &OC::scalar_weight_decay, VK::real, at_least(0),
           "Decoupled weight decay of vectors and scalars (gains, scales, mixes, skip weights, norms); "
           "parameter-golf's records decay them with their AdamW (WEIGHT_DECAY, later ADAM_WD)."),
-      acting(key("optim", "muon_momentum", &Config::optim, &OC::muon_momentum, VK::real, half_open(0, 1),
-                 "Muon momentum after warmup (Nesterov)."),
-             muon_only, "optim.matrix_optimizer: muon"),
-      acting(key("optim", "muon_momentum_warmup_start", &Config::optim, &OC::muon_momentum_warmup_start, VK::real,
-                 half_open(0, 1), "Muon momentum at step 0, raised linearly to muon_momentum."),
-             muon_only, "optim.matrix_optimizer: muon"),
-      acting(key("optim", "muon_momentum_warmup_steps", &Config::optim, &OC::muon_momentum_warmup_steps,
-                 VK::integer, count, "Steps over which Muon momentum warms up."),
-             muon_only, "optim.matrix_optimizer: muon"),
-      acting(key("optim", "muon_backend_steps", &Config::optim, &OC::muon_backend_steps, VK::integer,
-                 between(1, 20), "Newton-Schulz iterations per Muon update."),
-             muon_only, "optim.matrix_optimizer: muon"),
+      read_by_rule(key("optim", "muon_momentum", &Config::optim, &OC::muon_momentum, VK::real, half_open(0, 1),
+                       "Muon momentum after warmup (Nesterov).")),
+      read_by_rule(key("optim", "muon_momentum_warmup_start", &Config::optim, &OC::muon_momentum_warmup_start, VK::real,
+                       half_open(0, 1), "Muon momentum at step 0, raised linearly to muon_momentum.")),
+      read_by_rule(key("optim", "muon_momentum_warmup_steps", &Config::optim, &OC::muon_momentum_warmup_steps,
+                       VK::integer, count, "Steps over which Muon momentum warms up.")),
+      read_by_rule(key("optim", "muon_backend_steps", &Config::optim, &OC::muon_backend_steps, VK::integer,
+                       between(1, 20), "Newton-Schulz iterations per Muon update.")),
       // parallel
       acting(key("parallel", "bucket_mb", &Config::parallel, &PC::bucket_mb, VK::real, above(0),
                  "Size in MB (10^6 bytes) from which a bucket of final gradients starts averaging during the "

@@ -139,11 +139,10 @@ BenchResult run_bench(const config::ResolvedDeck& deck, const BenchOptions& opti
   const auto model = model::make_model<float>(c.model, static_cast<int>(plan.local_sequences), c.train.seq_len);
   model::initialize(model->parameters(), static_cast<std::uint64_t>(c.run.seed));
   const model::ParameterLayout& layout = model->parameters().layout();
-  optim::MuonSharing sharing = muon_sharing(deck, parallel::world().rank);
+  optim::Sharing sharing = work_sharing(deck, parallel::world().rank);
   if (options.muon_share_of > 1) {
     // The busiest rank's share: the one that sets the step's time.
-    std::vector<double> load;
-    optim::muon_owners(layout, c, optimizer_shard(deck, layout), options.muon_share_of, &load);
+    const std::vector<double> load = optim::shared_loads(layout, c, optimizer_shard(deck, layout), options.muon_share_of);
     sharing = {static_cast<int>(std::max_element(load.begin(), load.end()) - load.begin()), options.muon_share_of};
   }
   optim::Optimizer<float> optimizer(model->parameters(), c, optimizer_shard(deck, layout), sharing);
@@ -152,7 +151,7 @@ BenchResult run_bench(const config::ResolvedDeck& deck, const BenchOptions& opti
   for (const auto& feature : features) feature->start(exec, model->parameters().values());
   // On one rank the step's averager exchanges nothing: the other ranks' updates stay zero.
   TrainStep<float> train_step(*model, optimizer, deck, parallel::world().size, features);
-  result.muon_share = optimizer.muon_share();
+  result.muon_share = optimizer.shared_work_share();
   result.muon_rank = sharing.rank;
   result.muon_ranks = sharing.ranks;
   SyntheticBatches batches(plan.local_sequences, plan.seq_len, c.model.vocab_size, options.tokens);

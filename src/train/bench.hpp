@@ -24,7 +24,7 @@ struct BenchOptions {
   int gemm_size = backend::on_gpu ? 8192 : 1024;  // the side of the ceilings' products: one that fills the machine
   int profile_steps = 0;  // > 0: after the timed steps, this many steps with every op fenced and timed
   // > 1, on one rank: run the Newton-Schulz share of the busiest of this many ranks sharing Muon
-  // (optim::muon_owners) and apply every update, as one rank of such a job does; the exchange of
+  // (optim::shared_loads) and apply every update, as one rank of such a job does; the exchange of
   // the updates, which needs the other ranks, is not run.
   int muon_share_of = 0;
 };

@@ -79,7 +79,7 @@ MemoryPlan plan_memory(const config::ResolvedDeck& deck, const model::MemoryTarg
   const std::vector<optim::Shard> shards = optimizer_shards(deck, layout);
   std::size_t optimizer_bytes = 0;
   // Sharing Muon (stage 0), each rank's Newton-Schulz workspace holds its own batches.
-  const int sharing_ranks = muon_sharing(deck, 0).ranks;
+  const int sharing_ranks = work_sharing(deck, 0).ranks;
   for (const optim::Shard& shard : shards) {
     for (int rank = 0; rank < sharing_ranks; ++rank) {
       optimizer_bytes = std::max(optimizer_bytes, optim::Optimizer<float>::state_bytes(layout, c, shard, {rank, sharing_ranks}));
@@ -91,10 +91,7 @@ MemoryPlan plan_memory(const config::ResolvedDeck& deck, const model::MemoryTarg
       {"parameters", static_cast<double>(m.parameters), n + " fp32 values"},
       {"gradients", static_cast<double>(m.gradients), n + " fp32 values"},
       {"optimizer state", static_cast<double>(optimizer_bytes),
-       std::string("Adam moments") +
-           (c.optim.matrix_optimizer == config::MatrixOptimizer::muon ? ", Muon momentum and Newton-Schulz workspaces"
-                                                                      : "") +
-           sharded},
+       optim::state_description(c) + sharded},
       {"bf16 weight shadow", static_cast<double>(m.weight_shadow),
        m.weight_shadow > 0 ? n + " bf16 values" : "none (fp32 activations)"},
       {"activations", static_cast<double>(m.activations),

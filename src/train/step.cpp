@@ -49,10 +49,9 @@ optim::Shard optimizer_shard(const config::ResolvedDeck& deck, const model::Para
   return shards.size() == 1 ? shards.front() : shards.at(static_cast<std::size_t>(parallel::world().rank));
 }
 
-optim::MuonSharing muon_sharing(const config::ResolvedDeck& deck, int rank) {
+optim::Sharing work_sharing(const config::ResolvedDeck& deck, int rank) {
   const config::Config& c = deck.config;
-  if (c.parallel.zero_stage != 0 || !c.parallel.share_muon || deck.plan.world_size == 1 ||
-      c.optim.matrix_optimizer != config::MatrixOptimizer::muon) {
+  if (c.parallel.zero_stage != 0 || !c.parallel.share_muon || deck.plan.world_size == 1 || !optim::shares_work(c)) {
     return {};
   }
   return {rank, deck.plan.world_size};

@@ -52,9 +52,10 @@ struct StepMetrics {
 std::vector<optim::Shard> optimizer_shards(const config::ResolvedDeck& deck, const model::ParameterLayout& layout);
 // This rank's: what its optimizer updates and keeps state for.
 optim::Shard optimizer_shard(const config::ResolvedDeck& deck, const model::ParameterLayout& layout);
-// How this rank shares Muon's orthogonalisation (parallel.share_muon at zero_stage 0 on several
-// ranks): this rank of the world; otherwise one rank (at zero_stage 1 the shard is the share).
-optim::MuonSharing muon_sharing(const config::ResolvedDeck& deck, int rank);
+// How this rank shares the work of the optimizer rules that split it, Muon's orthogonalisation
+// (parallel.share_muon at zero_stage 0 on several ranks): this rank of the world; otherwise one rank
+// (at zero_stage 1 the shard is the share).
+optim::Sharing work_sharing(const config::ResolvedDeck& deck, int rank);
 
 template <class T>
 class TrainStep {
@@ -63,7 +64,7 @@ class TrainStep {
   // model's gradients, and the step's token and statistics buffers. Collective over MPI_COMM_WORLD.
   // Under parallel.zero_stage: 1 the optimizer updates this rank's shard (optimizer_shard) and the
   // step then gathers every rank's updated span of the parameters on every rank. An optimizer that
-  // shares Muon with the other ranks (muon_sharing) exchanges its updates through the averager.
+  // shares its work with the other ranks (work_sharing) exchanges the results through the averager.
   // The step features `features` (features::make_step_features; owned by the caller, who evaluates
   // and checkpoints with them) act around every step.
   TrainStep(model::LanguageModel<T>& model, optim::Optimizer<T>& optimizer, const config::ResolvedDeck& deck,

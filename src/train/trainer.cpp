@@ -112,7 +112,7 @@ Run build_run(const config::ResolvedDeck& deck, bool resume, inference::InitWeig
     }
     run.optimizer = std::make_unique<optim::Optimizer<Real>>(
         run.model->parameters(), c, optimizer_shard(deck, run.model->parameters().layout()),
-        muon_sharing(deck, parallel::world().rank));
+        work_sharing(deck, parallel::world().rank));
     run.features = features::make_step_features(c, run.model->parameters().layout());
     run.loader = std::make_unique<data::DistributedLoader>(
         data::TokenStream(data::find_shards(c.data.train_files), c.model.vocab_size), parallel::world().rank,

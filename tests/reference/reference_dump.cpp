@@ -96,7 +96,7 @@ int dump(config::Config config, const char* path) {
   }
   out.write("train/losses", {losses.size()}, losses.data());
   out.write_string("family", m.family.c_str());
-  out.write_string("matrix_optimizer", config::name_of(config.optim.matrix_optimizer));
+  out.write_string("matrix_optimizer", config.optim.matrix_optimizer);
   const std::vector<std::pair<const char*, double>> settings = {
       {"n_layer", m.n_layer}, {"n_head", m.n_head}, {"n_kv_head", m.n_kv_head}, {"rope_base", m.rope_base},
       {"logit_softcap", m.logit_softcap}, {"rms_eps", 1.1920928955078125e-07},
@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
   }
   config.optim.matrix_lr = 0.02;
   config.optim.muon_momentum_warmup_steps = 5;
-  if (config.optim.matrix_optimizer == config::MatrixOptimizer::adamw) {
+  if (config.optim.matrix_optimizer == "adamw") {
     config.optim.matrix_lr = config.optim.embed_lr = config.optim.scalar_lr = 3e-3;
   }
   // Decoupled weight decay, a rate of its own for each group, so that a group given another's
@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
     config.optim.head_lr = 0.01;
   }
   if (modifier == "muon") {
-    config.optim.matrix_optimizer = config::MatrixOptimizer::muon;
+    config.optim.matrix_optimizer = "muon";
     config.optim.matrix_lr = 0.02;
   }
   if (modifier == "smear") m.smear_gate = true;

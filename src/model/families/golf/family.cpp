@@ -54,7 +54,7 @@ const Family& golf_family() {
     made.name = "golf";
     made.summary = "parameter-golf's baseline: RMSNorm, RoPE with q/k norms and gains, GQA, relu^2 MLP, U-Net skips, "
                    "residual mixes, softcapped tied head, Muon";
-    made.defaults = FamilyDefaults{2, 0.005, 30.0, true, config::MatrixOptimizer::muon};
+    made.defaults = FamilyDefaults{2, 0.005, 30.0, true, "muon"};
     made.reads = {"model.rope_base",   "model.qk_gain_init", "model.smear_gate",     "model.parallel_residual_start",
                   family_entry::kRecurrenceKeys[0], family_entry::kRecurrenceKeys[1], "model.bigram_buckets", "model.bigram_dim"};
     made.rules = std::string("the head dimension is even (RoPE); model.parallel_residual_start is below model.n_layer; ") +

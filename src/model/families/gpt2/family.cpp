@@ -85,7 +85,7 @@ const Family& gpt2_family() {
     made.name = "gpt2";
     made.summary = "nanoGPT / GPT-2: learned positions, LayerNorm, GELU MLP, multi-head attention, biases, tied head, "
                    "AdamW";
-    made.defaults = FamilyDefaults{4, 0.02, 30.0, true, config::MatrixOptimizer::adamw, 0};
+    made.defaults = FamilyDefaults{4, 0.02, 30.0, true, "adamw", 0};
     // Its MLP is up into GELU, then down (ops/linear.hpp): model.gelu_epilogue, and kgpt check
     // --device times GELU in those products against GELU apart (probes/gelu.hpp).
     made.reads = {"model.gelu_epilogue", family_entry::kRecurrenceKeys[0], family_entry::kRecurrenceKeys[1]};

@@ -69,7 +69,7 @@ const Family& llama_family() {
     made.name = "llama";
     made.summary = "Llama 2/3 as Hugging Face's LlamaForCausalLM: RMSNorm with weights, RoPE, GQA, SwiGLU MLP, no "
                    "biases, untied head, AdamW";
-    made.defaults = FamilyDefaults{3, 0.02, 0.0, false, config::MatrixOptimizer::adamw};
+    made.defaults = FamilyDefaults{3, 0.02, 0.0, false, "adamw"};
     made.reads = {"model.rope_base", family_entry::kRecurrenceKeys[0], family_entry::kRecurrenceKeys[1]};
     made.rules = std::string("the head dimension is even (RoPE); ") + family_entry::kRecurrenceRule;
     made.check = check;
