@@ -5,13 +5,24 @@
 // share the work (parallel.share_muon) each orthogonalise whole matrices, balanced by their
 // arithmetic, and exchange the results.
 
+#include <string>
 #include <vector>
 
 #include "optim/rules/registry.hpp"
 
+namespace kgpt::config {
+struct ResolvedDeck;
+}  // namespace kgpt::config
+
 namespace kgpt::optim {
 
 RuleEntry muon_rule();
+
+// Muon's deck keys, their rule in words and its check: also a Muon variant's.
+inline const std::vector<std::string> kMuonKeys = {"optim.muon_momentum", "optim.muon_momentum_warmup_start",
+                                                   "optim.muon_momentum_warmup_steps", "optim.muon_backend_steps"};
+inline const char* const kMuonKeyRules = "`optim.muon_momentum_warmup_start <= optim.muon_momentum`";
+void check_muon_keys(const config::ResolvedDeck& deck, std::vector<std::string>& problems);
 
 // Which of setup.sharing.ranks ranks orthogonalises each of the rule's tensors (by their place in
 // setup.tensors): whole matrices, balanced by their Newton-Schulz arithmetic (newton_schulz_flops),
