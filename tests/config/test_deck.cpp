@@ -260,7 +260,7 @@ TEST_CASE("choice keys become enums, and some defaults follow the family and the
   CHECK(chosen.config.model.mlp_mult == 3);
   CHECK(chosen.config.optim.matrix_optimizer == "muon");
   CHECK(error_of("optim:\n  matrix_optimizer: sgd\n") ==
-        "deck.yaml:2:21: optim.matrix_optimizer: expected one of adamw|muon, got 'sgd'");
+        "deck.yaml:2:21: optim.matrix_optimizer: expected one of adamw|muon|normuon, got 'sgd'");
   // The resolved deck writes the values in force, and reads back to them.
   const auto again = parse_deck(render_resolved(gpt2), "resolved.yaml", {});
   CHECK(snapshot(again.config) == snapshot(gpt2.config));

@@ -1,11 +1,11 @@
 #!/usr/bin/python3
 """Checks a kgpt model against the independent PyTorch model of its family in reference_models.py.
 
-usage: compare.py DUMP.h5   (written by reference_dump FAMILY[-untied|-muon])
+usage: compare.py DUMP.h5   (written by reference_dump FAMILY[-untied|-muon|-normuon])
 
 Compares, in float64: logits (1e-4 relative), the loss (1e-5), every parameter gradient (1e-4),
 and the losses of 10 optimizer steps (1e-4). The block matrices take Muon or AdamW as the dump
-says (golf: Muon, gpt2: AdamW, gpt2-muon: Muon), each tensor in the optimizer group the dump names
+says (golf: Muon, gpt2: AdamW, gpt2-muon: Muon, golf-normuon: NorMuon), each tensor in the optimizer group the dump names
 (kgpt's declaration); the embeddings (embed_lr), an untied head
 (head_lr) and the vectors and scalars (scalar_lr) take Adam; decoupled weight decay acts on every
 group at the group's own rate (matrix, embed, head and scalar weight decay), whatever its optimizer.
@@ -45,6 +45,20 @@ def newton_schulz(g, steps):
         m = x @ x.t()
         x = a * x + (b * m + c * m @ m) @ x
     return x.t() if transposed else x
+
+
+def normalise_neurons(update, second_moments, p, beta2):
+    """NorMuon's step on an orthogonalised update, from its definition (modded-nanogpt's record #41):
+    per index of the longer side (rows when square), the mean square over the shorter side feeds a
+    running second moment; the update is divided by its root, then rescaled to its former norm."""
+    rows, cols = update.shape
+    per_row = rows >= cols
+    mean = (update * update).mean(dim=1) if per_row else (update * update).mean(dim=0)
+    moment = second_moments.setdefault(p, torch.zeros_like(mean))
+    moment.add_((1 - beta2) * (mean - moment))
+    scale = 1 / moment.sqrt().clamp_min(1e-10)
+    normalised = update * (scale[:, None] if per_row else scale[None, :])
+    return normalised * (update.norm() / normalised.norm().clamp_min(1e-10))
 
 
 with h5py.File(sys.argv[1], "r") as f:
@@ -94,12 +108,13 @@ if matrix_optimizer == "adamw":
     adam_groups.append({"params": matrices, "lr": s["matrix_lr"], "weight_decay": s["matrix_weight_decay"]})
 adam = torch.optim.AdamW(adam_groups, betas=(s["beta1"], s["beta2"]), eps=s["adam_eps"])
 momentum_buffers = [torch.zeros_like(p) for p in matrices]
+second_moments = {}  # NorMuon's, by parameter
 for step in range(10):
     model.zero_grad()
     loss, _ = model(*batches[step % 2])
     losses.append(loss.item())
     loss.backward()
-    if matrix_optimizer == "muon":
+    if matrix_optimizer in ("muon", "normuon"):
         # Nesterov momentum with warmup, Newton-Schulz, the shape scale, decoupled weight decay.
         warm = min(step / s["muon_momentum_warmup_steps"], 1.0) if s["muon_momentum_warmup_steps"] > 0 else 1.0
         mu = (1 - warm) * s["muon_momentum_warmup_start"] + warm * s["muon_momentum"]
@@ -107,6 +122,8 @@ for step in range(10):
             for p, buf in zip(matrices, momentum_buffers):
                 buf.mul_(mu).add_(p.grad)
                 update = newton_schulz(p.grad + mu * buf, int(s["muon_backend_steps"]))
+                if matrix_optimizer == "normuon":
+                    update = normalise_neurons(update, second_moments, p, s["beta2"])
                 p.mul_(1 - s["matrix_lr"] * s["matrix_weight_decay"])
                 p.add_(update, alpha=-s["matrix_lr"] * max(1.0, p.size(0) / p.size(1)) ** 0.5)
     adam.step()

@@ -1,6 +1,6 @@
 // Writes a tiny model's weights, a batch, and kgpt's logits, loss, gradients and the losses of 10
 // optimizer steps to an HDF5 file, for tests/reference/compare.py to check against the independent
-// PyTorch model. usage: reference_dump FAMILY[-untied|-muon|-smear|-parallel|-bigram|-recur] OUT.h5, FAMILY a
+// PyTorch model. usage: reference_dump FAMILY[-untied|-muon|-normuon|-smear|-parallel|-bigram|-recur] OUT.h5, FAMILY a
 // registered family with its defaults (golf: tied, Muon; gpt2: tied, AdamW), -untied with
 // model.tie_embeddings false (an output head trained with optim.head_lr), -muon with
 // optim.matrix_optimizer muon, -smear with model.smear_gate (golf), -parallel with blocks 1 and 2 of
@@ -135,8 +135,8 @@ int main(int argc, char** argv) {
   const std::string modifier = variant.find('-') == std::string::npos ? "" : variant.substr(variant.find('-') + 1);
   if (model::find_family(name) == nullptr ||
       (modifier != "" && modifier != "untied" && modifier != "muon" && modifier != "smear" && modifier != "parallel" &&
-       modifier != "bigram" && modifier != "recur")) {
-    std::fprintf(stderr, "usage: %s FAMILY[-untied|-muon|-smear|-parallel|-bigram|-recur] OUT.h5 (families: %s)\n", argv[0],
+       modifier != "bigram" && modifier != "recur" && modifier != "normuon")) {
+    std::fprintf(stderr, "usage: %s FAMILY[-untied|-muon|-normuon|-smear|-parallel|-bigram|-recur] OUT.h5 (families: %s)\n", argv[0],
                  model::family_names().c_str());
     return 2;
   }
@@ -178,6 +178,11 @@ int main(int argc, char** argv) {
   if (modifier == "muon") {
     config.optim.matrix_optimizer = "muon";
     config.optim.matrix_lr = 0.02;
+  }
+  if (modifier == "normuon") {
+    config.optim.matrix_optimizer = "normuon";
+    config.optim.matrix_lr = 0.02;
+    config.optim.beta2 = 0.9;  // the second moments' decay, not Adam's default, so that it shows
   }
   if (modifier == "smear") m.smear_gate = true;
   if (modifier == "parallel") m.parallel_residual_start = 1;

@@ -3,6 +3,7 @@
 #include "core/error.hpp"
 #include "optim/rules/adamw/adamw.hpp"
 #include "optim/rules/muon/muon.hpp"
+#include "optim/rules/normuon/normuon.hpp"
 
 namespace kgpt::optim {
 
@@ -10,6 +11,7 @@ const std::vector<RuleEntry>& registered_rules() {
   static const std::vector<RuleEntry> entries = {
       adamw_rule(),
       muon_rule(),
+      normuon_rule(),
   };
   return entries;
 }
