@@ -76,6 +76,19 @@ struct Placement {
   std::ptrdiff_t packed = 0, span = 0, size = 0;
 };
 
+// Where each of setup.tensors keeps a state: at at[k] in the packed buffer, from the tensor's start
+// in the shard's span, sizes[k] elements (the whole tensor without `sizes`).
+inline std::vector<Placement> placements_of(const RuleSetup& setup, const std::vector<std::size_t>& at,
+                                            const std::vector<std::size_t>* sizes = nullptr) {
+  std::vector<Placement> found;
+  for (std::size_t k = 0; k < setup.tensors.size(); ++k) {
+    const model::TensorEntry& e = setup.layout->entries()[setup.tensors[k]];
+    found.push_back({static_cast<std::ptrdiff_t>(at[k]), static_cast<std::ptrdiff_t>(e.offset - setup.shard.begin),
+                     static_cast<std::ptrdiff_t>(sizes != nullptr ? (*sizes)[k] : e.size)});
+  }
+  return found;
+}
+
 // A rule's elements are packed one tensor after another, each starting on the parameter buffer's
 // alignment.
 inline std::size_t aligned_elements(std::size_t n) {

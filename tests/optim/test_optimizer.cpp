@@ -18,21 +18,14 @@
 #include "optim/optimizer.hpp"
 #include "optim/rules/adamw/updates.hpp"
 #include "optim/rules/muon/updates.hpp"
+#include "support/tiny_golf.hpp"
 
 using namespace kgpt;
 
 namespace {
 
 config::Config golf_config(const std::string& matrix_optimizer) {
-  config::Config c;
-  c.model.family = "golf";
-  c.model.vocab_size = 37;
-  c.model.n_layer = 2;
-  c.model.d_model = 16;
-  c.model.n_head = 2;
-  c.model.n_kv_head = 1;
-  c.model.mlp_mult = 2;
-  c.optim.matrix_optimizer = matrix_optimizer;
+  config::Config c = testing::tiny_golf(matrix_optimizer);
   // A decay rate of its own for each group: a group given another's rate fails the comparisons.
   c.optim.matrix_weight_decay = 0.01;
   c.optim.embed_weight_decay = 0.02;

@@ -17,25 +17,9 @@
 #include "model/families/golf/golf.hpp"
 #include "optim/optimizer.hpp"
 #include "optim/rules/registry.hpp"
+#include "support/tiny_golf.hpp"
 
 using namespace kgpt;
-
-namespace {
-
-config::Config golf_with(const std::string& matrix_optimizer) {
-  config::Config c;
-  c.model.family = "golf";
-  c.model.vocab_size = 37;
-  c.model.n_layer = 2;
-  c.model.d_model = 16;
-  c.model.n_head = 2;
-  c.model.n_kv_head = 1;
-  c.model.mlp_mult = 2;
-  c.optim.matrix_optimizer = matrix_optimizer;
-  return c;
-}
-
-}  // namespace
 
 TEST_CASE("every registered rule is a choice of the deck, with keys of the schema and names of its own",
           "[optim][rules]") {
@@ -61,7 +45,7 @@ TEST_CASE("an optimizer of every registered rule allocates the bytes it plans", 
   for (const optim::RuleEntry& entry : optim::registered_rules()) {
     for (const config::Precision precision : {config::Precision::fp32, config::Precision::bf16}) {
       for (const int ranks : {1, 3}) {
-        config::Config c = golf_with(entry.name);
+        config::Config c = testing::tiny_golf(entry.name);
         c.model.precision = precision;
         c.model.attention = config::Attention::gemm;
         INFO(entry.name << ", " << config::name_of(precision) << ", " << ranks << " sharing");
@@ -84,7 +68,7 @@ TEST_CASE("an optimizer of every registered rule allocates the bytes it plans", 
 
 TEST_CASE("each tensor keeps the state of its group's rule only, and it reads back bit for bit", "[optim][rules]") {
   for (const optim::RuleEntry& matrices : optim::registered_rules()) {
-    const config::Config c = golf_with(matrices.name);
+    const config::Config c = testing::tiny_golf(matrices.name);
     INFO("optim.matrix_optimizer: " << matrices.name);
     model::GolfModel<double> model(c.model, 2, 8), copy(c.model, 2, 8);
     model::initialize(model.parameters(), 9);

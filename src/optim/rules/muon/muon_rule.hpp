@@ -170,15 +170,7 @@ class MuonRule : public Rule<T> {
     throw Error(ExitCode::failure, "optimizer: no state '" + name + "' in this rule");
   }
 
-  std::vector<Placement> placements(const std::string&) const override {
-    std::vector<Placement> found;
-    for (std::size_t k = 0; k < setup_.tensors.size(); ++k) {
-      const model::TensorEntry& e = setup_.layout->entries()[setup_.tensors[k]];
-      found.push_back({static_cast<std::ptrdiff_t>(state_at_[k]), static_cast<std::ptrdiff_t>(e.offset - setup_.shard.begin),
-                       static_cast<std::ptrdiff_t>(e.size)});
-    }
-    return found;
-  }
+  std::vector<Placement> placements(const std::string&) const override { return placements_of(setup_, state_at_); }
 
   std::pair<double, double> shared_work() const override { return {own_flops_, all_flops_}; }
 

@@ -69,14 +69,7 @@ class NorMuon final : public MuonRule<T> {
   std::vector<Placement> placements(const std::string& name) const override {
     if (name != "normuon_second") return MuonRule<T>::placements(name);
     // The first max(rows, cols) elements of each matrix's span.
-    std::vector<Placement> found;
-    const RuleSetup& setup = this->setup();
-    for (std::size_t k = 0; k < setup.tensors.size(); ++k) {
-      const model::TensorEntry& e = setup.layout->entries()[setup.tensors[k]];
-      found.push_back({static_cast<std::ptrdiff_t>(plan_.at[k]), static_cast<std::ptrdiff_t>(e.offset - setup.shard.begin),
-                       static_cast<std::ptrdiff_t>(plan_.size[k])});
-    }
-    return found;
+    return placements_of(this->setup(), plan_.at, &plan_.size);
   }
 
  protected:

@@ -14,21 +14,14 @@
 #include "optim/optimizer.hpp"
 #include "optim/rules/muon/muon.hpp"
 #include "optim/rules/muon/newton_schulz.hpp"
+#include "support/tiny_golf.hpp"
 
 using namespace kgpt;
 
 namespace {
 
 config::Config golf_config() {
-  config::Config c;
-  c.model.family = "golf";
-  c.model.vocab_size = 37;
-  c.model.n_layer = 2;
-  c.model.d_model = 16;
-  c.model.n_head = 2;
-  c.model.n_kv_head = 1;
-  c.model.mlp_mult = 2;
-  c.optim.matrix_optimizer = "muon";
+  config::Config c = testing::tiny_golf("muon");
   c.optim.matrix_weight_decay = 0.01;
   return c;
 }
