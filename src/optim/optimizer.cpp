@@ -146,17 +146,17 @@ Optimizer<T>::Optimizer(const model::Parameters<T>& params, const config::Config
 template <class T>
 Optimizer<T>::Optimizer(const model::Parameters<T>& params, const config::Config& config, const Shard& shard,
                         const Sharing& sharing)
-    : params_(params), shard_(shard), sharing_(sharing), optim_(config.optim), state_names_(optim::state_names(config)) {
+    : params_(params), shard_(shard), sharing_(sharing), config_(config), state_names_(optim::state_names(config)) {
   if (sharing_.ranks < 1 || sharing_.rank < 0 || sharing_.rank >= sharing_.ranks) {
     throw Error(ExitCode::failure, "optimizer: rank " + std::to_string(sharing_.rank) + " of " +
                                        std::to_string(sharing_.ranks) + " sharing its work");
   }
-  const std::vector<const RuleEntry*> used = rules_in_use(config);
+  const std::vector<const RuleEntry*> used = rules_in_use(config_);
   std::size_t slot = params.layout().entries().size();
   for (const RuleEntry* entry : used) {
     InUse in_use;
     in_use.entry = entry;
-    in_use.rule = entry->maker<T>().make(params, setup_of(*entry, params.layout(), config, shard, sharing));
+    in_use.rule = entry->maker<T>().make(params, setup_of(*entry, params.layout(), config_, shard, sharing));
     in_use.first_slot = slot;
     slot += entry->norm_slots;
     rules_.push_back(std::move(in_use));
@@ -223,10 +223,10 @@ void Optimizer<T>::state_from_host(const std::string& name, const std::vector<T>
 template <class T>
 double Optimizer<T>::group_lr(model::ParamGroup group) const {
   switch (group) {
-    case model::ParamGroup::matrix: return optim_.matrix_lr;
-    case model::ParamGroup::embedding: return optim_.embed_lr;
-    case model::ParamGroup::head: return optim_.head_lr;
-    case model::ParamGroup::scalar: return optim_.scalar_lr;
+    case model::ParamGroup::matrix: return config_.optim.matrix_lr;
+    case model::ParamGroup::embedding: return config_.optim.embed_lr;
+    case model::ParamGroup::head: return config_.optim.head_lr;
+    case model::ParamGroup::scalar: return config_.optim.scalar_lr;
   }
   return 0.0;
 }
@@ -234,10 +234,10 @@ double Optimizer<T>::group_lr(model::ParamGroup group) const {
 template <class T>
 double Optimizer<T>::group_weight_decay(model::ParamGroup group) const {
   switch (group) {
-    case model::ParamGroup::matrix: return optim_.matrix_weight_decay;
-    case model::ParamGroup::embedding: return optim_.embed_weight_decay;
-    case model::ParamGroup::head: return optim_.head_weight_decay;
-    case model::ParamGroup::scalar: return optim_.scalar_weight_decay;
+    case model::ParamGroup::matrix: return config_.optim.matrix_weight_decay;
+    case model::ParamGroup::embedding: return config_.optim.embed_weight_decay;
+    case model::ParamGroup::head: return config_.optim.head_weight_decay;
+    case model::ParamGroup::scalar: return config_.optim.scalar_weight_decay;
   }
   return 0.0;
 }

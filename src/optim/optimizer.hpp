@@ -93,7 +93,7 @@ class Optimizer {
   const model::Parameters<T>& params_;
   Shard shard_;
   Sharing sharing_;
-  config::OptimConfig optim_;
+  config::Config config_;  // the rules' (RuleSetup::config points here: the optimizer does not move)
   std::vector<InUse> rules_;
   std::vector<std::string> state_names_;
   ExchangeBytes exchange_;

@@ -46,7 +46,8 @@ struct GroupRates {
 };
 
 // What a rule is built over: the layout, the run's settings, this rank's shard, the ranks it shares
-// work with, and the shard's tensors it updates (layout indices, in layout order).
+// work with, and the shard's tensors it updates (layout indices, in layout order). The layout and
+// the settings outlive the rule (the parameters' and the optimizer's own copy).
 struct RuleSetup {
   const model::ParameterLayout* layout = nullptr;
   const config::Config* config = nullptr;
