@@ -104,6 +104,18 @@ View buffer_of(const std::string& label, std::size_t n) {
   return n > 0 ? View(label, n) : View();
 }
 
+// A device copy of a host table the rules' kernels look up (segments, offsets), or no allocation
+// for an empty one.
+template <class E>
+Kokkos::View<E*, MemSpace> table_of(const std::string& label, const std::vector<E>& host) {
+  auto table = buffer_of<Kokkos::View<E*, MemSpace>>(label, host.size());
+  if (!host.empty()) {
+    Kokkos::deep_copy(table, Kokkos::View<const E*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                                 host.data(), host.size()));
+  }
+  return table;
+}
+
 template <class T>
 class Rule {
  public:

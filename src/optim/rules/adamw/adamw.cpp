@@ -44,25 +44,13 @@ class AdamW final : public Rule<T> {
         state_at_(plan.state_at),
         m_(buffer_of<Vector<T>>("kgpt::optim::adam_m", plan.moments)),
         v_(buffer_of<Vector<T>>("kgpt::optim::adam_v", plan.moments)),
-        segments_(buffer_of<Kokkos::View<AdamSegment*, MemSpace>>("kgpt::optim::adam_segments", plan.segments.size())),
-        chunks_(plan.chunks) {
-    if (plan.segments.empty()) return;
-    const Kokkos::View<const AdamSegment*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> table(
-        plan.segments.data(), plan.segments.size());
-    Kokkos::deep_copy(segments_, table);
-  }
+        segments_(table_of("kgpt::optim::adam_segments", plan.segments)),
+        chunks_(plan.chunks) {}
 
   void step(const RuleStep& s) override {
-    const config::OptimConfig& optim = setup_.config->optim;
     if (one_launch_) {
       AdamSettings groups[4];
-      for (int group = 0; group < 4; ++group) {
-        groups[group].lr = s.rates.lr[group];
-        groups[group].beta1 = optim.beta1;
-        groups[group].beta2 = optim.beta2;
-        groups[group].eps = optim.adam_eps;
-        groups[group].weight_decay = s.rates.weight_decay[group];
-      }
+      for (int group = 0; group < 4; ++group) groups[group] = settings(s, group);
       adam_update_all<T>(s.exec, params_.values().data(), params_.grads().data(), m_.data(), v_.data(), segments_,
                          chunks_, AdamStep<T>(groups, s.step + 1), s.grad_factor, s.own_norms, packs_);
       return;
@@ -71,17 +59,11 @@ class AdamW final : public Rule<T> {
     for (std::size_t k = 0; k < setup_.tensors.size(); ++k) {
       const std::size_t index = setup_.tensors[k];
       const model::TensorEntry& e = entries[index];
-      const int group = static_cast<int>(e.spec.group());
-      AdamSettings settings;
-      settings.lr = s.rates.lr[group];
-      settings.beta1 = optim.beta1;
-      settings.beta2 = optim.beta2;
-      settings.eps = optim.adam_eps;
-      settings.weight_decay = s.rates.weight_decay[group];
       T* p = params_.values().data() + e.offset;
       T* g = params_.grads().data() + e.offset;
       adam_update<T>(s.exec, Vector<T>(p, e.size), ConstVector<T>(g, e.size), Vector<T>(m_.data() + state_at_[k], e.size),
-                     Vector<T>(v_.data() + state_at_[k], e.size), settings, s.step + 1, s.grad_factor,
+                     Vector<T>(v_.data() + state_at_[k], e.size), settings(s, static_cast<int>(e.spec.group())),
+                     s.step + 1, s.grad_factor,
                      s.tensor_norms != nullptr ? s.tensor_norms + index : nullptr);
     }
   }
@@ -100,6 +82,18 @@ class AdamW final : public Rule<T> {
   }
 
  private:
+  // A group's settings for the step: its scheduled rate and decay, the run's betas and epsilon.
+  AdamSettings settings(const RuleStep& s, int group) const {
+    const config::OptimConfig& optim = setup_.config->optim;
+    AdamSettings out;
+    out.lr = s.rates.lr[group];
+    out.beta1 = optim.beta1;
+    out.beta2 = optim.beta2;
+    out.eps = optim.adam_eps;
+    out.weight_decay = s.rates.weight_decay[group];
+    return out;
+  }
+
   const model::Parameters<T>& params_;
   RuleSetup setup_;
   std::vector<std::size_t> state_at_;

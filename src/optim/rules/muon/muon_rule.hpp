@@ -111,13 +111,6 @@ MuonPlan muon_plan(const RuleSetup& setup) {
   return s;
 }
 
-template <class E, class To>
-void copy_table(const std::vector<E>& from, const To& to) {
-  if (from.empty()) return;
-  const Kokkos::View<const E*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> table(from.data(), from.size());
-  Kokkos::deep_copy(to, table);
-}
-
 template <class T>
 class MuonRule : public Rule<T> {
  public:
@@ -136,11 +129,9 @@ class MuonRule : public Rule<T> {
         update_(buffer_of<Vector<T>>("kgpt::optim::muon_update", s.update)),
         exchange_buffer_(buffer_of<Vector<T>>("kgpt::optim::muon_exchange", s.exchange)),
         exchange16_buffer_(buffer_of<Vector<bf16>>("kgpt::optim::muon_exchange", s.exchange16)),
-        batch_offsets_(buffer_of<Kokkos::View<std::size_t*, MemSpace>>("kgpt::optim::muon_batch_offsets",
-                                                                        s.batch_offsets.size())),
-        batch_params_(buffer_of<Kokkos::View<std::size_t*, MemSpace>>("kgpt::optim::muon_batch_params",
-                                                                       s.batch_params.size())),
-        segments_(buffer_of<Kokkos::View<MuonSegment*, MemSpace>>("kgpt::optim::muon_segments", s.segments.size())),
+        batch_offsets_(table_of("kgpt::optim::muon_batch_offsets", s.batch_offsets)),
+        batch_params_(table_of("kgpt::optim::muon_batch_params", s.batch_params)),
+        segments_(table_of("kgpt::optim::muon_segments", s.segments)),
         chunks_(s.chunks) {
     // Newton-Schulz's workspace in the one type it runs in.
     if (bf16_) {
@@ -148,9 +139,6 @@ class MuonRule : public Rule<T> {
     } else {
       work_ = std::make_unique<NewtonSchulzWorkspace<T>>(s.work_elements, s.work_squares, s.work_count);
     }
-    copy_table(s.segments, segments_);
-    copy_table(s.batch_offsets, batch_offsets_);
-    copy_table(s.batch_params, batch_params_);
   }
 
   void step(const RuleStep& s) override {

@@ -52,14 +52,9 @@ class NorMuon final : public MuonRule<T> {
       : MuonRule<T>(params, setup, muon, "normuon_momentum"),
         plan_(plan),
         second_(buffer_of<Vector<T>>("kgpt::optim::normuon_second", plan.elements)),
-        batch_at_(buffer_of<Kokkos::View<std::size_t*, MemSpace>>("kgpt::optim::normuon_batch_at", plan.batch_at.size())),
+        batch_at_(table_of("kgpt::optim::normuon_batch_at", plan.batch_at)),
         norms_(buffer_of<Kokkos::View<double*, MemSpace>>("kgpt::optim::normuon_norms", 2 * plan.largest_batch)),
-        beta2_(setup.config->optim.beta2) {
-    if (plan.batch_at.empty()) return;
-    const Kokkos::View<const std::size_t*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> table(
-        plan.batch_at.data(), plan.batch_at.size());
-    Kokkos::deep_copy(batch_at_, table);
-  }
+        beta2_(setup.config->optim.beta2) {}
 
   const Vector<T>& state(const std::string& name) const override {
     if (name == "normuon_second") return second_;
