@@ -28,6 +28,9 @@
 #include "model/attention/attention.hpp"
 #include "model/block_sequence.hpp"
 #include "model/gemm/gemm.hpp"
+#include "model/layers/attention.hpp"
+#include "model/layers/mlp.hpp"
+#include "model/layers/projection.hpp"
 #include "model/language_model.hpp"
 #include "model/ops/cross_entropy.hpp"
 #include "model/ops/elementwise.hpp"
@@ -245,24 +248,32 @@ class ModelBase : public LanguageModel<T> {
     return on ? fp8_.get() : nullptr;
   }
 
-  // Gives each of a family's layers (a vector of Linears, or of vectors of them) its FP8 operands
-  // where model.fp8 asks for them, by the role of the tensor its weight's gradient lies in (a stacked
-  // layer's: its first tensor's).
-  template <class Layers>
-  void use_fp8(Layers& layers) const {
-    for (auto& layer : layers) {
-      if constexpr (std::is_same<std::decay_t<decltype(layer)>, ops::Linear<T, A>>::value) {
-        const auto offset = static_cast<std::size_t>(layer.grad.data() - params_.grads().data());
-        layer.with_fp8(fp8_for(params_.layout().holding(offset).spec.role));
-      } else {
-        use_fp8(layer);
-      }
-    }
+  // Gives a family's linear layers their FP8 operands where model.fp8 asks for them, by the role of
+  // the tensor each weight's gradient lies in (a stacked layer's: its first tensor's): one layer, a
+  // projection's, an MLP's, or a vector of any of them.
+  void use_fp8(ops::Linear<T, A>& layer) const {
+    const auto offset = static_cast<std::size_t>(layer.grad.data() - params_.grads().data());
+    layer.with_fp8(fp8_for(params_.layout().holding(offset).spec.role));
+  }
+  void use_fp8(layers::Projection<T, A>& projection) const {
+    for (auto& layer : projection.pieces()) use_fp8(layer);
+  }
+  void use_fp8(layers::AttentionProjections<T, A>& attention) const {
+    use_fp8(attention.qkv);
+    use_fp8(attention.out);
+  }
+  template <class Activation>
+  void use_fp8(layers::Mlp<T, A, Activation>& mlp) const {
+    use_fp8(mlp.up());
+    use_fp8(mlp.down());
+  }
+  template <class Layer>
+  void use_fp8(std::vector<Layer>& layers) const {
+    for (auto& layer : layers) use_fp8(layer);
   }
 
   // A layer's attention heads in a token-major activation of the micro-batch at hand, from column
-  // `column` on (attention/heads.hpp): query heads, and key or value heads. A family hands them to
-  // attend / attend_backward, which run layer l's attention.
+  // `column` on (attention/heads.hpp): query heads, and key or value heads.
   template <class View>
   auto query_heads(const View& m, std::size_t column = 0) const {
     return heads_of(m, static_cast<int>(column), batch_, heads_.heads, heads_.dim);
@@ -271,14 +282,25 @@ class ModelBase : public LanguageModel<T> {
   auto kv_heads(const View& m, std::size_t column = 0) const {
     return heads_of(m, static_cast<int>(column), batch_, heads_.kv_heads, heads_.dim);
   }
-  void attend(const ExecSpace& exec, int l, const Heads<const A>& q, const Heads<const A>& k, const Heads<const A>& v,
-              const Heads<A>& o) const {
-    attention_->forward(exec, attention_layer(config_, l), q, k, v, o);
+  // The q, k and v heads an attention reads (or their gradients): all three in one QKV matrix, or
+  // q and k in matrices of their own (rotated copies) and v in the QKV matrix's columns.
+  template <class B>
+  struct QkvHeads {
+    Heads<B> q, k, v;
+  };
+  QkvHeads<A> qkv_heads(const Matrix<A>& qkv) const {
+    return {query_heads(qkv), kv_heads(qkv, heads_.k_column()), kv_heads(qkv, heads_.v_column())};
   }
-  void attend_backward(const ExecSpace& exec, int l, const Heads<const A>& q, const Heads<const A>& k,
-                       const Heads<const A>& v, const Heads<const A>& o, const Heads<const A>& d_o, const Heads<A>& dq,
-                       const Heads<A>& dk, const Heads<A>& dv) const {
-    attention_->backward(exec, attention_layer(config_, l), q, k, v, o, d_o, dq, dk, dv);
+  QkvHeads<A> qkv_heads(const Matrix<A>& q, const Matrix<A>& k, const Matrix<A>& qkv) const {
+    return {query_heads(q), kv_heads(k), kv_heads(qkv, heads_.v_column())};
+  }
+  // Layer l's attention, o = Attn(q, k, v), and its backward (the gradients of q, k and v into d).
+  void attend(const ExecSpace& exec, int l, const QkvHeads<A>& in, const Heads<A>& o) const {
+    attention_->forward(exec, attention_layer(config_, l), in.q, in.k, in.v, o);
+  }
+  void attend_backward(const ExecSpace& exec, int l, const QkvHeads<A>& in, const Heads<A>& o, const Heads<A>& d_o,
+                       const QkvHeads<A>& d) const {
+    attention_->backward(exec, attention_layer(config_, l), in.q, in.k, in.v, o, d_o, d.q, d.k, d.v);
   }
 
   // The layers the loop runs, and the block whose parameters layer l runs (model/block_sequence.hpp):

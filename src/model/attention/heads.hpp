@@ -23,6 +23,9 @@ struct HeadShape {
   std::size_t q_width() const { return static_cast<std::size_t>(heads) * dim; }
   std::size_t kv_width() const { return static_cast<std::size_t>(kv_heads) * dim; }
   std::size_t qkv_width() const { return q_width() + 2 * kv_width(); }
+  // Where k's and v's heads start in a QKV matrix (q's at column 0).
+  std::size_t k_column() const { return q_width(); }
+  std::size_t v_column() const { return q_width() + kv_width(); }
 };
 inline HeadShape head_shape(const config::ModelConfig& m) { return {m.n_head, m.n_kv_head, m.d_model / m.n_head}; }
 

@@ -16,11 +16,6 @@ namespace {
 // double build checks the float model.
 constexpr double kRmsEps = 1.1920928955078125e-07;
 
-// Columns [begin, end) of a matrix, as a LayoutRight View with the matrix's leading dimension.
-template <class View>
-auto columns(const View& m, std::size_t begin, std::size_t end) {
-  return Kokkos::subview(m, Kokkos::ALL(), std::make_pair(begin, end));
-}
 }  // namespace
 
 template <class T, class A>
@@ -32,37 +27,22 @@ GolfModel<T, A>::GolfModel(const config::ModelConfig& config, int max_batch, int
       encoders_(golf_encoder_layers(run_layers(config))),
       skips_(golf_skip_count(run_layers(config))) {
   declare_golf_activations(config, this->max_rows_, acts_, ActivationAllocator(this->prefix_, this->max_rows_));
-  acts_.rope_cos = Matrix<T>(this->prefix_ + "rope_cos", max_seq, this->heads_.dim / 2);
-  acts_.rope_sin = Matrix<T>(this->prefix_ + "rope_sin", max_seq, this->heads_.dim / 2);
-  ops::rope_tables(acts_.rope_cos, acts_.rope_sin, config.rope_base);
+  rotary_ = layers::RotaryTables<T>(this->prefix_, max_seq, this->heads_, config.rope_base);
   for (int l = 0; l < config.n_layer; ++l) {
     const auto& Wa = this->wa_.blocks[static_cast<std::size_t>(l)];
     const auto& G = this->g_.blocks[static_cast<std::size_t>(l)];
-    proj_.emplace_back(Wa.proj, G.proj);
-    fc_.emplace_back(Wa.fc, G.fc);
-    mlp_proj_.emplace_back(Wa.mlp_proj, G.mlp_proj);
+    attn_.push_back({layers::Projection<T, A>({&Wa.c_q, &Wa.c_k, &Wa.c_v}, {&G.c_q, &G.c_k, &G.c_v}),
+                     ops::Linear<T, A>(Wa.proj, G.proj)});
+    mlp_.emplace_back(layers::Projection<T, A>(ops::Linear<T, A>(Wa.fc, G.fc)), ops::Linear<T, A>(Wa.mlp_proj, G.mlp_proj));
   }
-  // q, k and v are one product where the three matrices lie back to back (the layout's alignment
-  // can leave gaps in small models); else three.
-  const auto& first = this->w_.blocks.front();
-  const std::size_t c = this->config_.d_model, kvd = this->heads_.kv_width();
-  const bool stacked = first.c_k.data() == first.c_q.data() + c * c && first.c_v.data() == first.c_k.data() + kvd * c;
-  for (int l = 0; l < config.n_layer; ++l) {
-    const auto& Wa = this->wa_.blocks[static_cast<std::size_t>(l)];
-    const auto& G = this->g_.blocks[static_cast<std::size_t>(l)];
-    if (stacked) {
-      qkv_.push_back(ops::Linear<T, A>::stacked(Wa.c_q, G.c_q, static_cast<std::size_t>(this->heads_.qkv_width())));
-    } else {
-      qkv_.emplace_back(Wa.c_q, G.c_q);
-      qkv_.emplace_back(Wa.c_k, G.c_k);
-      qkv_.emplace_back(Wa.c_v, G.c_v);
-    }
+  if (golf_bigram(config)) {
+    bigram_ = layers::TableEmbedding<T, A>(this->w_.bigram_embed, this->g_.bigram_embed,
+                                           golf_bigram_projects(config)
+                                               ? ops::Linear<T, A>(this->wa_.bigram_proj, this->g_.bigram_proj)
+                                               : ops::Linear<T, A>());
   }
-  if (golf_bigram_projects(config)) bigram_proj_ = ops::Linear<T, A>(this->wa_.bigram_proj, this->g_.bigram_proj);
-  this->use_fp8(qkv_);
-  this->use_fp8(proj_);
-  this->use_fp8(fc_);
-  this->use_fp8(mlp_proj_);
+  this->use_fp8(attn_);
+  this->use_fp8(mlp_);
 }
 
 template <class T, class A>
@@ -88,9 +68,8 @@ void GolfModel<T, A>::embedding_forward(const ExecSpace& exec) {
     const TokenMatrix rows = acts_.bigram_rows.mat(this->batch_, this->seq_);
     ops::bigram_rows(exec, tokens, this->config_.bigram_buckets, rows);
     const Matrix<A> read = acts_.bigram_read.mat(n, dim);
-    ops::embedding_forward<T>(exec, ConstTokenMatrix(rows), this->w_.bigram_embed, read);
-    const Matrix<A> projected = golf_bigram_projects(this->config_) ? acts_.bigram_projected.mat(n, c) : read;
-    if (golf_bigram_projects(this->config_)) ops::linear_forward(exec, bigram_proj_, read, projected);
+    const Matrix<A> projected = bigram_.projects() ? acts_.bigram_projected.mat(n, c) : read;
+    bigram_.forward(exec, ConstTokenMatrix(rows), read, projected);
     const Matrix<A> sum = acts_.embed_sum.mat(n, c);
     ops::bigram_add_forward<T>(exec, tokens, this->w_.tok_emb, this->w_.bigram_scale, ConstMatrix<A>(projected), sum);
     ops::rmsnorm_forward<T>(exec, sum, normed, acts_.rstd0.vec(n), T(kRmsEps));
@@ -129,24 +108,14 @@ void GolfModel<T, A>::block_forward(const ExecSpace& exec, int l) {
     ops::mix_rmsnorm_forward<T>(exec, CM(x_prev), CM(), ConstVector<T>(), CM(acts_.x0.mat(n, c)),
                                 ConstMatrix<T>(W.resid_mix), Matrix<A>(), x_mix, h_attn, L.rstd_attn.vec(n), T(kRmsEps));
   }
-  const std::size_t pieces = qkv_.size() / static_cast<std::size_t>(this->config_.n_layer);
-  if (pieces == 1) {
-    ops::linear_forward(exec, qkv_[block], h_attn, qkv);
-  } else {
-    const std::size_t first = block * 3;
-    ops::linear_forward(exec, qkv_[first], h_attn, columns(qkv, 0, c));
-    ops::linear_forward(exec, qkv_[first + 1], h_attn, columns(qkv, c, c + kvd));
-    ops::linear_forward(exec, qkv_[first + 2], h_attn, columns(qkv, c + kvd, w));
-  }
-  ops::QkShape shape{this->heads_.heads, this->heads_.kv_heads, this->heads_.dim, this->seq_, 0, static_cast<int>(c)};
+  attn_[block].qkv.forward(exec, h_attn, qkv);
   const Matrix<A> q_final = L.q_final.mat(n, c), k_final = L.k_final.mat(n, kvd), o = L.o.mat(n, c);
-  ops::qk_norm_rope_forward<T>(exec, CM(qkv), shape, ConstMatrix<T>(acts_.rope_cos), ConstMatrix<T>(acts_.rope_sin),
-                               W.q_gain, q_final, k_final, L.q_rstd.vec(n * this->heads_.heads), L.k_rstd.vec(n * this->heads_.kv_heads),
+  ops::qk_norm_rope_forward<T>(exec, CM(qkv), rotary_.shape(this->seq_), rotary_.cos(), rotary_.sin(), W.q_gain, q_final,
+                               k_final, L.q_rstd.vec(n * this->heads_.heads), L.k_rstd.vec(n * this->heads_.kv_heads),
                                T(kRmsEps));
-  this->attend(exec, l, this->query_heads(q_final), this->kv_heads(k_final), this->kv_heads(qkv, c + kvd),
-               this->query_heads(o));
+  this->attend(exec, l, this->qkv_heads(q_final, k_final, qkv), this->query_heads(o));
   const Matrix<A> attn_out = L.attn_out.mat(n, c), x_attn = L.x_attn.mat(n, c);
-  ops::linear_forward(exec, proj_[block], o, attn_out);
+  ops::linear_forward(exec, attn_[block].out, o, attn_out);
   // In parallel the MLP reads the attention's input, h_attn; else the norm of the attention's residual.
   const bool parallel = runs_parallel(static_cast<int>(block));
   const Matrix<A> h_mlp = parallel ? h_attn : L.h_mlp.mat(n, c);
@@ -157,9 +126,7 @@ void GolfModel<T, A>::block_forward(const ExecSpace& exec, int l) {
                                      T(kRmsEps));
   }
   const Matrix<A> fc = L.fc.mat(n, f), act = L.act.mat(n, f), mlp_out = L.mlp_out.mat(n, c);
-  ops::linear_forward(exec, fc_[block], h_mlp, fc);
-  ops::relu_squared_forward<T>(exec, fc, act);
-  ops::linear_forward(exec, mlp_proj_[block], act, mlp_out);
+  mlp_[block].forward(exec, h_mlp, fc, act, Matrix<A>(), mlp_out);
   ops::scaled_add_forward<T>(exec, x_attn, W.mlp_scale, mlp_out, acts_.blocks.kept(l).x_out.mat(n, c));
 }
 
@@ -203,9 +170,7 @@ void GolfModel<T, A>::embedding_backward(const ExecSpace& exec, const GradientsR
   ops::bigram_scale_backward<T>(exec, ConstMatrix<A>(projected), this->w_.bigram_scale, ConstMatrix<A>(d_rows), d_projected,
                                 this->g_.bigram_scale, acts_.bigram_scale_columns.vec(c), partials());
   const Matrix<A> d_read = projects ? acts_.d_bigram_read.mat(n, dim) : d_projected;
-  if (projects) ops::linear_backward(exec, bigram_proj_, read, d_projected, d_read);
-  const ConstTokenMatrix rows = acts_.bigram_rows.mat(this->batch_, this->seq_);
-  ops::embedding_backward<T>(exec, rows, d_read, this->g_.bigram_embed, this->sort_space_);
+  bigram_.backward(exec, acts_.bigram_rows.mat(this->batch_, this->seq_), read, d_projected, d_read, this->sort_space_);
 }
 
 template <class T, class A>
@@ -224,13 +189,11 @@ void GolfModel<T, A>::block_backward(const ExecSpace& exec, int l, const Gradien
   if (l < skips_) ops::add_into<T>(exec, acts_.d_skips[static_cast<std::size_t>(l)].mat(n, c), dx);
   // x_out = x_attn + mlp_scale * mlp_out; dx continues as the gradient of x_attn.
   ops::scaled_add_backward<T>(exec, L.mlp_out.mat(n, c), W.mlp_scale, dx, d_branch, G.mlp_scale, partials());
-  ops::linear_backward(exec, mlp_proj_[block], L.act.mat(n, f), d_branch, d_hidden);
-  ops::relu_squared_backward<T>(exec, L.fc.mat(n, f), d_hidden, d_hidden);
   const bool parallel = runs_parallel(static_cast<int>(block));
   // d_h: the gradient of the MLP's input; in parallel that is h_attn, whose gradient the attention's
   // products then add to.
-  ops::linear_backward(exec, fc_[block], parallel ? L.h_attn.mat(n, c) : L.h_mlp.mat(n, c),
-                       d_hidden, d_h);
+  mlp_[block].backward(exec, parallel ? L.h_attn.mat(n, c) : L.h_mlp.mat(n, c), L.fc.mat(n, f), L.act.mat(n, f), d_branch,
+                       d_hidden, d_hidden, d_h, false);
   if (parallel) {
     // x_attn = x_mix + attn_scale * attn_out: dx continues as the gradient of x_mix; d_branch
     // becomes the gradient of attn_out.
@@ -242,27 +205,15 @@ void GolfModel<T, A>::block_backward(const ExecSpace& exec, int l, const Gradien
                                       L.attn_out.mat(n, c), W.attn_scale, dx, d_branch, G.attn_scale, partials());
   }
   const Matrix<A> d_o = acts_.d_o.mat(n, c), o = L.o.mat(n, c), qkv = L.qkv.mat(n, w), d_qkv = acts_.d_qkv.mat(n, w);
-  ops::linear_backward(exec, proj_[block], o, d_branch, d_o);
+  ops::linear_backward(exec, attn_[block].out, o, d_branch, d_o);
   const Matrix<A> q_final = L.q_final.mat(n, c), k_final = L.k_final.mat(n, kvd);
   const Matrix<A> d_qf = acts_.d_qf.mat(n, c), d_kf = acts_.d_kf.mat(n, kvd);
-  this->attend_backward(exec, l, this->query_heads(q_final), this->kv_heads(k_final), this->kv_heads(qkv, c + kvd),
-                        this->query_heads(o), this->query_heads(d_o), this->query_heads(d_qf), this->kv_heads(d_kf),
-                        this->kv_heads(d_qkv, c + kvd));
-  ops::QkShape shape{this->heads_.heads, this->heads_.kv_heads, this->heads_.dim, this->seq_, 0, static_cast<int>(c)};
-  ops::qk_norm_rope_backward<T>(exec, CM(qkv), shape, ConstMatrix<T>(acts_.rope_cos), ConstMatrix<T>(acts_.rope_sin),
-                                W.q_gain, ConstVector<T>(L.q_rstd.vec(n * this->heads_.heads)),
+  this->attend_backward(exec, l, this->qkv_heads(q_final, k_final, qkv), this->query_heads(o), this->query_heads(d_o),
+                        this->qkv_heads(d_qf, d_kf, d_qkv));
+  ops::qk_norm_rope_backward<T>(exec, CM(qkv), rotary_.shape(this->seq_), rotary_.cos(), rotary_.sin(), W.q_gain, ConstVector<T>(L.q_rstd.vec(n * this->heads_.heads)),
                                 ConstVector<T>(L.k_rstd.vec(n * this->heads_.kv_heads)), CM(d_qf), CM(d_kf), d_qkv, G.q_gain,
                                 acts_.gain_rows.mat(n, this->heads_.heads), partials());
-  const Matrix<A> h_attn = L.h_attn.mat(n, c);
-  const std::size_t pieces = qkv_.size() / static_cast<std::size_t>(this->config_.n_layer);
-  if (pieces == 1) {
-    ops::linear_backward(exec, qkv_[block], h_attn, d_qkv, d_h, parallel);
-  } else {
-    const std::size_t first = block * 3;
-    ops::linear_backward(exec, qkv_[first], h_attn, columns(d_qkv, 0, c), d_h, parallel);
-    ops::linear_backward(exec, qkv_[first + 1], h_attn, columns(d_qkv, c, c + kvd), d_h, true);
-    ops::linear_backward(exec, qkv_[first + 2], h_attn, columns(d_qkv, c + kvd, w), d_h, true);
-  }
+  attn_[block].qkv.backward(exec, L.h_attn.mat(n, c), d_qkv, d_h, parallel);
   // x_mix = mix0 * x_in + mix1 * x0, h_attn = rmsnorm(x_mix): dx becomes the gradient of x_in; x0's
   // share accumulates in dx0.
   const int decoder = l - encoders_;

@@ -18,6 +18,10 @@
 #include "config/config.hpp"
 #include "model/attention/heads.hpp"
 #include "model/block_sequence.hpp"
+#include "model/layers/attention.hpp"
+#include "model/layers/mlp.hpp"
+#include "model/layers/rotary.hpp"
+#include "model/layers/table.hpp"
 #include "model/model_base.hpp"
 #include "model/ops/linear.hpp"
 #include "model/parameters.hpp"
@@ -136,7 +140,6 @@ struct GolfActivations {
   Buffer<A> dx, dx0, d_branch, d_hidden, d_o, d_qf, d_kf, d_qkv;
   std::vector<Buffer<A>> d_skips;
   Buffer<T> gain_rows, partials;
-  Matrix<T> rope_cos, rope_sin;
 };
 
 // Whether golf's layer l is a decoder that adds an encoder's output through a U-Net skip.
@@ -234,8 +237,10 @@ class GolfModel final : public ModelBase<T, A, GolfTensors> {
   Workspace<T> partials() const { return Workspace<T>(acts_.partials); }
 
   int hidden_, encoders_, skips_;
-  std::vector<ops::Linear<T, A>> qkv_, proj_, fc_, mlp_proj_;  // per block
-  ops::Linear<T, A> bigram_proj_;                              // with a BigramHash projection
+  std::vector<layers::AttentionProjections<T, A>> attn_;           // per block: q, k, v (stacked, or three), proj
+  std::vector<layers::Mlp<T, A, layers::ReluSquared<T>>> mlp_;   // per block: fc, relu^2, proj
+  layers::TableEmbedding<T, A> bigram_;                          // with model.bigram_buckets
+  layers::RotaryTables<T> rotary_;
   GolfActivations<T, A> acts_;
 };
 

@@ -21,15 +21,14 @@ Gpt2Model<T, A>::Gpt2Model(const config::ModelConfig& config, int max_batch, int
   for (std::size_t l = 0; l < this->wa_.blocks.size(); ++l) {
     const auto& Wa = this->wa_.blocks[l];
     const auto& G = this->g_.blocks[l];
-    attn_.emplace_back(Wa.c_attn, G.c_attn, Wa.c_attn_b, G.c_attn_b);
-    attn_proj_.emplace_back(Wa.c_proj, G.c_proj, Wa.c_proj_b, G.c_proj_b);
-    fc_.emplace_back(Wa.c_fc, G.c_fc, Wa.c_fc_b, G.c_fc_b);
-    mlp_proj_.emplace_back(Wa.mlp_proj, G.mlp_proj, Wa.mlp_proj_b, G.mlp_proj_b);
+    attn_.push_back({layers::Projection<T, A>(ops::Linear<T, A>(Wa.c_attn, G.c_attn, Wa.c_attn_b, G.c_attn_b)),
+                          ops::Linear<T, A>(Wa.c_proj, G.c_proj, Wa.c_proj_b, G.c_proj_b)});
+    mlp_.emplace_back(layers::Projection<T, A>(ops::Linear<T, A>(Wa.c_fc, G.c_fc, Wa.c_fc_b, G.c_fc_b)),
+                      ops::Linear<T, A>(Wa.mlp_proj, G.mlp_proj, Wa.mlp_proj_b, G.mlp_proj_b),
+                      layers::GeluActivation{config.gelu_epilogue});
   }
   this->use_fp8(attn_);
-  this->use_fp8(attn_proj_);
-  this->use_fp8(fc_);
-  this->use_fp8(mlp_proj_);
+  this->use_fp8(mlp_);
 }
 
 template <class T, class A>
@@ -65,14 +64,13 @@ void Gpt2Model<T, A>::block_forward(const ExecSpace& exec, int l) {
   const Gpt2BlockTensors<T>& W = this->w_.blocks[i];
   const Matrix<A> x_in = block_input(l), h1 = L.h1.mat(n, c), qkv = L.qkv.mat(n, 3 * c), o = L.o.mat(n, c);
   ops::layernorm_forward<T>(exec, x_in, W.ln_1_w, W.ln_1_b, h1, L.mean1.vec(n), L.rstd1.vec(n), T(kLayerNormEps));
-  ops::linear_forward(exec, attn_[i], h1, qkv);
-  this->attend(exec, l, this->query_heads(qkv), this->kv_heads(qkv, c), this->kv_heads(qkv, 2 * c), this->query_heads(o));
+  attn_[i].qkv.forward(exec, h1, qkv);
+  this->attend(exec, l, this->qkv_heads(qkv), this->query_heads(o));
   const Matrix<A> x_attn = L.x_attn.mat(n, c), h2 = L.h2.mat(n, c), fc = L.fc.mat(n, f), act = L.act.mat(n, f);
   // x_attn = x_in + o W^T + b: the residual add and the bias ride in the product.
-  ops::linear_forward(exec, attn_proj_[i], o, x_in, x_attn);
+  ops::linear_forward(exec, attn_[i].out, o, x_in, x_attn);
   ops::layernorm_forward<T>(exec, x_attn, W.ln_2_w, W.ln_2_b, h2, L.mean2.vec(n), L.rstd2.vec(n), T(kLayerNormEps));
-  ops::linear_gelu_forward(exec, fc_[i], h2, fc, act, this->config_.gelu_epilogue);
-  ops::linear_forward(exec, mlp_proj_[i], act, x_attn, block_input(l + 1));
+  mlp_[i].forward(exec, h2, fc, act, x_attn, block_input(l + 1));  // x_out = x_attn + MLP(h2)
 }
 
 template <class T, class A>
@@ -96,18 +94,16 @@ void Gpt2Model<T, A>::block_backward(const ExecSpace& exec, int l, const Gradien
   const Gpt2BlockTensors<T>& W = this->w_.blocks[i];
   const Gpt2BlockTensors<T>& G = this->g_.blocks[i];
   // x_out = x_attn + mlp: dx flows to x_attn unchanged and into the MLP.
-  ops::linear_backward_into_gelu(exec, mlp_proj_[i], L.act.mat(n, f), L.fc.mat(n, f), dx, d_hidden,
-                                 this->config_.gelu_epilogue, partials());
-  ops::linear_backward(exec, fc_[i], L.h2.mat(n, c), d_hidden, d_h, false, partials());
+  mlp_[i].backward(exec, L.h2.mat(n, c), L.fc.mat(n, f), L.act.mat(n, f), dx, d_hidden, d_hidden, d_h, false,
+                   partials());
   ops::layernorm_backward<T>(exec, L.x_attn.mat(n, c), W.ln_2_w, L.mean2.vec(n), L.rstd2.vec(n), d_h, dx, G.ln_2_w,
                              G.ln_2_b, partials(), true);
   // x_attn = x_in + attention: dx flows to x_in unchanged and into attention.
   const Matrix<A> o = L.o.mat(n, c), qkv = L.qkv.mat(n, 3 * c);
-  ops::linear_backward(exec, attn_proj_[i], o, dx, d_o, false, partials());
-  this->attend_backward(exec, l, this->query_heads(qkv), this->kv_heads(qkv, c), this->kv_heads(qkv, 2 * c),
-                        this->query_heads(o), this->query_heads(d_o), this->query_heads(d_qkv), this->kv_heads(d_qkv, c),
-                        this->kv_heads(d_qkv, 2 * c));
-  ops::linear_backward(exec, attn_[i], L.h1.mat(n, c), d_qkv, d_h, false, partials());
+  ops::linear_backward(exec, attn_[i].out, o, dx, d_o, false, partials());
+  this->attend_backward(exec, l, this->qkv_heads(qkv), this->query_heads(o), this->query_heads(d_o),
+                        this->qkv_heads(d_qkv));
+  attn_[i].qkv.backward(exec, L.h1.mat(n, c), d_qkv, d_h, false, partials());
   ops::layernorm_backward<T>(exec, block_input(l), W.ln_1_w, L.mean1.vec(n), L.rstd1.vec(n), d_h, dx, G.ln_1_w, G.ln_1_b,
                              partials(), true);
 }

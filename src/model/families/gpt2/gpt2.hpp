@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "model/layers/attention.hpp"
+#include "model/layers/mlp.hpp"
 #include "model/model_base.hpp"
 #include "model/ops/linear.hpp"
 #include "model/parameters.hpp"
@@ -156,7 +158,8 @@ class Gpt2Model final : public ModelBase<T, A, Gpt2Tensors> {
   Workspace<T> partials() const { return Workspace<T>(acts_.partials); }
 
   int hidden_;
-  std::vector<ops::Linear<T, A>> attn_, attn_proj_, fc_, mlp_proj_;  // per block
+  std::vector<layers::AttentionProjections<T, A>> attn_;         // per block
+  std::vector<layers::Mlp<T, A, layers::GeluActivation>> mlp_;  // per block
   Gpt2Activations<T, A> acts_;
 };
 

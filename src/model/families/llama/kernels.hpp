@@ -115,4 +115,17 @@ void swiglu_backward(const ExecSpace& exec, const GU& gu, const DAct& d_act, con
 
 }  // namespace
 
+// SwiGLU as the activation of the shared MLP sublayer (model/layers/mlp.hpp).
+template <class T>
+struct SwiGlu {
+  template <class GU, class Act>
+  void forward(const ExecSpace& exec, const GU& gu, const Act& act) const {
+    swiglu_forward<T>(exec, gu, act);
+  }
+  template <class GU, class DAct, class DGU>
+  void backward(const ExecSpace& exec, const GU& gu, const DAct& d_act, const DGU& d_gu) const {
+    swiglu_backward<T>(exec, gu, d_act, d_gu);
+  }
+};
+
 }  // namespace kgpt::model::llama

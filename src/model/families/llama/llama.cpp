@@ -10,60 +10,6 @@ namespace kgpt::model {
 
 namespace {
 constexpr double kRmsEps = 1e-5;  // Llama 2's rms_norm_eps
-
-template <class View>
-auto columns(const View& m, std::size_t begin, std::size_t end) {
-  return Kokkos::subview(m, Kokkos::ALL(), std::make_pair(begin, end));
-}
-
-// Column blocks of `out` (N, sum of the layers' outputs), one per layer, in order.
-template <class T, class A, class X, class Y>
-void forward_pieces(const ExecSpace& exec, const std::vector<ops::Linear<T, A>>& layers, const X& x, const Y& out) {
-  if (layers.size() == 1) {
-    ops::linear_forward(exec, layers[0], x, out);
-    return;
-  }
-  std::size_t begin = 0;
-  for (const auto& layer : layers) {
-    ops::linear_forward(exec, layer, x, columns(out, begin, begin + layer.out()));
-    begin += layer.out();
-  }
-}
-
-// Their backward: dx = sum of the pieces' input gradients.
-template <class T, class A, class X, class DY, class DX>
-void backward_pieces(const ExecSpace& exec, const std::vector<ops::Linear<T, A>>& layers, const X& x, const DY& dy,
-                     const DX& dx) {
-  if (layers.size() == 1) {
-    ops::linear_backward(exec, layers[0], x, dy, dx);
-    return;
-  }
-  std::size_t begin = 0;
-  for (std::size_t i = 0; i < layers.size(); ++i) {
-    ops::linear_backward(exec, layers[i], x, columns(dy, begin, begin + layers[i].out()), dx, i > 0);
-    begin += layers[i].out();
-  }
-}
-
-// One layer over matrices that lie back to back in the buffers, else one layer each.
-template <class T, class A>
-std::vector<ops::Linear<T, A>> stacked_or_separate(const std::vector<const Matrix<A>*>& weights,
-                                                   const std::vector<const Matrix<T>*>& grads) {
-  bool stacked = true;
-  std::size_t rows = 0;
-  for (std::size_t i = 0; i < weights.size(); ++i) {
-    if (i > 0 && weights[i]->data() != weights[i - 1]->data() + weights[i - 1]->size()) stacked = false;
-    rows += weights[i]->extent(0);
-  }
-  std::vector<ops::Linear<T, A>> layers;
-  if (stacked) {
-    layers.push_back(ops::Linear<T, A>::stacked(*weights[0], *grads[0], rows));
-  } else {
-    for (std::size_t i = 0; i < weights.size(); ++i) layers.emplace_back(*weights[i], *grads[i]);
-  }
-  return layers;
-}
-
 }  // namespace
 
 template <class T, class A>
@@ -73,21 +19,17 @@ LlamaModel<T, A>::LlamaModel(const config::ModelConfig& config, int max_batch, i
            [&config](auto& tensors, auto&& visit) { declare_llama(config, tensors, visit); }, "llama"),
       hidden_(config.d_model * config.mlp_mult) {
   declare_llama_activations(config, this->max_rows_, acts_, ActivationAllocator(this->prefix_, this->max_rows_));
-  acts_.rope_cos = Matrix<T>(this->prefix_ + "rope_cos", max_seq, this->heads_.dim / 2);
-  acts_.rope_sin = Matrix<T>(this->prefix_ + "rope_sin", max_seq, this->heads_.dim / 2);
-  ops::rope_tables(acts_.rope_cos, acts_.rope_sin, config.rope_base);
+  rotary_ = layers::RotaryTables<T>(this->prefix_, max_seq, this->heads_, config.rope_base);
   for (std::size_t l = 0; l < this->wa_.blocks.size(); ++l) {
     const auto& Wa = this->wa_.blocks[l];
     const auto& G = this->g_.blocks[l];
-    qkv_.push_back(stacked_or_separate<T, A>({&Wa.q_proj, &Wa.k_proj, &Wa.v_proj}, {&G.q_proj, &G.k_proj, &G.v_proj}));
-    gate_up_.push_back(stacked_or_separate<T, A>({&Wa.gate_proj, &Wa.up_proj}, {&G.gate_proj, &G.up_proj}));
-    o_.emplace_back(Wa.o_proj, G.o_proj);
-    down_.emplace_back(Wa.down_proj, G.down_proj);
+    attn_.push_back({layers::Projection<T, A>({&Wa.q_proj, &Wa.k_proj, &Wa.v_proj}, {&G.q_proj, &G.k_proj, &G.v_proj}),
+                     ops::Linear<T, A>(Wa.o_proj, G.o_proj)});
+    mlp_.emplace_back(layers::Projection<T, A>({&Wa.gate_proj, &Wa.up_proj}, {&G.gate_proj, &G.up_proj}),
+                      ops::Linear<T, A>(Wa.down_proj, G.down_proj));
   }
-  this->use_fp8(qkv_);
-  this->use_fp8(o_);
-  this->use_fp8(gate_up_);
-  this->use_fp8(down_);
+  this->use_fp8(attn_);
+  this->use_fp8(mlp_);
 }
 
 template <class T, class A>
@@ -119,7 +61,6 @@ void LlamaModel<T, A>::block_forward(const ExecSpace& exec, int l) {
   const std::size_t n = this->rows_, c = this->config_.d_model, kvd = this->heads_.kv_width();
   const std::size_t f = hidden_, w = this->heads_.qkv_width();
   using CM = ConstMatrix<A>;
-  const ops::QkShape shape{this->heads_.heads, this->heads_.kv_heads, this->heads_.dim, this->seq_, 0, static_cast<int>(c)};
   const auto& L = acts_.blocks.working(l);
   // Activations are the layer's, parameters the block's (model/block_sequence.hpp).
   const std::size_t i = static_cast<std::size_t>(this->block_of(l));
@@ -127,16 +68,13 @@ void LlamaModel<T, A>::block_forward(const ExecSpace& exec, int l) {
   const Matrix<A> x_in = block_input(l), h1 = L.h1.mat(n, c), qkv = L.qkv.mat(n, w);
   const Matrix<A> q_rot = L.q_rot.mat(n, c), k_rot = L.k_rot.mat(n, kvd), o = L.o.mat(n, c);
   ops::weighted_rmsnorm_forward<T>(exec, x_in, W.input_norm, h1, L.rstd1.vec(n), T(kRmsEps));
-  forward_pieces(exec, qkv_[i], h1, qkv);
-  llama::rope_forward<T>(exec, CM(qkv), shape, ConstMatrix<T>(acts_.rope_cos), ConstMatrix<T>(acts_.rope_sin), q_rot,
-                         k_rot);
-  this->attend(exec, l, this->query_heads(q_rot), this->kv_heads(k_rot), this->kv_heads(qkv, c + kvd), this->query_heads(o));
+  attn_[i].qkv.forward(exec, h1, qkv);
+  llama::rope_forward<T>(exec, CM(qkv), rotary_.shape(this->seq_), rotary_.cos(), rotary_.sin(), q_rot, k_rot);
+  this->attend(exec, l, this->qkv_heads(q_rot, k_rot, qkv), this->query_heads(o));
   const Matrix<A> x_attn = L.x_attn.mat(n, c), h2 = L.h2.mat(n, c), gu = L.gu.mat(n, 2 * f), act = L.act.mat(n, f);
-  ops::linear_forward(exec, o_[i], o, x_in, x_attn);  // x_attn = x_in + o W_o^T
+  ops::linear_forward(exec, attn_[i].out, o, x_in, x_attn);  // x_attn = x_in + o W_o^T
   ops::weighted_rmsnorm_forward<T>(exec, x_attn, W.post_norm, h2, L.rstd2.vec(n), T(kRmsEps));
-  forward_pieces(exec, gate_up_[i], h2, gu);
-  llama::swiglu_forward<T>(exec, gu, act);
-  ops::linear_forward(exec, down_[i], act, x_attn, block_input(l + 1));
+  mlp_[i].forward(exec, h2, gu, act, x_attn, block_input(l + 1));  // x_out = x_attn + MLP(h2)
 }
 
 template <class T, class A>
@@ -156,26 +94,21 @@ void LlamaModel<T, A>::block_backward(const ExecSpace& exec, int l, const Gradie
   const Matrix<A> d_kr = acts_.d_kr.mat(n, kvd), d_qkv = acts_.d_qkv.mat(n, w);
   const Matrix<A> d_act = acts_.d_act.mat(n, f), d_gu = acts_.d_gu.mat(n, 2 * f);
   const Matrix<A> d_h = this->d_final();  // scratch once the final norm's backward has read it
-  const ops::QkShape shape{this->heads_.heads, this->heads_.kv_heads, this->heads_.dim, this->seq_, 0, static_cast<int>(c)};
   const std::size_t i = static_cast<std::size_t>(this->block_of(l));
   const auto& L = acts_.blocks.working(l);
   const LlamaBlockTensors<T>& W = this->w_.blocks[i];
   const LlamaBlockTensors<T>& G = this->g_.blocks[i];
   // x_out = x_attn + mlp: dx flows to x_attn unchanged and into the MLP.
-  ops::linear_backward(exec, down_[i], L.act.mat(n, f), dx, d_act);
-  llama::swiglu_backward<T>(exec, L.gu.mat(n, 2 * f), d_act, d_gu);
-  backward_pieces(exec, gate_up_[i], L.h2.mat(n, c), d_gu, d_h);
+  mlp_[i].backward(exec, L.h2.mat(n, c), L.gu.mat(n, 2 * f), L.act.mat(n, f), dx, d_act, d_gu, d_h, false);
   ops::weighted_rmsnorm_backward<T>(exec, L.x_attn.mat(n, c), W.post_norm, ConstVector<T>(L.rstd2.vec(n)), d_h, dx, G.post_norm,
                              partials(), true);
   // x_attn = x_in + attention: dx flows to x_in unchanged and into attention.
   const Matrix<A> o = L.o.mat(n, c), qkv = L.qkv.mat(n, w);
-  ops::linear_backward(exec, o_[i], o, dx, d_o);
-  this->attend_backward(exec, l, this->query_heads(L.q_rot.mat(n, c)), this->kv_heads(L.k_rot.mat(n, kvd)),
-                        this->kv_heads(qkv, c + kvd), this->query_heads(o), this->query_heads(d_o), this->query_heads(d_qr),
-                        this->kv_heads(d_kr), this->kv_heads(d_qkv, c + kvd));
-  llama::rope_backward<T>(exec, shape, ConstMatrix<T>(acts_.rope_cos), ConstMatrix<T>(acts_.rope_sin), CM(d_qr), CM(d_kr),
-                          d_qkv);
-  backward_pieces(exec, qkv_[i], L.h1.mat(n, c), d_qkv, d_h);
+  ops::linear_backward(exec, attn_[i].out, o, dx, d_o);
+  this->attend_backward(exec, l, this->qkv_heads(L.q_rot.mat(n, c), L.k_rot.mat(n, kvd), qkv), this->query_heads(o),
+                        this->query_heads(d_o), this->qkv_heads(d_qr, d_kr, d_qkv));
+  llama::rope_backward<T>(exec, rotary_.shape(this->seq_), rotary_.cos(), rotary_.sin(), CM(d_qr), CM(d_kr), d_qkv);
+  attn_[i].qkv.backward(exec, L.h1.mat(n, c), d_qkv, d_h);
   ops::weighted_rmsnorm_backward<T>(exec, block_input(l), W.input_norm, ConstVector<T>(L.rstd1.vec(n)), d_h, dx, G.input_norm,
                              partials(), true);
 }

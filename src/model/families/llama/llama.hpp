@@ -6,14 +6,18 @@
 // model.rope_base), RMSNorm with
 // a learned weight (eps 1e-5), no biases, a SwiGLU MLP of width mlp_mult * C; final RMSNorm; an
 // untied output head by default; AdamW by default. Tensor names are Hugging Face's. Its kernels
-// (weighted RMSNorm, RoPE without norm or gain, SwiGLU) are its own (kernels.hpp); everything else
-// is shared with the other families (model_base.hpp, ops/).
+// (RoPE without norm or gain, SwiGLU) are its own (kernels.hpp); its attention and MLP sublayers,
+// RoPE tables and the rest are shared with the other families (model_base.hpp, layers/, ops/).
 
 #include <string>
 #include <vector>
 
 #include "config/config.hpp"
 #include "model/attention/heads.hpp"
+#include "model/families/llama/kernels.hpp"
+#include "model/layers/attention.hpp"
+#include "model/layers/mlp.hpp"
+#include "model/layers/rotary.hpp"
 #include "model/model_base.hpp"
 #include "model/ops/linear.hpp"
 #include "model/parameters.hpp"
@@ -84,7 +88,6 @@ struct LlamaActivations {
   Buffer<T> rstd_final;
   Buffer<A> dx, d_o, d_qr, d_kr, d_qkv, d_act, d_gu;  // backward scratch, shared by all layers
   Buffer<T> partials;
-  Matrix<T> rope_cos, rope_sin;
 };
 
 template <class T, class A, class Declare>
@@ -142,9 +145,9 @@ class LlamaModel final : public ModelBase<T, A, LlamaTensors> {
   Workspace<T> partials() const { return Workspace<T>(acts_.partials); }
 
   int hidden_;
-  // Per block: q, k, v (one stacked layer, or three), o, gate and up (one, or two), down.
-  std::vector<std::vector<ops::Linear<T, A>>> qkv_, gate_up_;
-  std::vector<ops::Linear<T, A>> o_, down_;
+  std::vector<layers::AttentionProjections<T, A>> attn_;  // per block: q, k, v (stacked, or three), o
+  std::vector<layers::Mlp<T, A, llama::SwiGlu<T>>> mlp_;  // per block: gate and up (stacked, or two), down
+  layers::RotaryTables<T> rotary_;
   LlamaActivations<T, A> acts_;
 };
 
