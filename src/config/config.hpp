@@ -8,9 +8,18 @@
 // Keys with a fixed set of values are enums from the moment the deck is read; ChoiceNames<E>
 // holds the deck spelling of each value, in the enum's order.
 
+#include <map>
 #include <string>
+#include <variant>
 
 namespace kgpt::config {
+
+// A deck value as the schema reads and writes it.
+using Value = std::variant<long long, double, bool, std::string>;
+// The values of the keys a module declares itself (a family's, config/family_rules.hpp; an
+// optimizer rule's, config/optimizer_rules.hpp), by dotted key; a key set nowhere has its declared
+// default (config/module_keys.hpp).
+using ModuleValues = std::map<std::string, Value, std::less<>>;
 
 enum class Attention { automatic, gemm, fused, cudnn };
 enum class Tokenizer { byte, sentencepiece };
@@ -127,6 +136,8 @@ struct ModelConfig {
   int recompute_every = 1;
   // A safetensors file (or a folder holding model.safetensors) whose weights start the run.
   std::string init_from = "";
+  // The keys families declare themselves ("model.value_embed_layers"), as the deck sets them.
+  ModuleValues family_keys;
 };
 
 struct DataConfig {
@@ -165,6 +176,8 @@ struct TrainConfig {
 };
 
 struct OptimConfig {
+  // The keys optimizer rules declare themselves, as the deck sets them.
+  ModuleValues rule_keys;
   // A registered optimizer rule (config/optimizer_rules.hpp); contextual: muon for golf, adamw for gpt2.
   std::string matrix_optimizer = "muon";
   double matrix_lr = 0.04;

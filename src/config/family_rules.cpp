@@ -8,6 +8,9 @@ bool FamilyRules::reads_key(std::string_view dotted) const {
   for (const auto& key : reads) {
     if (key == dotted) return true;
   }
+  for (const auto& key : keys) {
+    if (key.dotted == dotted) return true;
+  }
   return false;
 }
 

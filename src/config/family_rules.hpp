@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "config/module_keys.hpp"
 
 namespace kgpt::config {
 
@@ -31,6 +32,8 @@ struct FamilyRules {
   FamilyDefaults defaults;
   // Deck keys that act only in the families that read them ("model.rope_base"): those this one reads.
   std::vector<std::string> reads;
+  // The keys it declares itself (config/module_keys.hpp), in its section (model.*); it reads them too.
+  std::vector<ModuleKey> keys;
   // Its own rules between deck keys, in words for the deck reference; `check` enforces them.
   std::string rules;
   // The family's own rules between deck keys: one message per problem, each naming its keys

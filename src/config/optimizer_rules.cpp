@@ -6,6 +6,9 @@ bool OptimizerRules::reads_key(std::string_view dotted) const {
   for (const auto& key : reads) {
     if (key == dotted) return true;
   }
+  for (const auto& key : keys) {
+    if (key.dotted == dotted) return true;
+  }
   return false;
 }
 

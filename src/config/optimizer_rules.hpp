@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "config/module_keys.hpp"
 
 namespace kgpt::config {
 
@@ -21,6 +22,8 @@ struct OptimizerRules {
   std::string summary;  // a few words for the deck reference
   // Deck keys that act only where this rule updates the matrices ("optim.muon_momentum").
   std::vector<std::string> reads;
+  // The keys it declares itself (config/module_keys.hpp), in the optim section; it reads them too.
+  std::vector<ModuleKey> keys;
   // Its own rules between deck keys, in words for the deck reference; `check` enforces them.
   std::string rules;
   // One message per problem, each naming its keys (deck.where(key)), appended to `problems`.

@@ -6,7 +6,9 @@
 #include "core/backend.hpp"
 #include "config/attention_capabilities.hpp"
 #include "config/family_rules.hpp"
+#include "config/module_keys.hpp"
 #include "config/optimizer_rules.hpp"
+#include "core/error.hpp"
 #include "core/text.hpp"
 
 namespace kgpt::config {
@@ -608,8 +610,42 @@ constexpr const char* kFreeAtResume[] = {"model.attention",    "model.attention_
                                          "train.recompute",    "train.recompute_every",         "model.init_from",
                                          "model.qk_gain_init", "model.tied_embed_init_std"};
 
+// The entry of a key a family or an optimizer rule declares: its value lives in the section's
+// ModuleValues, and it acts where the deck's family (model.*) or the matrices' rule (optim.*) reads it.
+KeySpec module_key(const ModuleKey& declared) {
+  const std::size_t dot = declared.dotted.find('.');
+  const std::string section = declared.dotted.substr(0, dot);
+  if (section != "model" && section != "optim") {
+    throw Error(ExitCode::failure, declared.dotted + ": a module's own key lies in the model or the optim section");
+  }
+  const bool model = section == "model";
+  KeySpec spec;
+  spec.section = section;
+  spec.name = declared.dotted.substr(dot + 1);
+  spec.kind = declared.kind;
+  spec.bounds = declared.bounds;
+  spec.doc = declared.doc;
+  spec.fixed_for_run = model;
+  const std::string dotted = declared.dotted;
+  spec.get = [dotted, model](const Config& c) -> Value {
+    return module_value(model ? c.model.family_keys : c.optim.rule_keys, dotted);
+  };
+  spec.set = [dotted, model](Config& c, const Value& v) { (model ? c.model.family_keys : c.optim.rule_keys)[dotted] = v; };
+  if (model) return acting(std::move(spec), read_by_family(dotted), readers(dotted));
+  return read_by_rule(std::move(spec));
+}
+
 std::vector<KeySpec> schema_with_resume_rules() {
   std::vector<KeySpec> schema = build_schema();
+  // The modules' own keys, each after the last key of its section.
+  for (const ModuleKey* declared : module_keys()) {
+    KeySpec spec = module_key(*declared);
+    auto at = schema.end();
+    for (auto it = schema.begin(); it != schema.end(); ++it) {
+      if (it->section == spec.section) at = it + 1;
+    }
+    schema.insert(at, std::move(spec));
+  }
   for (KeySpec& spec : schema) {
     for (const char* key : kFreeAtResume) {
       if (spec.dotted() == key) spec.fixed_for_run = false;

@@ -13,8 +13,6 @@ namespace kgpt::config {
 
 enum class ValueKind { integer, real, boolean, string, choice };
 
-using Value = std::variant<long long, double, bool, std::string>;
-
 struct Bounds {
   double low = 0.0, high = 0.0;
   bool has_low = false, has_high = false;
