@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "config/deck.hpp"
+#include "config/module_keys.hpp"
 #include "config/schema.hpp"
 #include "core/error.hpp"
 #include "support/temp_dir.hpp"
@@ -301,6 +302,50 @@ TEST_CASE("a key set where it acts on nothing is noted, not refused", "[config]"
   CHECK(gelu.notes.empty());
   CHECK_FALSE(gelu.config.model.gelu_epilogue);
   CHECK(parse_deck("model:\n  family: gpt2\n  n_kv_head: 8\n", "gpt2.yaml", {}).config.model.gelu_epilogue);
+}
+
+TEST_CASE("a family's own keys are deck keys like any other: defaults, values, bounds, notes, resume", "[config]") {
+  // Golf declares model.value_embed_layers and model.value_embed_dim (config/module_keys.hpp).
+  const auto* layers = kgpt::config::find_key("model.value_embed_layers");
+  const auto* dim = kgpt::config::find_key("model.value_embed_dim");
+  REQUIRE(layers != nullptr);
+  REQUIRE(dim != nullptr);
+  CHECK(layers->kind == kgpt::config::ValueKind::string);
+  CHECK(dim->type_name() == "integer");
+  CHECK(layers->fixed_for_run);
+  CHECK(layers->applies_doc == "the golf family");
+  // After the model's own keys, before data's.
+  const auto& schema = kgpt::config::deck_schema();
+  auto named = [&schema](const std::string& key) {
+    return std::find_if(schema.begin(), schema.end(), [&key](const auto& k) { return k.dotted() == key; });
+  };
+  const auto at = named("model.value_embed_dim");
+  REQUIRE(at + 1 != schema.end());
+  CHECK((at + 1)->section == "data");
+  CHECK(named("model.init_from") < at);
+
+  const Config defaults{};
+  CHECK(kgpt::config::module_string(defaults.model.family_keys, "model.value_embed_layers").empty());
+  CHECK(kgpt::config::module_integer(defaults.model.family_keys, "model.value_embed_dim") == 128);
+  const auto deck = parse_deck("model:\n  value_embed_layers: \"7, 8\"\n  value_embed_dim: 64\n", "ve.yaml", {});
+  CHECK(deck.notes.empty());
+  CHECK(kgpt::config::module_string(deck.config.model.family_keys, "model.value_embed_layers") == "7, 8");
+  CHECK(kgpt::config::module_integer(deck.config.model.family_keys, "model.value_embed_dim") == 64);
+  CHECK(deck.where("model.value_embed_dim") == "ve.yaml:3:20: model.value_embed_dim");
+  // The resolved deck writes them and reads back the same.
+  const auto again = parse_deck(kgpt::config::render_resolved(deck), "resolved.yaml", {});
+  CHECK(snapshot(again.config) == snapshot(deck.config));
+  // Bounds and type, with the key's place.
+  CHECK(error_of("model:\n  value_embed_dim: 0\n").find("deck.yaml:2:20: model.value_embed_dim") != std::string::npos);
+  CHECK(error_of("model:\n  value_embed_dim: 0.5\n").find("model.value_embed_dim") != std::string::npos);
+  // gpt2 does not read them.
+  const auto idle = parse_deck("model:\n  family: gpt2\n  n_kv_head: 8\n  value_embed_dim: 64\n", "idle.yaml", {});
+  REQUIRE(idle.notes.size() == 1);
+  CHECK(idle.notes[0] ==
+        "idle.yaml:4:20: model.value_embed_dim: model.value_embed_dim = 64 has no effect: it acts with the golf family "
+        "only, and model.family is gpt2");
+  // A key no module declares is a programming error, not a deck's.
+  CHECK_THROWS_AS(kgpt::config::module_value(defaults.model.family_keys, "model.no_such_key"), kgpt::Error);
 }
 
 TEST_CASE("train.gemm_precision is read as train.precision", "[config]") {

@@ -62,7 +62,7 @@ def normalise_neurons(update, second_moments, p, beta2):
 
 
 with h5py.File(sys.argv[1], "r") as f:
-    s = {k: float(v) for k, v in f["loss"].attrs.items()}
+    s = {k: float(v) for k, v in f["loss"].attrs.items()}  # and golf's value embedding layers, below
     params = {name: torch.tensor(np.array(f["params"][name])) for name in f["params"]}
     kgpt_grads = {name: np.array(f["grads"][name]) for name in f["grads"]}
     batches = [(torch.tensor(np.array(f["batch/inputs"])), torch.tensor(np.array(f["batch/targets"]))),
@@ -75,6 +75,9 @@ with h5py.File(sys.argv[1], "r") as f:
     family = family.decode() if isinstance(family, bytes) else family
     matrix_optimizer = f["matrix_optimizer"][()]
     matrix_optimizer = matrix_optimizer.decode() if isinstance(matrix_optimizer, bytes) else matrix_optimizer
+    if "value_embed_layers" in f:
+        layers = f["value_embed_layers"][()]
+        s["value_embed_layers"] = layers.decode() if isinstance(layers, bytes) else layers
 
 
 def build(weights):

@@ -59,8 +59,9 @@ class Golf(torch.nn.Module):
     blocks recur_start .. recur_start + recur_count - 1 run again right after their first pass."""
 
     def __init__(self, params, n_layer, n_head, n_kv_head, rope_base, softcap, eps, parallel_from=-1,
-                 recur_start=-1, recur_count=1):
+                 recur_start=-1, recur_count=1, value_embed_layers=()):
         super().__init__()
+        self.value_embed_layers = list(value_embed_layers)  # layers as run, each with ve_layer_scales.j
         self.p = torch.nn.ParameterDict({k.replace(".", "__"): torch.nn.Parameter(v) for k, v in params.items()})
         self.n_layer, self.n_head, self.n_kv_head = n_layer, n_head, n_kv_head
         self.rope_base, self.softcap, self.eps = rope_base, softcap, eps
@@ -70,7 +71,8 @@ class Golf(torch.nn.Module):
     def w(self, name):
         return self.p[name.replace(".", "__")]
 
-    def block(self, i, x, x0):
+    def block(self, i, x, x0, ve=None):
+        """Block i; ve: the value embedding this layer adds to v (the record's v + v_embed), or None."""
         b = f"blocks.{i}."
         bsz, t, c = x.shape
         d = c // self.n_head
@@ -79,7 +81,10 @@ class Golf(torch.nn.Module):
         h = rms_norm(x, self.eps)
         q = (h @ self.w(b + "attn.c_q.weight").t()).view(bsz, t, self.n_head, d).transpose(1, 2)
         k = (h @ self.w(b + "attn.c_k.weight").t()).view(bsz, t, self.n_kv_head, d).transpose(1, 2)
-        v = (h @ self.w(b + "attn.c_v.weight").t()).view(bsz, t, self.n_kv_head, d).transpose(1, 2)
+        v = h @ self.w(b + "attn.c_v.weight").t()
+        if ve is not None:
+            v = v + ve
+        v = v.view(bsz, t, self.n_kv_head, d).transpose(1, 2)
         q = rotary(rms_norm(q, self.eps), self.rope_base)
         k = rotary(rms_norm(k, self.eps), self.rope_base)
         q = q * self.w(b + "attn.q_gain")[None, :, None, None]
@@ -103,6 +108,16 @@ class Golf(torch.nn.Module):
             e = e @ self.w("bigram.proj.weight").t()
         return self.w("bigram.scale") * e
 
+    def value_embed(self, tokens, layer):
+        """The value embedding layer `layer` (as run) adds to v: g_j s (table[tok] W^T), or None."""
+        if layer not in self.value_embed_layers:
+            return None
+        e = F.embedding(tokens, self.w("ve_shared.embed.weight"))
+        if "ve_shared__proj__weight" in self.p:
+            e = e @ self.w("ve_shared.proj.weight").t()
+        j = self.value_embed_layers.index(layer)
+        return self.w(f"ve_layer_scales.{j}") * (self.w("ve_shared.scale") * e)
+
     def logits(self, tokens):
         x = F.embedding(tokens, self.w("tok_emb.weight"))
         if "bigram__embed__weight" in self.p:
@@ -118,12 +133,12 @@ class Golf(torch.nn.Module):
         layers = len(self.order)
         encoders = layers // 2
         for i in range(encoders):
-            x = self.block(self.order[i], x, x0)
+            x = self.block(self.order[i], x, x0, self.value_embed(tokens, i))
             skips.append(x)
         for i in range(layers - encoders):
             if skips:
                 x = x + self.w("skip_weights")[i] * skips.pop()
-            x = self.block(self.order[encoders + i], x, x0)
+            x = self.block(self.order[encoders + i], x, x0, self.value_embed(tokens, encoders + i))
         z = rms_norm(x, self.eps) @ self.head().t()
         return self.softcap * torch.tanh(z / self.softcap) if self.softcap > 0 else z
 
@@ -237,7 +252,8 @@ class Llama(torch.nn.Module):
 FAMILIES = {
     "golf": lambda w, s: Golf(w, int(s["n_layer"]), int(s["n_head"]), int(s["n_kv_head"]), s["rope_base"],
                               s["logit_softcap"], s["rms_eps"], int(s.get("parallel_residual_start", -1)),
-                              int(s.get("recur_start", -1)), int(s.get("recur_count", 1))),
+                              int(s.get("recur_start", -1)), int(s.get("recur_count", 1)),
+                              [int(n) for n in s.get("value_embed_layers", "").split(",") if n.strip()]),
     "gpt2": lambda w, s: Gpt2(w, int(s["n_layer"]), int(s["n_head"]), s["logit_softcap"],
                               recur_start=int(s.get("recur_start", -1)), recur_count=int(s.get("recur_count", 1))),
     "llama": lambda w, s: Llama(w, int(s["n_layer"]), int(s["n_head"]), int(s["n_kv_head"]), s["rope_base"],

@@ -68,6 +68,27 @@ TEST_CASE("golf with BigramHash and depth recurrence: the whole model's gradient
   test::check_model_gradient(model, inputs, targets);
 }
 
+TEST_CASE("golf with value embeddings: the whole model's gradient matches finite differences", "[model][golf][gradcheck]") {
+  // A table narrower than the key/value width (projected) or as wide (not), on layers 1 and 3 of 4
+  // run (block 1 of 3 twice), so that one layer of a repeated block adds them and the other does not.
+  const int dim = GENERATE(4, 8);
+  INFO("value_embed_dim " << dim);
+  config::ModelConfig m = tiny_golf();
+  m.recur_start = 1;
+  m.recur_count = 1;
+  m.family_keys["model.value_embed_layers"] = std::string("1, 3");
+  m.family_keys["model.value_embed_dim"] = static_cast<long long>(dim);
+  model::GolfModel<double> model(m, 2, 7);
+  const auto& layout = model.parameters().layout();
+  REQUIRE(model::head_shape(m).kv_width() == 8);
+  CHECK(layout.contains("ve_shared.proj.weight") == (dim != 8));
+  CHECK(layout.contains("ve_layer_scales.1"));
+  CHECK_FALSE(layout.contains("ve_layer_scales.2"));
+  randomize(model);
+  const auto inputs = test::random_tokens(2, 5, 19, 3), targets = test::random_tokens(2, 5, 19, 4);
+  test::check_model_gradient(model, inputs, targets);
+}
+
 TEST_CASE("golf: gradients accumulate over micro-steps with the grad scale", "[model][golf]") {
   model::GolfModel<double> model(tiny_golf(), 2, 7);
   randomize(model);

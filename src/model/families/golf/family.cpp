@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "config/deck.hpp"
+#include "core/error.hpp"
 #include "model/family.hpp"
 #include "model/family_entry.hpp"
 #include "model/families/golf/golf.hpp"
@@ -24,9 +25,43 @@ std::size_t activation_bytes(const config::ModelConfig& m, int max_batch, int ma
       });
 }
 
-// BigramHash's table is read, not multiplied: its rows are no product's FLOPs (its projection's are).
+// BigramHash's and the value embeddings' tables are read, not multiplied: their rows are no
+// product's FLOPs (their projections' are).
 double flops_per_token(const config::ModelConfig& m, int seq) {
-  return standard_flops_per_token(m, layout(m, seq), seq, {"bigram.embed.weight"});
+  return standard_flops_per_token(m, layout(m, seq), seq, {"bigram.embed.weight", "ve_shared.embed.weight"});
+}
+
+// model.value_embed_layers names layers that run, each once; the table is no wider than the model
+// (the embedding gradient's sorted rows are sized by the widest table it sorts: model/model_base.hpp).
+void check_value_embeds(const config::ResolvedDeck& deck, std::vector<std::string>& problems) {
+  const config::ModelConfig& m = deck.config.model;
+  std::vector<int> listed;
+  try {
+    listed = golf::value_embed_layers(m);
+  } catch (const InputError& e) {
+    problems.push_back(deck.where(golf::kValueEmbedLayersKey) + ": " +
+                       std::string(e.what()).substr(std::string(golf::kValueEmbedLayersKey).size() + 2));
+    return;
+  }
+  const int layers = run_layers(m);
+  for (std::size_t j = 0; j < listed.size(); ++j) {
+    if (listed[j] >= layers) {
+      problems.push_back(deck.where(golf::kValueEmbedLayersKey) + ": layer " + std::to_string(listed[j]) +
+                         " is not run: the layers are 0 to " + std::to_string(layers - 1) +
+                         " (model.n_layer plus model.recur_count where model.recur_start is set)");
+    }
+    for (std::size_t i = 0; i < j; ++i) {
+      if (listed[i] == listed[j]) {
+        problems.push_back(deck.where(golf::kValueEmbedLayersKey) + ": layer " + std::to_string(listed[j]) +
+                           " is listed twice");
+      }
+    }
+  }
+  if (!listed.empty() && golf::value_embed_dim(m) > m.d_model) {
+    problems.push_back(deck.where(golf::kValueEmbedDimKey) + ": " + std::to_string(golf::value_embed_dim(m)) +
+                       " is wider than model.d_model = " + std::to_string(m.d_model) +
+                       "; the value embeddings' table is at most as wide as the model");
+  }
 }
 
 void check(const config::ResolvedDeck& deck, std::vector<std::string>& problems) {
@@ -39,6 +74,7 @@ void check(const config::ResolvedDeck& deck, std::vector<std::string>& problems)
                        "in parallel");
   }
   family_entry::check_recurrence(deck, problems);
+  check_value_embeds(deck, problems);
   if (m.bigram_buckets == 1) {
     problems.push_back(deck.where("model.bigram_buckets") +
                        ": 1 bucket leaves the hash no rows (it reads bucket - 1 rows and the last one for a sequence's "
@@ -57,8 +93,22 @@ const Family& golf_family() {
     made.defaults = FamilyDefaults{2, 0.005, 30.0, true, "muon"};
     made.reads = {"model.rope_base",   "model.qk_gain_init", "model.smear_gate",     "model.parallel_residual_start",
                   family_entry::kRecurrenceKeys[0], family_entry::kRecurrenceKeys[1], "model.bigram_buckets", "model.bigram_dim"};
+    made.keys = {
+        {golf::kValueEmbedLayersKey, config::ValueKind::string, config::Bounds{}, config::Value(std::string()),
+         "Value embeddings, as parameter-golf's SP1024 record of 2026-03-31 uses them (\"9,10\" of its 11 "
+         "layers): the layers, as run and counted from 0, whose attention adds a shared embedding of each "
+         "position's token to its values, v += g_j * s * (table[token] W^T), before the attention reads them. "
+         "The table (ve_shared.embed.weight, V rows of model.value_embed_dim, from N(0, 0.01), trained with "
+         "optim.embed_lr) is projected to the key/value width (ve_shared.proj.weight, from zero, a matrix) "
+         "where it is narrower, scaled by a learned scalar from 0.1 (ve_shared.scale), and by one more per "
+         "listed layer from 1 (ve_layer_scales.j). Comma-separated; \"\": none. Part of the model: eval and "
+         "sample use the checkpoint deck's; --resume refuses another value."},
+        {golf::kValueEmbedDimKey, config::ValueKind::integer, config::Bounds{1, 65536, true, true, false, false},
+         config::Value(128LL), "The width of the value embeddings' table rows (the record: 128); at most d_model."},
+    };
     made.rules = std::string("the head dimension is even (RoPE); model.parallel_residual_start is below model.n_layer; ") +
-                 family_entry::kRecurrenceRule + "; model.bigram_buckets is not 1";
+                 family_entry::kRecurrenceRule + "; model.bigram_buckets is not 1; model.value_embed_layers lists "
+                 "layers that run, each once; model.value_embed_dim is at most d_model";
     made.check = check;
     made.layout = layout;
     made.make_float = family_entry::make_float<GolfModel>;

@@ -33,13 +33,29 @@ GolfModel<T, A>::GolfModel(const config::ModelConfig& config, int max_batch, int
     const auto& G = this->g_.blocks[static_cast<std::size_t>(l)];
     attn_.push_back({layers::Projection<T, A>({&Wa.c_q, &Wa.c_k, &Wa.c_v}, {&G.c_q, &G.c_k, &G.c_v}),
                      ops::Linear<T, A>(Wa.proj, G.proj)});
-    mlp_.emplace_back(layers::Projection<T, A>(ops::Linear<T, A>(Wa.fc, G.fc)), ops::Linear<T, A>(Wa.mlp_proj, G.mlp_proj));
+    mlp_.emplace_back(layers::Projection<T, A>(ops::Linear<T, A>(Wa.fc, G.fc)),
+                      ops::Linear<T, A>(Wa.mlp_proj, G.mlp_proj));
   }
   if (golf_bigram(config)) {
     bigram_ = layers::TableEmbedding<T, A>(this->w_.bigram_embed, this->g_.bigram_embed,
                                            golf_bigram_projects(config)
                                                ? ops::Linear<T, A>(this->wa_.bigram_proj, this->g_.bigram_proj)
                                                : ops::Linear<T, A>());
+  }
+  value_embed_slot_.assign(static_cast<std::size_t>(this->layers()), -1);
+  if (golf_value_embeds(config)) {
+    value_embed_ = layers::TableEmbedding<T, A>(this->w_.ve_embed, this->g_.ve_embed,
+                                                golf_value_embeds_project(config)
+                                                    ? ops::Linear<T, A>(this->wa_.ve_proj, this->g_.ve_proj)
+                                                    : ops::Linear<T, A>());
+    const std::vector<int> listed = golf::value_embed_layers(config);
+    for (std::size_t j = 0; j < listed.size(); ++j) {
+      if (listed[j] >= this->layers()) {
+        throw InputError(std::string(golf::kValueEmbedLayersKey) + ": layer " + std::to_string(listed[j]) +
+                         " is not run: the layers are 0 to " + std::to_string(this->layers() - 1));
+      }
+      value_embed_slot_[static_cast<std::size_t>(listed[j])] = static_cast<int>(j);
+    }
   }
   this->use_fp8(attn_);
   this->use_fp8(mlp_);
@@ -77,6 +93,14 @@ void GolfModel<T, A>::embedding_forward(const ExecSpace& exec) {
     ops::embedding_rmsnorm_forward<T>(exec, tokens, this->w_.tok_emb, normed, acts_.rstd0.vec(n), T(kRmsEps));
   }
   if (smear) ops::smear_forward<T>(exec, ConstMatrix<A>(normed), this->w_.smear_gate, acts_.x0.mat(n, c), this->seq_);
+  if (golf_value_embeds(this->config_)) {
+    // The value embeddings' shared base, e = s * (table[tok] W^T), which the listed layers add to v.
+    const std::size_t kvd = this->heads_.kv_width();
+    const Matrix<A> read = acts_.ve_read.mat(n, value_embed_.width());
+    const Matrix<A> projected = value_embed_.projects() ? acts_.ve_projected.mat(n, kvd) : read;
+    value_embed_.forward(exec, tokens, read, projected);
+    golf::scalar_scale<T>(exec, this->w_.ve_scale, projected, acts_.ve_base.mat(n, kvd), false);
+  }
 }
 
 template <class T, class A>
@@ -109,6 +133,11 @@ void GolfModel<T, A>::block_forward(const ExecSpace& exec, int l) {
                                 ConstMatrix<T>(W.resid_mix), Matrix<A>(), x_mix, h_attn, L.rstd_attn.vec(n), T(kRmsEps));
   }
   attn_[block].qkv.forward(exec, h_attn, qkv);
+  const int ve = value_embed_slot_[static_cast<std::size_t>(l)];
+  if (ve >= 0) {  // v += g_j e: the layer's value embedding, before the attention reads v
+    golf::scalar_scale<T>(exec, this->w_.ve_layer_scales[static_cast<std::size_t>(ve)], acts_.ve_base.mat(n, kvd),
+                          value_columns(qkv), true);
+  }
   const Matrix<A> q_final = L.q_final.mat(n, c), k_final = L.k_final.mat(n, kvd), o = L.o.mat(n, c);
   ops::qk_norm_rope_forward<T>(exec, CM(qkv), rotary_.shape(this->seq_), rotary_.cos(), rotary_.sin(), W.q_gain, q_final,
                                k_final, L.q_rstd.vec(n * this->heads_.heads), L.k_rstd.vec(n * this->heads_.kv_heads),
@@ -136,6 +165,9 @@ void GolfModel<T, A>::final_backward(const ExecSpace& exec, const GradientsReady
   ops::rmsnorm_backward<T>(exec, block_input(this->layers()), acts_.rstd_final.vec(n), this->d_final(),
                            acts_.dx.mat(n, c));
   Kokkos::deep_copy(exec, acts_.dx0.vec(n * c), store<A>(0.0f));
+  if (golf_value_embeds(this->config_)) {
+    Kokkos::deep_copy(exec, acts_.d_ve_base.vec(n * this->heads_.kv_width()), store<A>(0.0f));
+  }
 }
 
 template <class T, class A>
@@ -151,6 +183,18 @@ void GolfModel<T, A>::embedding_backward(const ExecSpace& exec, const GradientsR
     d_normed = acts_.d_branch.mat(n, c);
     ops::smear_backward<T>(exec, ConstMatrix<A>(acts_.x_embed.mat(n, c)), this->w_.smear_gate, ConstMatrix<A>(dx0),
                            d_normed, this->g_.smear_gate, this->seq_, partials());
+  }
+  if (golf_value_embeds(this->config_)) {
+    // e = s p: ds += sum de p, dp = s de (into d_ve_layer, free now), then the projection and the table.
+    const std::size_t kvd = this->heads_.kv_width();
+    const Matrix<A> read = acts_.ve_read.mat(n, value_embed_.width());
+    const Matrix<A> projected = value_embed_.projects() ? acts_.ve_projected.mat(n, kvd) : read;
+    const Matrix<A> d_projected = acts_.d_ve_layer.mat(n, kvd);
+    ops::bigram_scale_backward<T>(exec, ConstMatrix<A>(projected), this->w_.ve_scale,
+                                  ConstMatrix<A>(acts_.d_ve_base.mat(n, kvd)), d_projected, this->g_.ve_scale,
+                                  acts_.ve_columns.vec(kvd), partials());
+    const Matrix<A> d_read = value_embed_.projects() ? acts_.d_ve_read.mat(n, value_embed_.width()) : d_projected;
+    value_embed_.backward(exec, tokens, read, d_projected, d_read, this->sort_space_);
   }
   // d_final is free now: the gradient reaching the gathered embedding rows.
   if (!golf_bigram(this->config_)) {
@@ -210,7 +254,18 @@ void GolfModel<T, A>::block_backward(const ExecSpace& exec, int l, const Gradien
   const Matrix<A> d_qf = acts_.d_qf.mat(n, c), d_kf = acts_.d_kf.mat(n, kvd);
   this->attend_backward(exec, l, this->qkv_heads(q_final, k_final, qkv), this->query_heads(o), this->query_heads(d_o),
                         this->qkv_heads(d_qf, d_kf, d_qkv));
-  ops::qk_norm_rope_backward<T>(exec, CM(qkv), rotary_.shape(this->seq_), rotary_.cos(), rotary_.sin(), W.q_gain, ConstVector<T>(L.q_rstd.vec(n * this->heads_.heads)),
+  const int ve = value_embed_slot_[static_cast<std::size_t>(l)];
+  if (ve >= 0) {
+    // v_l += g_j e: dg_j += sum dv e, and g_j dv joins e's gradient.
+    const auto j = static_cast<std::size_t>(ve);
+    const Matrix<A> d_layer = acts_.d_ve_layer.mat(n, kvd);
+    ops::bigram_scale_backward<T>(exec, ConstMatrix<A>(acts_.ve_base.mat(n, kvd)), this->w_.ve_layer_scales[j],
+                                  value_columns(d_qkv), d_layer, this->g_.ve_layer_scales[j], acts_.ve_columns.vec(kvd),
+                                  partials());
+    ops::add_into<T>(exec, d_layer, acts_.d_ve_base.mat(n, kvd));
+  }
+  ops::qk_norm_rope_backward<T>(exec, CM(qkv), rotary_.shape(this->seq_), rotary_.cos(), rotary_.sin(), W.q_gain,
+                                ConstVector<T>(L.q_rstd.vec(n * this->heads_.heads)),
                                 ConstVector<T>(L.k_rstd.vec(n * this->heads_.kv_heads)), CM(d_qf), CM(d_kf), d_qkv, G.q_gain,
                                 acts_.gain_rows.mat(n, this->heads_.heads), partials());
   attn_[block].qkv.backward(exec, L.h_attn.mat(n, c), d_qkv, d_h, parallel);

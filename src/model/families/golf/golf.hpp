@@ -17,6 +17,7 @@
 
 #include "config/config.hpp"
 #include "model/attention/heads.hpp"
+#include "model/families/golf/value_embeddings.hpp"
 #include "model/block_sequence.hpp"
 #include "model/layers/attention.hpp"
 #include "model/layers/mlp.hpp"
@@ -52,9 +53,19 @@ struct GolfTensors {
   // where Db = model.bigram_dim is not C, bigram.scale (1).
   Matrix<T> bigram_embed, bigram_proj;
   Vector<T> bigram_scale;
+  // With model.value_embed_layers (else empty; golf/value_embeddings.hpp): ve_shared.embed.weight
+  // (V, Dv), ve_shared.proj.weight (KV*D, Dv) where Dv = model.value_embed_dim is not KV*D,
+  // ve_shared.scale (1), and ve_layer_scales.j (1) for the j-th listed layer.
+  Matrix<T> ve_embed, ve_proj;
+  Vector<T> ve_scale;
+  std::vector<Vector<T>> ve_layer_scales;
 };
 
 inline bool golf_bigram(const config::ModelConfig& m) { return m.bigram_buckets > 0; }
+inline bool golf_value_embeds(const config::ModelConfig& m) { return !golf::value_embed_layers(m).empty(); }
+inline bool golf_value_embeds_project(const config::ModelConfig& m) {
+  return golf_value_embeds(m) && static_cast<std::size_t>(golf::value_embed_dim(m)) != head_shape(m).kv_width();
+}
 inline bool golf_bigram_projects(const config::ModelConfig& m) { return golf_bigram(m) && m.bigram_dim != m.d_model; }
 
 // U-Net split of golf over the layers it runs (run_layers): the first half are encoders, the rest
@@ -112,6 +123,23 @@ void declare_golf(const config::ModelConfig& m, Tensors& t, Declare&& declare) {
     }
     declare(t.bigram_scale, TensorSpec{"bigram.scale", {1}, Role::control, Init::constant, 0.05});
   }
+  // Value embeddings as the record declares them: the table N(0, 0.01) with the embedding's rate;
+  // the projection from zero, a matrix (as BigramHash's; the record trains both with the scalars'
+  // Adam); the shared scale from 0.1 and each layer's from 1.
+  const std::vector<int> ve_layers = golf::value_embed_layers(m);
+  if (!ve_layers.empty()) {
+    const std::size_t dim = golf::value_embed_dim(m);
+    declare(t.ve_embed, TensorSpec{"ve_shared.embed.weight", {v, dim}, Role::embedding, Init::normal, 0.01});
+    if (golf_value_embeds_project(m)) {
+      declare(t.ve_proj, TensorSpec{"ve_shared.proj.weight", {kv_dim, dim}, Role::projection, Init::zeros});
+    }
+    declare(t.ve_scale, TensorSpec{"ve_shared.scale", {1}, Role::control, Init::constant, 0.1});
+    t.ve_layer_scales.resize(ve_layers.size());
+    for (std::size_t j = 0; j < ve_layers.size(); ++j) {
+      declare(t.ve_layer_scales[j],
+              TensorSpec{"ve_layer_scales." + std::to_string(j), {1}, Role::control, Init::constant, 1.0});
+    }
+  }
 }
 
 // golf's activations and workspaces, kept from the forward for the backward or shared scratch.
@@ -135,6 +163,11 @@ struct GolfActivations {
   Buffer<int> bigram_rows;
   Buffer<A> bigram_read, bigram_projected, embed_sum, d_bigram_read;
   Buffer<T> bigram_scale_columns;
+  // With model.value_embed_layers: the rows read, their projection (where there is one), the shared
+  // base e; e's gradient (summed over the listed layers), a layer's share of it, the projection's
+  // input gradient, and the scalars' column sums.
+  Buffer<A> ve_read, ve_projected, ve_base, d_ve_base, d_ve_layer, d_ve_read;
+  Buffer<T> ve_columns;
   Buffer<T> rstd0, rstd_final;
   // Backward scratch, shared by all layers, and the gradients the U-Net skips carry.
   Buffer<A> dx, dx0, d_branch, d_hidden, d_o, d_qf, d_kf, d_qkv;
@@ -193,6 +226,18 @@ void declare_golf_activations(const config::ModelConfig& m, std::size_t max_toke
     declare(a.embed_sum, ActivationSpec{"embed_sum", c});
     declare(a.bigram_scale_columns, ActivationSpec::elements("bigram_scale_columns", c));
   }
+  if (golf_value_embeds(m)) {
+    const std::size_t dim = golf::value_embed_dim(m);
+    declare(a.ve_read, ActivationSpec{"ve_read", dim});
+    if (golf_value_embeds_project(m)) {
+      declare(a.ve_projected, ActivationSpec{"ve_projected", kvd});
+      declare(a.d_ve_read, ActivationSpec{"backward_ve_read", dim});
+    }
+    declare(a.ve_base, ActivationSpec{"ve_base", kvd});
+    declare(a.d_ve_base, ActivationSpec{"backward_ve_base", kvd});
+    declare(a.d_ve_layer, ActivationSpec{"backward_ve_layer", kvd});
+    declare(a.ve_columns, ActivationSpec::elements("ve_scale_columns", kvd));
+  }
   declare(a.rstd0, ActivationSpec{"rstd0", 1});
   declare(a.final, ActivationSpec{"final", c});
   declare(a.rstd_final, ActivationSpec{"rstd_final", 1});
@@ -235,11 +280,17 @@ class GolfModel final : public ModelBase<T, A, GolfTensors> {
     return this->config_.parallel_residual_start >= 0 && b >= this->config_.parallel_residual_start;
   }
   Workspace<T> partials() const { return Workspace<T>(acts_.partials); }
+  // The v columns of a QKV matrix (or of its gradient).
+  auto value_columns(const Matrix<A>& qkv) const {
+    return Kokkos::subview(qkv, Kokkos::ALL(), std::make_pair(this->heads_.v_column(), this->heads_.qkv_width()));
+  }
 
   int hidden_, encoders_, skips_;
   std::vector<layers::AttentionProjections<T, A>> attn_;           // per block: q, k, v (stacked, or three), proj
   std::vector<layers::Mlp<T, A, layers::ReluSquared<T>>> mlp_;   // per block: fc, relu^2, proj
   layers::TableEmbedding<T, A> bigram_;                          // with model.bigram_buckets
+  layers::TableEmbedding<T, A> value_embed_;                     // with model.value_embed_layers
+  std::vector<int> value_embed_slot_;                            // per layer: its value embedding's j, or -1
   layers::RotaryTables<T> rotary_;
   GolfActivations<T, A> acts_;
 };
