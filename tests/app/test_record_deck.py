@@ -5,9 +5,9 @@
 usage: test_record_deck.py KGPT SOURCE_DIR WORKDIR
 
 Its architecture as it is (11 blocks with 4 and 5 run twice, a 3x MLP, BigramHash 2816 x 112,
-SmearGate, parallel residuals from block 7: 26.9 M parameters) and its export section (8/5/4 bits,
-zstd), at a CPU's scale: the byte tokenizer's data, fp32, sequences of 128, 4 steps of 1,024
-tokens. Checks:
+SmearGate, parallel residuals from block 7, value embeddings on layers 9 and 10: 27.0 M parameters)
+and its export section (8/5/4 bits, zstd), at a CPU's scale: the byte tokenizer's data, fp32,
+sequences of 128, 4 steps of 1,024 tokens. Checks:
 - kgpt check predicts, from the shapes alone, an artifact that fits whatever the weights, and
   estimates the step on 8 H100s;
 - training logs 13 layers' worth of FLOPs and ends with a checkpoint keeping the EMA;
