@@ -10,9 +10,16 @@ std::vector<const ModuleKey*> module_keys() {
   std::vector<const ModuleKey*> keys;
   auto add = [&keys](const std::vector<ModuleKey>& declared) {
     for (const ModuleKey& key : declared) {
-      bool seen = false;
-      for (const ModuleKey* k : keys) seen = seen || k->dotted == key.dotted;
-      if (!seen) keys.push_back(&key);
+      const ModuleKey* seen = nullptr;
+      for (const ModuleKey* k : keys) {
+        if (k->dotted == key.dotted) seen = k;
+      }
+      if (seen == nullptr) {
+        keys.push_back(&key);
+      } else if (seen->kind != key.kind || seen->default_value != key.default_value) {
+        // Modules may share a key (each reads it), but not give it two types or defaults.
+        throw Error(ExitCode::failure, key.dotted + ": declared twice with different types or defaults");
+      }
     }
   };
   for (const FamilyRules* f : family_rules()) add(f->keys);

@@ -31,7 +31,8 @@ double module_real(const ModuleValues& values, std::string_view dotted);
 bool module_boolean(const ModuleValues& values, std::string_view dotted);
 std::string module_string(const ModuleValues& values, std::string_view dotted);
 
-// Every key the registered families and optimizer rules declare, once each, in registration order.
+// Every key the registered families and optimizer rules declare, once each, in registration order
+// (modules that declare the same key give it the same type and default; each of them reads it).
 std::vector<const ModuleKey*> module_keys();
 
 }  // namespace kgpt::config

@@ -639,6 +639,11 @@ std::vector<KeySpec> schema_with_resume_rules() {
   std::vector<KeySpec> schema = build_schema();
   // The modules' own keys, each after the last key of its section.
   for (const ModuleKey* declared : module_keys()) {
+    for (const KeySpec& existing : schema) {
+      if (existing.dotted() == declared->dotted) {
+        throw Error(ExitCode::failure, declared->dotted + ": a module declares a key the schema already has");
+      }
+    }
     KeySpec spec = module_key(*declared);
     auto at = schema.end();
     for (auto it = schema.begin(); it != schema.end(); ++it) {

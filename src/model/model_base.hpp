@@ -284,22 +284,21 @@ class ModelBase : public LanguageModel<T> {
   }
   // The q, k and v heads an attention reads (or their gradients): all three in one QKV matrix, or
   // q and k in matrices of their own (rotated copies) and v in the QKV matrix's columns.
-  template <class B>
   struct QkvHeads {
-    Heads<B> q, k, v;
+    Heads<A> q, k, v;
   };
-  QkvHeads<A> qkv_heads(const Matrix<A>& qkv) const {
+  QkvHeads qkv_heads(const Matrix<A>& qkv) const {
     return {query_heads(qkv), kv_heads(qkv, heads_.k_column()), kv_heads(qkv, heads_.v_column())};
   }
-  QkvHeads<A> qkv_heads(const Matrix<A>& q, const Matrix<A>& k, const Matrix<A>& qkv) const {
+  QkvHeads qkv_heads(const Matrix<A>& q, const Matrix<A>& k, const Matrix<A>& qkv) const {
     return {query_heads(q), kv_heads(k), kv_heads(qkv, heads_.v_column())};
   }
   // Layer l's attention, o = Attn(q, k, v), and its backward (the gradients of q, k and v into d).
-  void attend(const ExecSpace& exec, int l, const QkvHeads<A>& in, const Heads<A>& o) const {
+  void attend(const ExecSpace& exec, int l, const QkvHeads& in, const Heads<A>& o) const {
     attention_->forward(exec, attention_layer(config_, l), in.q, in.k, in.v, o);
   }
-  void attend_backward(const ExecSpace& exec, int l, const QkvHeads<A>& in, const Heads<A>& o, const Heads<A>& d_o,
-                       const QkvHeads<A>& d) const {
+  void attend_backward(const ExecSpace& exec, int l, const QkvHeads& in, const Heads<A>& o, const Heads<A>& d_o,
+                       const QkvHeads& d) const {
     attention_->backward(exec, attention_layer(config_, l), in.q, in.k, in.v, o, d_o, d.q, d.k, d.v);
   }
 

@@ -5,6 +5,8 @@
 //   forward:  read = table[rows];  projected = read W^T (with a projection)
 //   backward: d_read = d_projected W, dW += d_projected^T read;  d_table[rows] += d_read
 
+#include <utility>
+
 #include "core/views.hpp"
 #include "model/ops/embedding.hpp"
 #include "model/ops/linear.hpp"

@@ -93,7 +93,7 @@ void GolfModel<T, A>::embedding_forward(const ExecSpace& exec) {
     ops::embedding_rmsnorm_forward<T>(exec, tokens, this->w_.tok_emb, normed, acts_.rstd0.vec(n), T(kRmsEps));
   }
   if (smear) ops::smear_forward<T>(exec, ConstMatrix<A>(normed), this->w_.smear_gate, acts_.x0.mat(n, c), this->seq_);
-  if (golf_value_embeds(this->config_)) {
+  if (value_embeds()) {
     // The value embeddings' shared base, e = s * (table[tok] W^T), which the listed layers add to v.
     const std::size_t kvd = this->heads_.kv_width();
     const Matrix<A> read = acts_.ve_read.mat(n, value_embed_.width());
@@ -165,7 +165,7 @@ void GolfModel<T, A>::final_backward(const ExecSpace& exec, const GradientsReady
   ops::rmsnorm_backward<T>(exec, block_input(this->layers()), acts_.rstd_final.vec(n), this->d_final(),
                            acts_.dx.mat(n, c));
   Kokkos::deep_copy(exec, acts_.dx0.vec(n * c), store<A>(0.0f));
-  if (golf_value_embeds(this->config_)) {
+  if (value_embeds()) {
     Kokkos::deep_copy(exec, acts_.d_ve_base.vec(n * this->heads_.kv_width()), store<A>(0.0f));
   }
 }
@@ -184,7 +184,7 @@ void GolfModel<T, A>::embedding_backward(const ExecSpace& exec, const GradientsR
     ops::smear_backward<T>(exec, ConstMatrix<A>(acts_.x_embed.mat(n, c)), this->w_.smear_gate, ConstMatrix<A>(dx0),
                            d_normed, this->g_.smear_gate, this->seq_, partials());
   }
-  if (golf_value_embeds(this->config_)) {
+  if (value_embeds()) {
     // e = s p: ds += sum de p, dp = s de (into d_ve_layer, free now), then the projection and the table.
     const std::size_t kvd = this->heads_.kv_width();
     const Matrix<A> read = acts_.ve_read.mat(n, value_embed_.width());

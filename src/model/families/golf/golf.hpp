@@ -280,6 +280,7 @@ class GolfModel final : public ModelBase<T, A, GolfTensors> {
     return this->config_.parallel_residual_start >= 0 && b >= this->config_.parallel_residual_start;
   }
   Workspace<T> partials() const { return Workspace<T>(acts_.partials); }
+  bool value_embeds() const { return !this->w_.ve_layer_scales.empty(); }  // model.value_embed_layers lists any
   // The v columns of a QKV matrix (or of its gradient).
   auto value_columns(const Matrix<A>& qkv) const {
     return Kokkos::subview(qkv, Kokkos::ALL(), std::make_pair(this->heads_.v_column(), this->heads_.qkv_width()));

@@ -12,6 +12,7 @@
 // backward), so they are the same on every run.
 
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "config/config.hpp"
