@@ -1,4 +1,4 @@
-// kgpt prepare: text files in, token shards out (byte tokenizer or a SentencePiece model).
+// kgpt prepare: text files in, token shards out (byte tokenizer, a SentencePiece model, or tiktoken's BPE).
 
 #include <iostream>
 
@@ -12,7 +12,8 @@ namespace kgpt::app {
 const CommandSpec& prepare_spec() {
   static const CommandSpec spec{
       "prepare",
-      "--input FILE... --out DIR [--tokenizer byte|sentencepiece [--model FILE.model]] [--val-fraction F]\n"
+      "--input FILE... --out DIR [--tokenizer byte|sentencepiece|tiktoken] [--model FILE.model]\n"
+      "       [--vocab FILE [--encoding NAME]] [--val-fraction F]\n"
       "       [--val-split auto|documents|tail] [--doc-delimiter TEXT | --paragraphs] [--prefix NAME]\n"
       "       [--shard-tokens N] [--force] [--quiet]",
       "make train and val token shards from text files",
@@ -23,7 +24,14 @@ const CommandSpec& prepare_spec() {
       "sentencepiece: --model names a SentencePiece model (`kgpt tokenizer train` makes one). Each\n"
       "document starts with the model's <s>; each line is encoded as spm_encode encodes it, and a line\n"
       "break is the byte piece <0x0A>. Decks then take data.tokenizer: sentencepiece,\n"
-      "data.vocab_file: FILE.model and model.vocab_size >= the model's pieces.\n\n"
+      "data.vocab_file: FILE.model and model.vocab_size >= the model's pieces.\n"
+      "tiktoken: --vocab names tiktoken's ranks (gpt2.tiktoken, r50k_base.tiktoken, ...: one\n"
+      "'BASE64 RANK' a line) or GPT-2's encoder.json with vocab.bpe beside it; --encoding names the\n"
+      "encoding (default: from the file's name, else its size). Each document starts with\n"
+      "<|endoftext|> (50256 for GPT-2) and its whole text is encoded as tiktoken's encode_ordinary\n"
+      "encodes it, as nanoGPT's and llm.c's FineWeb shards are made. Ids must fit uint16: gpt2, r50k\n"
+      "and p50k do, cl100k and o200k do not. A NUL byte in the text is refused, naming FILE:LINE:COL.\n"
+      "Decks then take data.tokenizer: tiktoken, data.vocab_file: FILE and model.vocab_size >= 50257.\n\n"
       "Documents: each input file is one document; with --doc-delimiter TEXT a line that is exactly\n"
       "TEXT separates documents (fortune files use %); with --paragraphs blank lines do.\n"
       "The val split (--val-split) takes --val-fraction of the text: `documents`, that share of the\n"
@@ -35,8 +43,10 @@ const CommandSpec& prepare_spec() {
       {
           {"input", "FILE...", "text files to read, in this order (one or more)", true},
           {"out", "DIR", "folder for the shards (created if missing)"},
-          {"tokenizer", "NAME", "byte or sentencepiece (default byte)"},
+          {"tokenizer", "NAME", "byte, sentencepiece or tiktoken (default byte)"},
           {"model", "FILE", "the SentencePiece .model, with --tokenizer sentencepiece"},
+          {"vocab", "FILE", "tiktoken's ranks (.tiktoken) or GPT-2's encoder.json, with --tokenizer tiktoken"},
+          {"encoding", "NAME", "the tiktoken encoding: gpt2, r50k_base, p50k_base, p50k_edit (default auto)"},
           {"val-fraction", "F", "share of the text for the val split, in [0, 1) (default 0.1)"},
           {"val-split", "HOW", "auto, documents or tail: how the val share is taken (default auto)"},
           {"doc-delimiter", "TEXT", "a line equal to TEXT separates documents (default: one per file)"},
@@ -58,10 +68,14 @@ int run_prepare(const ParsedArgs& args) {
   const std::string tokenizer = args.get("tokenizer", "byte");
   if (tokenizer == "sentencepiece") {
     options.tokenizer = data::PrepareTokenizer::sentencepiece;
+  } else if (tokenizer == "tiktoken") {
+    options.tokenizer = data::PrepareTokenizer::tiktoken;
   } else if (tokenizer != "byte") {
-    throw InputError("--tokenizer: '" + tokenizer + "' is not one of byte, sentencepiece");
+    throw InputError("--tokenizer: '" + tokenizer + "' is not one of byte, sentencepiece, tiktoken");
   }
   options.model_file = args.get("model");
+  options.vocab_file = args.get("vocab");
+  options.encoding = args.get("encoding", "auto");
   options.val_fraction = double_option(args, "val-fraction", options.val_fraction);
   options.doc_delimiter = args.get("doc-delimiter");
   options.paragraphs = args.has("paragraphs");

@@ -94,6 +94,9 @@ add_library(kgpt::zstd ALIAS kgpt_zstd)
 target_link_libraries(kgpt_zstd INTERFACE PkgConfig::KGPT_ZSTD)
 # nlohmann/json (header only) for the JSON header of safetensors files: Debian's nlohmann-json3-dev.
 find_package(nlohmann_json 3 REQUIRED)
+# ICU's Unicode character database (general categories, White_Space, case folding) for the split
+# patterns of tiktoken-style BPE: Debian's libicu-dev.
+find_package(ICU REQUIRED COMPONENTS uc data)
 
 # CUDA and NCCL come together, exactly when the Kokkos found was built with CUDA: the Kokkos decides
 # (the code's backend, core/backend.hpp, follows Kokkos too). A KGPT_ENABLE_CUDA given on the command

@@ -4,7 +4,9 @@
 #   2. configures and builds kgpt in Release into build/,
 #   3. builds the fuzz harnesses with clang, AddressSanitizer and UndefinedBehaviorSanitizer into
 #      build-fuzz/ (scripts/fuzz.sh), which ctest then runs for 30 s each,
-#   4. makes the tiny deck's data (data/tiny_cpu/) from Debian's fortune files.
+#   4. makes the tiny deck's data (data/tiny_cpu/) from Debian's fortune files,
+#   5. installs npm's tiktoken and js-tiktoken into <build>/npm-reference/, the reference the
+#      tokenizer tests compare kgpt's BPE with (used at test time, never part of kgpt).
 # Environment: BUILD_DIR (default build), JOBS (default: all cores), KGPT_SKIP_APT=1 to skip step 1,
 # KGPT_SKIP_FUZZ=1 to skip step 3 (and those tests).
 set -euo pipefail
@@ -23,7 +25,8 @@ packages=(
   clang libclang-rt-14-dev
   python3 python3-h5py python3-numpy python3-pandas python3-matplotlib python3-sentencepiece python3-zstandard
   python3-torch slurm-wlm munge iproute2
-  fortunes
+  fortunes fortunes-min fortunes-zh fortunes-ru fortunes-de fortunes-es fortunes-bg
+  libicu-dev nodejs
 )
 
 if [[ "${KGPT_SKIP_APT:-0}" != 1 ]]; then
@@ -32,6 +35,10 @@ if [[ "${KGPT_SKIP_APT:-0}" != 1 ]]; then
   echo "== setup: installing Debian packages"
   $sudo apt-get update -q
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${packages[@]}"
+  # npm, unless the nodejs installed already brings it (some nodejs builds conflict with Debian's npm).
+  if ! command -v npm > /dev/null; then
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends npm
+  fi
 fi
 
 fuzz_dir=""
@@ -48,13 +55,21 @@ fi
 
 echo "== setup: making data/tiny_cpu from Debian's fortune files"
 fortune_dir=/usr/share/games/fortunes
-mapfile -t texts < <(find "$fortune_dir" -maxdepth 1 -type f ! -name '*.dat' | sort)
+mapfile -t texts < <(bash scripts/english_fortunes.sh)
 if [[ ${#texts[@]} -eq 0 ]]; then
-  echo "setup: no fortune text files in $fortune_dir (is the package 'fortunes' installed?)" >&2
+  echo "setup: no fortune text files in $fortune_dir (are the packages 'fortunes' and 'fortunes-min' installed?)" >&2
   exit 1
 fi
 # --force: the output only depends on the inputs, so a second run writes the same shards again.
 "$build_dir/kgpt" prepare --input "${texts[@]}" --out data/tiny_cpu --prefix fortunes \
   --val-fraction 0.05 --doc-delimiter % --force --quiet
+
+npm_reference="$build_dir/npm-reference"
+if [[ ! -d "$npm_reference/node_modules/tiktoken" || ! -d "$npm_reference/node_modules/js-tiktoken" ]]; then
+  echo "== setup: npm's tiktoken and js-tiktoken (the tokenizer tests' reference) into $npm_reference"
+  mkdir -p "$npm_reference"
+  npm install --prefix "$npm_reference" --no-audit --no-fund --no-package-lock --silent \
+    tiktoken@1.0.22 js-tiktoken@1.0.21
+fi
 
 echo "== setup: done. Next: $build_dir/kgpt check inputs/tiny_cpu.yaml"

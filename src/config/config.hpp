@@ -22,7 +22,9 @@ using Value = std::variant<long long, double, bool, std::string>;
 using ModuleValues = std::map<std::string, Value, std::less<>>;
 
 enum class Attention { automatic, gemm, fused, cudnn };
-enum class Tokenizer { byte, sentencepiece };
+enum class Tokenizer { byte, sentencepiece, tiktoken };
+// data/tiktoken.hpp's encodings; automatic: from the vocabulary file's name, else its size.
+enum class TiktokenEncoding { automatic, gpt2, r50k_base, p50k_base, p50k_edit, cl100k_base, o200k_base };
 enum class Schedule { constant, cosine };
 enum class Precision { fp32, bf16 };
 enum class Recompute { none, block };
@@ -39,7 +41,11 @@ struct ChoiceNames<Attention> {
 };
 template <>
 struct ChoiceNames<Tokenizer> {
-  static constexpr const char* names[] = {"byte", "sentencepiece"};
+  static constexpr const char* names[] = {"byte", "sentencepiece", "tiktoken"};
+};
+template <>
+struct ChoiceNames<TiktokenEncoding> {
+  static constexpr const char* names[] = {"auto", "gpt2", "r50k_base", "p50k_base", "p50k_edit", "cl100k_base", "o200k_base"};
 };
 template <>
 struct ChoiceNames<Schedule> {
@@ -146,6 +152,7 @@ struct DataConfig {
   std::string val_files = "data/datasets/fineweb10B_sp1024/fineweb_val_*.bin";
   Tokenizer tokenizer = Tokenizer::sentencepiece;
   std::string vocab_file = "data/tokenizers/fineweb_1024_bpe.vocab";  // for val_bpb
+  TiktokenEncoding tiktoken_encoding = TiktokenEncoding::automatic;
   // Multiple-choice task files (a glob) scored at the end and every train.task_eval_every steps; "": none.
   std::string task_files = "";
 };

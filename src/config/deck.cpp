@@ -399,6 +399,11 @@ void check_cross_field(ResolvedDeck& deck, std::vector<std::string>& problems) {
                        deck.origin("data.tokenizer").describe() +
                        ") needs data.vocab_file, the SentencePiece .model (or its .vocab), to count bytes for val_bpb");
   }
+  if (c.data.tokenizer == Tokenizer::tiktoken && c.data.vocab_file.empty()) {
+    problems.push_back(deck.where("data.vocab_file") + ": data.tokenizer = tiktoken (" +
+                       deck.origin("data.tokenizer").describe() +
+                       ") needs data.vocab_file, the rank file (.tiktoken) or GPT-2's encoder.json");
+  }
   if (c.data.train_files.empty()) {
     problems.push_back(deck.where("data.train_files") + ": must name shard files (a path or a glob)");
   }
@@ -578,7 +583,7 @@ std::string render_reference() {
       << "  " << attention_capability(Attention::cudnn).head_dims << ".\n"
       << "- `train.accum_total` divisible by the world size; grad_accum_steps = accum_total / world_size.\n"
       << "- `train.global_batch_tokens` divisible by world_size x grad_accum_steps x `train.seq_len`.\n"
-      << "- `data.tokenizer: byte` needs `model.vocab_size >= 257`; `sentencepiece` needs `data.vocab_file`.\n"
+      << "- `data.tokenizer: byte` needs `model.vocab_size >= 257`; `sentencepiece` and `tiktoken` need `data.vocab_file`.\n"
       << rules_of_optimizers()
       << "- `train.val_tokens` is 0 or at least `train.seq_len` (one evaluation window).\n"
       << "- `run.name` is one folder name inside `run.out_dir`: no '/', not `.` or `..` (nor the deck file's\n"

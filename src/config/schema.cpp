@@ -376,16 +376,27 @@ std::vector<KeySpec> build_schema() {
           "Glob of training shards, read in sorted order and wrapped around."),
       key("data", "val_files", &Config::data, &DC::val_files, VK::string, none, "Glob of validation shards."),
       key("data", "tokenizer", &Config::data, &DC::tokenizer, VK::choice, none,
-          "How tokens map to text: byte (kgpt prepare's default; 256 is the document boundary) or "
-          "sentencepiece (kgpt prepare --tokenizer sentencepiece, or parameter-golf's shards; needs vocab_file)."),
+          "How tokens map to text: byte (kgpt prepare's default; 256 is the document boundary), "
+          "sentencepiece (kgpt prepare --tokenizer sentencepiece, or parameter-golf's shards; needs vocab_file) "
+          "or tiktoken (byte-level BPE as GPT-2's and tiktoken's encodings: nanoGPT's and llm.c's FineWeb "
+          "shards, kgpt prepare --tokenizer tiktoken; needs vocab_file)."),
       acting(key("data", "vocab_file", &Config::data, &DC::vocab_file, VK::string, none,
-                 "The SentencePiece model (.model: val_bpb's byte counts, and kgpt sample encodes and decodes "
-                 "text with it) or its vocabulary (.vocab, one piece and score per line: val_bpb only); "
-                 "required when tokenizer is sentencepiece."),
+                 "The tokenizer's file. sentencepiece: the model (.model: val_bpb's byte counts, and kgpt sample "
+                 "encodes and decodes text with it) or its vocabulary (.vocab, one piece and score per line: "
+                 "val_bpb only). tiktoken: a rank file (one \"base64 rank\" a line, as tiktoken's "
+                 "cl100k_base.tiktoken) or GPT-2's encoder.json with vocab.bpe beside it. Required for both."),
              [](const Config& c) -> std::string {
-               return c.data.tokenizer == Tokenizer::sentencepiece ? "" : "data.tokenizer is byte";
+               return c.data.tokenizer != Tokenizer::byte ? "" : "data.tokenizer is byte";
              },
-             "data.tokenizer: sentencepiece"),
+             "data.tokenizer: sentencepiece or tiktoken"),
+      acting(key("data", "tiktoken_encoding", &Config::data, &DC::tiktoken_encoding, VK::choice, none,
+                 "The encoding of data.vocab_file's ranks, which gives the split pattern and the special tokens "
+                 "(<|endoftext|>, the document separator): gpt2, r50k_base, p50k_base, p50k_edit, cl100k_base or "
+                 "o200k_base; auto infers it from the file's name, else from its number of ranks."),
+             [](const Config& c) -> std::string {
+               return c.data.tokenizer == Tokenizer::tiktoken ? "" : "data.tokenizer is not tiktoken";
+             },
+             "data.tokenizer: tiktoken"),
       key("data", "task_files", &Config::data, &DC::task_files, VK::string, none,
           "Multiple-choice task files (a glob; kgpt eval --task's format: JSON Lines as HellaSwag's, one "
           "{\"ctx\", \"endings\", \"label\"} a line) that training scores at the end, and every "

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "core/error.hpp"
+#include "data/deck_tokenizer.hpp"
 #include "data/sentencepiece.hpp"
 #include "data/shard.hpp"
 #include "parallel/watchdog.hpp"
@@ -67,13 +68,13 @@ DatasetFiles check_dataset(const config::ResolvedDeck& deck) {
   DatasetFiles result;
   result.train = check_split(deck, "data.train_files", data.train_files);
   result.val = check_split(deck, "data.val_files", data.val_files);
-  if (data.tokenizer == config::Tokenizer::sentencepiece) {
+  if (data.tokenizer != config::Tokenizer::byte) {
     if (!std::ifstream(data.vocab_file)) {
       throw InputError(deck.where("data.vocab_file") + ": cannot open '" + data.vocab_file + "'");
     }
-    // Reading it finds a file that is not a model or vocabulary, or one with more pieces than ids.
+    // Reading it finds a file that is not a vocabulary of its kind, or one with more ids than the model.
     try {
-      load_sentencepiece_table(data.vocab_file, deck.config.model.vocab_size);
+      deck_token_table(data, deck.config.model.vocab_size);
     } catch (const InputError& e) {
       throw InputError(deck.where("data.vocab_file") + ": " + e.what());
     }

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "data/byte_tokenizer.hpp"
+#include "data/tiktoken.hpp"
 #include "data/sentencepiece.hpp"
 #include "data/shard.hpp"
 
@@ -66,7 +68,8 @@ class ShardSink {
 
 class Preparer {
  public:
-  Preparer(const PrepareOptions& options, ValSplit split, std::uint64_t total_bytes, const SentencePieceModel* model)
+  Preparer(const PrepareOptions& options, ValSplit split, std::uint64_t total_bytes, const SentencePieceModel* model,
+           const TiktokenTokenizer* tiktoken)
       : options_(options),
         split_(split),
         total_bytes_(total_bytes),
@@ -74,7 +77,8 @@ class Preparer {
         cut_(total_bytes -
              static_cast<std::uint64_t>(std::llround(static_cast<double>(total_bytes) * options.val_fraction))),
         model_(model),
-        document_token_(model ? model->bos_id() : kByteDocumentBoundary),
+        tiktoken_(tiktoken),
+        document_token_(model ? model->bos_id() : tiktoken ? tiktoken->end_of_text() : kByteDocumentBoundary),
         train_(options.out_dir + "/" + options.prefix + "_train_", options.shard_tokens),
         val_(options.out_dir + "/" + options.prefix + "_val_", options.shard_tokens),
         last_report_(std::chrono::steady_clock::now()) {
@@ -85,6 +89,7 @@ class Preparer {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw InputError(path + ": cannot open input file");
     const bool by_lines = !options_.doc_delimiter.empty() || options_.paragraphs;
+    flush_document();
     open_ = false;  // every file starts a document (documents never span files)
     if (model_ && !by_lines) {
       // The whole file is one document: its lines, with a line break wherever the file has one.
@@ -125,6 +130,9 @@ class Preparer {
         if (!open_) start_document();
         if (model_) {
           emit_line(line, true);
+        } else if (tiktoken_) {
+          line.push_back('\n');
+          emit_text(line.data(), line.size());
         } else {
           line.push_back('\n');
           emit(line.data(), line.size());
@@ -135,6 +143,7 @@ class Preparer {
   }
 
   PrepareSummary finish() {
+    flush_document();
     if (summary_.documents == 0) throw InputError("the inputs hold no text");
     if (train_.tokens() == 0) {
       throw InputError(split_ == ValSplit::documents
@@ -160,6 +169,7 @@ class Preparer {
   // exceeds ceil(i * f), so the first document always does and N documents give ceil(N * f). The
   // tail: the split is where the text is (cut_here()).
   void start_document() {
+    flush_document();
     if (split_ == ValSplit::documents) {
       const double f = options_.val_fraction;
       const double i = static_cast<double>(summary_.documents);
@@ -175,6 +185,7 @@ class Preparer {
   // there goes on in val, after a document token of its own.
   void cut_here() {
     if (split_ != ValSplit::tail || to_val_ || summary_.bytes_read < cut_ || cut_ == total_bytes_) return;
+    flush_document();
     to_val_ = true;
     if (open_) {
       ++summary_.val_documents;
@@ -190,9 +201,43 @@ class Preparer {
     count(line.size() + (line_break ? 1 : 0));
   }
 
+  // tiktoken's split pattern reaches across lines, so a document's text is encoded whole (or in
+  // parts cut where every encoding's pattern ends a piece: before a letter that follows a line break).
+  void emit_text(const char* bytes, std::size_t n) {
+    document_.append(bytes, n);
+    count(n);
+    constexpr std::size_t kEncodeAt = std::size_t(1) << 20;
+    if (document_.size() < kEncodeAt) return;
+    for (std::size_t at = document_.size() - 1; at > 0; --at) {
+      const char c = document_[at];
+      if (document_[at - 1] == '\n' && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) {
+        encode_text(std::string_view(document_).substr(0, at));
+        document_.erase(0, at);
+        return;
+      }
+    }
+  }
+
+  void encode_text(std::string_view text) {
+    ShardSink& sink = to_val_ ? val_ : train_;
+    tokens_.clear();
+    tiktoken_->encode_into(std::string(text), false, tokens_);
+    for (int id : tokens_) sink.push(static_cast<std::uint16_t>(id));
+  }
+
+  void flush_document() {
+    if (!tiktoken_ || document_.empty()) return;
+    encode_text(document_);
+    document_.clear();
+  }
+
   // A document starts at its first byte, so empty files and repeated separator lines make no
   // empty documents.
   void emit(const char* bytes, std::size_t n) {
+    if (tiktoken_) {
+      emit_text(bytes, n);
+      return;
+    }
     ShardSink& sink = to_val_ ? val_ : train_;
     for (std::size_t k = 0; k < n; ++k) sink.push(static_cast<unsigned char>(bytes[k]));
     count(n);
@@ -222,8 +267,11 @@ class Preparer {
   ValSplit split_;
   std::uint64_t total_bytes_;
   std::uint64_t cut_;  // the tail: val starts at this byte of the text
-  const SentencePieceModel* model_;  // null: the byte tokenizer
+  const SentencePieceModel* model_;  // null: the byte tokenizer or tiktoken
+  const TiktokenTokenizer* tiktoken_;  // null: the byte tokenizer or SentencePiece
   int document_token_;
+  std::string document_;  // tiktoken: the open document's text not yet encoded
+  std::vector<int> tokens_;
   ShardSink train_, val_;
   PrepareSummary summary_;
   bool to_val_ = false;
@@ -231,7 +279,33 @@ class Preparer {
   std::chrono::steady_clock::time_point last_report_;
 };
 
-void write_meta(const PrepareOptions& options, const SentencePieceModel* model, PrepareSummary& summary) {
+// tiktoken reads text: a NUL byte, most likely a binary file given as text, is refused before
+// anything is written, naming the file, line and column.
+void refuse_nul_bytes_in(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot open input file");
+  std::uint64_t line = 1, column = 1;
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof(chunk)) || in.gcount() > 0) {
+    const auto n = static_cast<std::size_t>(in.gcount());
+    const void* nul = std::memchr(chunk, 0, n);
+    const std::size_t end = nul ? static_cast<std::size_t>(static_cast<const char*>(nul) - chunk) : n;
+    for (std::size_t k = 0; k < end; ++k) {
+      if (chunk[k] == '\n') {
+        ++line, column = 1;
+      } else {
+        ++column;
+      }
+    }
+    if (nul) {
+      throw InputError(path + ":" + std::to_string(line) + ":" + std::to_string(column) +
+                       ": a NUL byte; --tokenizer tiktoken reads text (is this a binary file?)");
+    }
+  }
+}
+
+void write_meta(const PrepareOptions& options, const SentencePieceModel* model, const TiktokenTokenizer* tiktoken,
+                PrepareSummary& summary) {
   summary.meta_file = options.out_dir + "/" + options.prefix + "_prepare.yaml";
   std::ostringstream out;
   out << "# written by kgpt prepare\n";
@@ -243,6 +317,12 @@ void write_meta(const PrepareOptions& options, const SentencePieceModel* model, 
         << ", placed before every document\n"
         << "line_break: " << model->newline_id() << "  # " << model->piece(model->newline_id())
         << ", after every line\n";
+  } else if (tiktoken) {
+    out << "tokenizer: tiktoken\n"
+        << "vocab_file: \"" << tiktoken->path() << "\"\n"
+        << "encoding: " << tiktoken->encoding() << "\n"
+        << "vocab_size: " << tiktoken->vocab_size() << "  # ranks and special tokens\n"
+        << "document_boundary: " << tiktoken->end_of_text() << "  # <|endoftext|>, placed before every document\n";
   } else {
     out << "tokenizer: byte\n"
         << "vocab_size: " << kByteVocabSize << "  # bytes 0-255 and the document boundary\n"
@@ -302,8 +382,26 @@ PrepareSummary prepare_shards(const PrepareOptions& options) {
   } else if (!options.model_file.empty()) {
     throw InputError("--model is for --tokenizer sentencepiece");
   }
+  std::unique_ptr<TiktokenTokenizer> tiktoken;
+  if (options.tokenizer == PrepareTokenizer::tiktoken) {
+    if (options.vocab_file.empty()) throw InputError("--tokenizer tiktoken needs --vocab FILE (a .tiktoken rank file or encoder.json)");
+    tiktoken = std::make_unique<TiktokenTokenizer>(TiktokenTokenizer::load(options.vocab_file, options.encoding));
+    if (tiktoken->vocab_size() > 65536) {
+      throw InputError(options.vocab_file + ": encoding " + tiktoken->encoding() + " has ids up to " +
+                       std::to_string(tiktoken->vocab_size() - 1) + "; shards store token ids as uint16, so at most 65536 fit");
+    }
+    if (tiktoken->end_of_text() < 0) {
+      throw InputError(options.vocab_file + ": encoding " + tiktoken->encoding() +
+                       " has no <|endoftext|>, which kgpt places before every document");
+    }
+  } else if (!options.vocab_file.empty() || options.encoding != "auto") {
+    throw InputError("--vocab and --encoding are for --tokenizer tiktoken");
+  }
   std::uint64_t total_bytes = 0;
   for (const auto& input : options.inputs) total_bytes += file_size(input);
+  if (tiktoken) {
+    for (const auto& input : options.inputs) refuse_nul_bytes_in(input);
+  }
 
   make_directories(options.out_dir);
   std::vector<std::string> existing;
@@ -325,10 +423,10 @@ PrepareSummary prepare_shards(const PrepareOptions& options) {
     split = options.inputs.size() == 1 && options.doc_delimiter.empty() && !options.paragraphs ? ValSplit::tail
                                                                                                 : ValSplit::documents;
   }
-  Preparer preparer(options, split, total_bytes, model.get());
+  Preparer preparer(options, split, total_bytes, model.get(), tiktoken.get());
   for (const auto& input : options.inputs) preparer.read_file(input);
   PrepareSummary summary = preparer.finish();
-  write_meta(options, model.get(), summary);
+  write_meta(options, model.get(), tiktoken.get(), summary);
   return summary;
 }
 

@@ -1,6 +1,6 @@
 #pragma once
-// `kgpt prepare`: text files in, train and val token shards out, with the byte tokenizer or a
-// SentencePiece model (data/sentencepiece.hpp).
+// `kgpt prepare`: text files in, train and val token shards out, with the byte tokenizer, a
+// SentencePiece model (data/sentencepiece.hpp) or tiktoken's BPE (data/tiktoken.hpp).
 
 #include <cstdint>
 #include <iosfwd>
@@ -9,7 +9,7 @@
 
 namespace kgpt::data {
 
-enum class PrepareTokenizer { byte, sentencepiece };
+enum class PrepareTokenizer { byte, sentencepiece, tiktoken };
 
 // How the val split is taken: a share of the documents, spread evenly (the first always to val);
 // the last share of the text's bytes (a document cut there goes on in val); or, by default, the
@@ -21,6 +21,8 @@ struct PrepareOptions {
   std::vector<std::string> inputs;
   PrepareTokenizer tokenizer = PrepareTokenizer::byte;
   std::string model_file;  // the SentencePiece .model, with PrepareTokenizer::sentencepiece
+  std::string vocab_file;  // the rank file or encoder.json, with PrepareTokenizer::tiktoken
+  std::string encoding = "auto";  // the tiktoken encoding (data/tiktoken.hpp)
   std::string out_dir;
   double val_fraction = 0.1;  // share of the documents (or bytes) that go to the val split, in [0, 1)
   ValSplit val_split = ValSplit::automatic;
@@ -47,8 +49,10 @@ struct PrepareSummary {
   std::string meta_file;  // <out>/<prefix>_prepare.yaml, what was made and how
 };
 
-// Every document starts with the document token (256 for bytes, the model's <s> for SentencePiece)
-// followed by its text: its bytes, or its lines encoded as data/sentencepiece.hpp describes.
+// Every document starts with the document token (256 for bytes, the model's <s> for SentencePiece,
+// <|endoftext|> for tiktoken) followed by its text: its bytes, its lines encoded as
+// data/sentencepiece.hpp describes, or its whole text as tiktoken encodes it (encode_ordinary).
+// With tiktoken, a NUL byte in the text is an InputError naming file:line:column.
 // Throws InputError (a missing input or model, a bad option, a vocabulary that does not fit uint16,
 // shards already there without `force`) before anything is written.
 PrepareSummary prepare_shards(const PrepareOptions& options);

@@ -19,8 +19,8 @@
 #include "core/error.hpp"
 #include "core/views.hpp"
 #include "data/dataset_check.hpp"
+#include "data/deck_tokenizer.hpp"
 #include "data/shard.hpp"
-#include "data/sentencepiece.hpp"
 #include "data/token_bytes.hpp"
 #include "parallel/watchdog.hpp"
 #include "parallel/world.hpp"
@@ -93,9 +93,7 @@ class Evaluator {
         stride_(deck.config.train.eval_stride),
         isolate_(deck.config.train.eval_isolate_documents),
         tokens_(data::load_val_tokens(deck)),
-        table_(deck.config.data.tokenizer == config::Tokenizer::byte
-                   ? data::byte_tokenizer_table(deck.config.model.vocab_size)
-                   : data::load_sentencepiece_table(deck.config.data.vocab_file, deck.config.model.vocab_size)),
+        table_(data::deck_token_table(deck.config.data, deck.config.model.vocab_size)),
         inputs_("kgpt::eval::inputs", batch, seq_),
         targets_("kgpt::eval::targets", batch, seq_),
         host_inputs_(Kokkos::create_mirror_view(inputs_)),

@@ -117,8 +117,8 @@ def crafted_large_model(path, pieces):
 def main():
     shutil.rmtree(ROOT, ignore_errors=True)
     os.makedirs(ROOT)
-    texts = sorted(p for p in glob.glob("/usr/share/games/fortunes/*")
-                   if os.path.isfile(p) and not os.path.islink(p) and not p.endswith(".dat"))  # as scripts/setup.sh
+    texts = subprocess.run(["bash", os.path.join(SOURCE_DIR, "scripts", "english_fortunes.sh")], check=True, capture_output=True,
+                           text=True).stdout.split()  # as scripts/setup.sh
     if not texts:
         sys.exit("no fortune files in /usr/share/games/fortunes (the setup installs the package fortunes)")
 

@@ -1,0 +1,210 @@
+#!/usr/bin/python3
+"""kgpt's tiktoken BPE against npm's tiktoken (Rust compiled to WebAssembly) and js-tiktoken, token
+for token, for every encoding the npm package ships, on Debian's fortunes in six languages, man
+pages, and texts made to stress the split patterns; then decode gives every text back.
+
+The rank files are made here from the npm package's encoders/*.json (as tiktoken's own .tiktoken
+files: one "base64 rank" a line), and GPT-2's encoder.json + vocab.bpe from its gpt2 ranks, in the
+test's work folder; none is kept.
+
+usage: test_tiktoken_reference.py KGPT SOURCE_DIR WORKDIR NPM_PREFIX
+"""
+import base64
+import glob
+import gzip
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+KGPT, SOURCE_DIR, WORKDIR, NPM_PREFIX = sys.argv[1:5]
+ROOT = os.path.join(WORKDIR, "tiktoken_reference")
+MODULES = os.path.join(NPM_PREFIX, "node_modules")
+ENCODINGS = ["gpt2", "r50k_base", "p50k_base", "p50k_edit", "cl100k_base", "o200k_base"]
+FORTUNES = "/usr/share/games/fortunes"
+LIMIT = 1 << 19  # bytes of each language's fortunes (the English ones whole)
+failures = []
+
+
+def check(condition, message):
+    if not condition:
+        failures.append(message)
+        print("FAIL:", message)
+
+
+def rank_file(name):
+    """encoders/NAME.json's bpe_ranks ("! OFFSET b64 b64 ..." lines) as a .tiktoken file."""
+    spec = json.load(open(os.path.join(MODULES, "tiktoken", "encoders", name + ".json")))
+    ranks = {}
+    with open(os.path.join(ROOT, name + ".tiktoken"), "w") as out:
+        for line in spec["bpe_ranks"].split("\n"):
+            if not line:
+                continue
+            fields = line.split(" ")
+            offset = int(fields[1])
+            for k, token in enumerate(fields[2:]):
+                out.write(f"{token} {offset + k}\n")
+                ranks[base64.b64decode(token)] = offset + k
+    return ranks
+
+
+def gpt2_pair(ranks):
+    """GPT-2's encoder.json and vocab.bpe for the gpt2 ranks: each token's merge is the split that
+    BPE with only the lower ranks leaves it in."""
+    printable = [b for b in range(256) if chr(b).isprintable() and chr(b) != " "]
+    spelled = {b: chr(b) for b in printable}
+    extra = 0
+    for b in range(256):
+        if b not in spelled:
+            spelled[b] = chr(256 + extra)
+            extra += 1
+
+    def spell(data):
+        return "".join(spelled[b] for b in data)
+
+    def split(token, limit):
+        parts = [bytes([b]) for b in token]
+        while True:
+            best = None
+            for i in range(len(parts) - 1):
+                r = ranks.get(parts[i] + parts[i + 1])
+                if r is not None and r < limit and (best is None or r < best[0]):
+                    best = (r, i)
+            if best is None:
+                return parts
+            i = best[1]
+            parts[i:i + 2] = [parts[i] + parts[i + 1]]
+
+    by_rank = sorted(ranks.items(), key=lambda item: item[1])
+    with open(os.path.join(ROOT, "vocab.bpe"), "w", encoding="utf-8") as merges:
+        merges.write("#version: 0.2\n")
+        for token, rank in by_rank:
+            if len(token) == 1:
+                continue
+            parts = split(token, rank)
+            assert len(parts) == 2, (token, parts)
+            merges.write(f"{spell(parts[0])} {spell(parts[1])}\n")
+    encoder = {spell(token): rank for token, rank in by_rank}
+    encoder["<|endoftext|>"] = 50256
+    json.dump(encoder, open(os.path.join(ROOT, "encoder.json"), "w", encoding="utf-8"), ensure_ascii=False)
+
+
+def write(name, data):
+    path = os.path.join(ROOT, "texts", name)
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+def fortunes(files, limit=None):
+    """The files one after another; with a limit, cut at the last line break before it."""
+    data = b""
+    for path in files:
+        if limit is not None and len(data) >= limit:
+            break
+        data += open(path, "rb").read()
+    return data if limit is None or len(data) <= limit else data[:data.rindex(b"\n", 0, limit) + 1]
+
+
+def texts():
+    os.makedirs(os.path.join(ROOT, "texts"))
+    made = []
+    english = subprocess.run(["bash", os.path.join(SOURCE_DIR, "scripts", "english_fortunes.sh")], check=True,
+                             capture_output=True, text=True).stdout.split()
+    made.append(("fortunes-en", write("fortunes-en", fortunes(english)), False))
+    chinese = [os.path.join(FORTUNES, n) for n in ("chinese", "song100", "tang300")]
+    made.append(("fortunes-zh", write("fortunes-zh", fortunes(chinese, LIMIT)), False))
+    for language in ("ru", "de", "es", "bg"):
+        files = sorted(p for p in glob.glob(os.path.join(FORTUNES, language, "*"))
+                       if os.path.isfile(p) and not os.path.islink(p) and not p.endswith(".dat"))
+        check(files, f"no fortunes in {FORTUNES}/{language} (the setup installs fortunes-{language})")
+        made.append((f"fortunes-{language}", write(f"fortunes-{language}", fortunes(files, LIMIT)), False))
+    pages = sorted(glob.glob("/usr/share/man/man1/*.1.gz"))[:40] + sorted(glob.glob("/usr/share/man/man*/fortune*.gz"))
+    check(pages, "no man pages in /usr/share/man")
+    made.append(("man-pages", write("man-pages", b"".join(gzip.open(p).read() for p in pages)), False))
+    stress = [
+        " " * 1000 + "x" + " " * 7 + "\n" * 5 + "  \n \n\n\t\t\r\n\r\n" + " " * 3,
+        "0123456789" * 50 + " 1 22 333 4444 55555 ١٢٣٤ ⅷ ½ 3.14159 1,000,000",
+        "emoji 👍🏽 👨‍👩‍👧‍👦 🇩🇪 ✈️ 🤖🤖🤖 and skin tones 🖐🏿",
+        "combining: e\u0301 a\u0308\u0304 \u0915\u094d\u0937 Z\u0351\u0352\u0353\u0354a\u0300lgo n\u0303 \u05e9\u05c1\u05b8",
+        "contractions: it's IT'S They'RE we've I'M you'll he'D o'clock 'tis ſ'ſ x'ſ ABC'S Ǆ'Ll",
+        "mixed CASE: HTTPServer camelCase ÀÉÎõü ǅungla ΑΒΓαβγ ДЖЗжз iPhone McDonald's",
+        "punctuation!!! ??? ... --- /// \\\\ path/to/file.txt <html>&amp;</html> {\"a\": [1, 2]}\n\n!@#$%^&*()",
+        "whitespace kinds:\u00a0nbsp\u2003em\u3000ideographic\u2028line\u2029para\u0085nel\u000bvt\u000cff end",
+        "<|endoftext|> is text here, <|fim_prefix|> too",
+    ]
+    made.append(("stress", write("stress", "\n".join(stress).encode("utf-8")), False))
+    made.append(("invalid-utf8", write("invalid-utf8", b"ok \xff\xfe bad \xc3( \xe2\x82 \xf0\x9f\x98 \xed\xa0\x80 "
+                                        b"\xc0\xaf \xf4\x90\x80\x80 trunc\xe2\x82\xac fine\n\x80\x80 end \xf0"), False))
+    made.append(("special", write("special", b"one<|endoftext|>two <|endoftext|> three<|fim_prefix|>x<|fim_suffix|>"
+                                   b"<|endofprompt|><|endoftext|>"), True))
+    return made
+
+
+def kgpt(*args, stdin=None):
+    result = subprocess.run([KGPT, *args], capture_output=True, input=stdin, timeout=600)
+    if result.returncode != 0:
+        failures.append(f"kgpt {' '.join(args)}: exit {result.returncode}: {result.stderr.decode(errors='replace')}")
+        print("FAIL:", failures[-1])
+    return result.stdout
+
+
+def main():
+    if not os.path.isdir(os.path.join(MODULES, "tiktoken")) or not os.path.isdir(os.path.join(MODULES, "js-tiktoken")):
+        sys.exit(f"npm's tiktoken and js-tiktoken are not in {MODULES} (scripts/setup.sh installs them with npm)")
+    shutil.rmtree(ROOT, ignore_errors=True)
+    os.makedirs(ROOT)
+    ranks = {name: rank_file(name) for name in ENCODINGS}
+    gpt2_pair(ranks["gpt2"])
+    made = texts()
+    job = os.path.join(ROOT, "job.json")
+    json.dump({"encodings": ENCODINGS, "texts": [{"name": n, "path": p, "allow_special": s} for n, p, s in made]},
+              open(job, "w"))
+    reference_file = os.path.join(ROOT, "reference.json")
+    subprocess.run(["node", os.path.join(SOURCE_DIR, "tests", "data", "tiktoken_reference.cjs"), MODULES, job,
+                    reference_file], check=True, timeout=900)
+    reference = json.load(open(reference_file))
+
+    vocabularies = [(name, os.path.join(ROOT, name + ".tiktoken"), name) for name in ENCODINGS]
+    vocabularies.append(("gpt2 (encoder.json)", os.path.join(ROOT, "encoder.json"), "gpt2"))
+    compared = tokens = 0
+    for label, vocab, encoding in vocabularies:
+        for name, path, allow_special in made:
+            expected = reference[encoding][name]
+            extra = ["--allow-special"] if allow_special else []
+            out = kgpt("tokenizer", "encode", "--tokenizer", "tiktoken", "--vocab", vocab, "--input", path, *extra)
+            ids = [int(x) for x in out.split()]
+            first = next((i for i, (a, b) in enumerate(zip(ids, expected["wasm"])) if a != b),
+                         min(len(ids), len(expected["wasm"])))
+            check(ids == expected["wasm"],
+                  f"{label} on {name}: kgpt's {len(ids)} tokens differ from tiktoken's {len(expected['wasm'])} "
+                  f"from token {first}: kgpt {ids[first:first + 8]}, tiktoken {expected['wasm'][first:first + 8]}")
+            check(expected["js"] == expected["wasm"], f"{label} on {name}: js-tiktoken differs from tiktoken")
+            compared += 1
+            tokens += len(ids)
+            decoded = kgpt("tokenizer", "decode", "--tokenizer", "tiktoken", "--vocab", vocab, stdin=out)
+            check(decoded == base64.b64decode(expected["text"]),
+                  f"{label} on {name}: decode does not give back the text tiktoken encoded")
+            if name not in ("invalid-utf8",):
+                check(decoded == open(path, "rb").read(), f"{label} on {name}: decode does not give back the file")
+    # kgpt prepare: the English fortunes as one document of GPT-2 tokens, <|endoftext|> first, as
+    # tiktoken encodes the whole file (prepare encodes long documents in parts).
+    for label, vocab in (("gpt2", os.path.join(ROOT, "gpt2.tiktoken")), ("encoder.json", os.path.join(ROOT, "encoder.json"))):
+        out_dir = os.path.join(ROOT, "shards-" + label)
+        kgpt("prepare", "--tokenizer", "tiktoken", "--vocab", vocab, "--input", os.path.join(ROOT, "texts", "fortunes-en"),
+             "--out", out_dir, "--prefix", "en", "--val-fraction", "0", "--quiet")
+        shard = os.path.join(out_dir, "en_train_000000.bin")
+        raw = open(shard, "rb").read() if os.path.exists(shard) else b""
+        header = struct.unpack("<3i", raw[:12]) if len(raw) >= 1024 else (0, 0, 0)
+        tokens_in_shard = list(struct.unpack(f"<{header[2]}H", raw[1024:1024 + 2 * header[2]])) if header[2] > 0 else []
+        expected = [50256] + reference["gpt2"]["fortunes-en"]["wasm"]
+        check(tokens_in_shard == expected,
+              f"kgpt prepare --vocab {label}: {len(tokens_in_shard)} tokens in {shard}, tiktoken gives {len(expected)}")
+    print(f"{compared} texts and encodings compared, {tokens:,} tokens, each equal to tiktoken's and js-tiktoken's")
+    if failures:
+        sys.exit(f"{len(failures)} failures")
+
+
+main()
