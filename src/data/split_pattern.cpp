@@ -413,14 +413,89 @@ class Compiler {
 
 }  // namespace
 
+namespace {
+
+// The characters a node's matches can start with (as classes and literals), and whether it can
+// match nothing. A lookahead consumes nothing, so it adds no first character; what follows does.
+struct FirstCharacters {
+  std::vector<int> classes;
+  std::vector<std::pair<std::uint32_t, bool>> literals;
+  bool nullable = false;
+};
+
+void first_characters(const Node& node, FirstCharacters& into, bool& nullable) {
+  switch (node.kind) {
+    case Node::set: into.classes.push_back(node.class_index); nullable = false; return;
+    case Node::literal: into.literals.emplace_back(node.code, node.folded); nullable = false; return;
+    case Node::not_followed_by: nullable = true; return;
+    case Node::repeat: {
+      bool child = false;
+      first_characters(node.children[0], into, child);
+      nullable = node.min == 0 || child;
+      return;
+    }
+    case Node::alternatives: {
+      nullable = false;
+      for (const Node& c : node.children) {
+        bool child = false;
+        first_characters(c, into, child);
+        nullable = nullable || child;
+      }
+      return;
+    }
+    case Node::sequence:
+      for (const Node& c : node.children) {
+        bool child = false;
+        first_characters(c, into, child);
+        if (!child) {
+          nullable = false;
+          return;
+        }
+      }
+      nullable = true;
+      return;
+  }
+}
+
+}  // namespace
+
 SplitPattern::SplitPattern(const std::string& pattern) : text_(pattern) {
   if (pattern.empty()) throw InputError("split pattern: empty");
   Parser parser(pattern, classes_);
   const Node root = parser.parse();
   Compiler compiler(program_);
-  start_ = compiler.here();
-  compiler.compile(root);
-  compiler.emit({Instruction::match});
+  const std::vector<Node> top = root.kind == Node::alternatives ? root.children : std::vector<Node>{root};
+  for (const Node& node : top) {
+    Alternative a;
+    a.start = compiler.here();
+    compiler.compile(node);
+    compiler.emit({Instruction::match});
+    FirstCharacters first;
+    first_characters(node, first, a.nullable);
+    a.first_classes = std::move(first.classes);
+    a.first_literals = std::move(first.literals);
+    alternatives_.push_back(std::move(a));
+  }
+  for (Alternative& a : alternatives_) {
+    for (std::uint32_t c = 0; c < 128; ++c) {
+      bool can = a.nullable;
+      for (int k : a.first_classes) can = can || classes_[static_cast<std::size_t>(k)].contains(c);
+      for (const auto& [code, folded] : a.first_literals) can = can || (folded ? fold(c) : c) == code;
+      if (can) a.ascii_starts[c >> 6] |= std::uint64_t(1) << (c & 63);
+    }
+  }
+}
+
+bool SplitPattern::may_start(const Alternative& a, std::uint32_t c) const {
+  if (c < 128) return ((a.ascii_starts[c >> 6] >> (c & 63)) & 1u) != 0;
+  if (a.nullable) return true;
+  for (int k : a.first_classes) {
+    if (classes_[static_cast<std::size_t>(k)].contains(c)) return true;
+  }
+  for (const auto& [code, folded] : a.first_literals) {
+    if ((folded ? fold(c) : c) == code) return true;
+  }
+  return false;
 }
 
 SplitPattern::~SplitPattern() = default;
@@ -466,8 +541,8 @@ long SplitPattern::match(const std::vector<std::uint32_t>& chars, std::uint32_t 
         break;
       }
       case Instruction::not_followed_by: {
-        std::vector<Backtrack> inner;
-        ok = match(chars, at, i.a, inner) < 0;
+        // Runs on the same stack above this match's entries, which it leaves as it found them.
+        ok = match(chars, at, i.a, stack) < 0;
         ++pc;
         break;
       }
@@ -493,7 +568,12 @@ void SplitPattern::split(const std::string& text, std::vector<Piece>& pieces) co
   std::vector<Backtrack> stack;
   const auto n = static_cast<std::uint32_t>(chars.size());
   for (std::uint32_t at = 0; at < n;) {
-    const long end = match(chars, at, start_, stack);
+    long end = -1;
+    for (const Alternative& a : alternatives_) {
+      if (!may_start(a, chars[at])) continue;
+      end = match(chars, at, a.start, stack);
+      if (end >= 0) break;  // the first alternative that matches, as leftmost-first takes it
+    }
     if (end <= static_cast<long>(at)) {  // no match, or an empty one: the character is not in any piece
       ++at;
       continue;

@@ -46,7 +46,18 @@ class SplitPattern {
   std::string text_;
   std::vector<CharClass> classes_;
   std::vector<Instruction> program_;
-  int start_ = 0;
+  // The top-level alternatives, each its own program, tried in order at every position; those
+  // that cannot start with the character there are skipped without running (most are, at most
+  // characters). For characters below 128 that is one bit of `ascii_starts_`.
+  struct Alternative {
+    int start = 0;
+    bool nullable = false;  // may match nothing: always run
+    std::vector<int> first_classes;  // indexes into classes_
+    std::vector<std::pair<std::uint32_t, bool>> first_literals;  // code, folded
+    std::uint64_t ascii_starts[2] = {0, 0};
+  };
+  std::vector<Alternative> alternatives_;
+  bool may_start(const Alternative& a, std::uint32_t c) const;
   struct Backtrack {
     int pc;
     std::uint32_t position, lowest;  // retries position, position - 1, ..., lowest

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -125,6 +126,63 @@ struct ByteSpelling {
   }
 };
 
+// Token bytes -> rank: open addressing over the token strings themselves, with a hash made for
+// the short keys BPE asks about (two to a few dozen bytes), several times faster than
+// std::unordered_map's.
+class TokenIndex {
+ public:
+  static constexpr int kNone = std::numeric_limits<int>::max();
+
+  void build(const std::vector<std::string>& tokens, const std::vector<std::uint8_t>& special) {
+    tokens_ = &tokens;
+    std::size_t capacity = 16;
+    while (capacity < tokens.size() * 2) capacity *= 2;
+    slots_.assign(capacity, 0);
+    mask_ = capacity - 1;
+    for (std::size_t id = 0; id < tokens.size(); ++id) {
+      if (tokens[id].empty() || special[id]) continue;
+      const std::uint64_t h = hash(tokens[id]);
+      std::size_t i = h & mask_;
+      while (slots_[i] != 0) i = (i + 1) & mask_;
+      slots_[i] = (h & 0xFFFFFFFF00000000ull) | (id + 1);
+    }
+  }
+
+  int find(std::string_view bytes) const {
+    const std::uint64_t h = hash(bytes);
+    for (std::size_t i = h & mask_;; i = (i + 1) & mask_) {
+      const std::uint64_t slot = slots_[i];
+      if (slot == 0) return kNone;
+      if ((slot & 0xFFFFFFFF00000000ull) == (h & 0xFFFFFFFF00000000ull)) {
+        const auto id = static_cast<std::size_t>(slot & 0xFFFFFFFFull) - 1;
+        if ((*tokens_)[id] == bytes) return static_cast<int>(id);
+      }
+    }
+  }
+
+ private:
+  static std::uint64_t hash(std::string_view bytes) {
+    std::uint64_t h = 0x9E3779B97F4A7C15ull ^ bytes.size();
+    std::size_t i = 0;
+    for (; i + 8 <= bytes.size(); i += 8) {
+      std::uint64_t chunk;
+      std::memcpy(&chunk, bytes.data() + i, 8);
+      h = (h ^ chunk) * 0xBF58476D1CE4E5B9ull;
+      h ^= h >> 31;
+    }
+    std::uint64_t tail = 0;
+    std::memcpy(&tail, bytes.data() + i, bytes.size() - i);
+    h = (h ^ tail) * 0x94D049BB133111EBull;
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    return h ^ (h >> 32);
+  }
+
+  const std::vector<std::string>* tokens_ = nullptr;
+  std::vector<std::uint64_t> slots_;  // high 32 bits: the hash's; low: id + 1; 0: empty
+  std::size_t mask_ = 0;
+};
+
 }  // namespace
 
 const std::vector<TiktokenEncodingSpec>& tiktoken_encodings() {
@@ -161,7 +219,7 @@ struct TiktokenTokenizer::Impl {
   std::vector<std::string> tokens;  // by id; empty for ids that are no token
   std::vector<std::uint8_t> special;
   std::vector<std::pair<std::string, int>> special_tokens;
-  std::unordered_map<std::string_view, int> rank_of;  // views into `tokens`
+  TokenIndex rank_of;  // over `tokens`, built once they are all there
   std::array<int, 256> byte_rank{};
   int rank_count = 0;
   int end_of_text = -1;
@@ -170,10 +228,7 @@ struct TiktokenTokenizer::Impl {
   mutable std::vector<SplitPattern::Piece> pieces;
   mutable std::vector<std::pair<std::uint32_t, std::uint32_t>> parts;
 
-  int rank(std::string_view bytes) const {
-    const auto it = rank_of.find(bytes);
-    return it == rank_of.end() ? std::numeric_limits<int>::max() : it->second;
-  }
+  int rank(std::string_view bytes) const { return rank_of.find(bytes); }
 
   // tiktoken's merge: the adjacent pair whose bytes have the lowest rank merges first (the
   // leftmost of equal ones), until no pair of parts is a token.
@@ -237,16 +292,18 @@ struct TiktokenTokenizer::Impl {
 
   // Indexes the tokens (not the special ones), and finds each byte's token.
   void finish(const std::vector<std::string>& line_of_rank) {
-    rank_of.reserve(tokens.size() * 2);
+    std::unordered_map<std::string_view, int> seen;
+    seen.reserve(tokens.size());
     for (std::size_t id = 0; id < tokens.size(); ++id) {
       const std::string& bytes = tokens[id];
       if (bytes.empty() || special[id]) continue;
-      const auto [it, inserted] = rank_of.emplace(std::string_view(bytes), static_cast<int>(id));
+      const auto [it, inserted] = seen.emplace(std::string_view(bytes), static_cast<int>(id));
       if (!inserted) {
         throw InputError(line_of_rank[id] + ": the token of rank " + std::to_string(id) + " has the bytes of rank " +
                          std::to_string(it->second) + " (" + line_of_rank[static_cast<std::size_t>(it->second)] + ")");
       }
     }
+    rank_of.build(tokens, special);
     for (int b = 0; b < 256; ++b) {
       const int r = rank(std::string(1, static_cast<char>(b)));
       if (r == std::numeric_limits<int>::max()) {

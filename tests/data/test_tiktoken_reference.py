@@ -3,8 +3,8 @@
 for token, for every encoding the npm package ships, on Debian's fortunes in six languages, man
 pages, and texts made to stress the split patterns; then decode gives every text back.
 
-The rank files are made here from the npm package's encoders/*.json (as tiktoken's own .tiktoken
-files: one "base64 rank" a line), and GPT-2's encoder.json + vocab.bpe from its gpt2 ranks, in the
+The rank files are made from the npm package's encoders/*.json by scripts/tiktoken_ranks.py (as
+tiktoken's own .tiktoken files, and GPT-2's encoder.json + vocab.bpe from its gpt2 ranks) in the
 test's work folder; none is kept.
 
 usage: test_tiktoken_reference.py KGPT SOURCE_DIR WORKDIR NPM_PREFIX
@@ -21,7 +21,7 @@ import sys
 
 KGPT, SOURCE_DIR, WORKDIR, NPM_PREFIX = sys.argv[1:5]
 ROOT = os.path.join(WORKDIR, "tiktoken_reference")
-MODULES = os.path.join(NPM_PREFIX, "node_modules")
+MODULES = os.path.abspath(os.path.join(NPM_PREFIX, "node_modules"))
 ENCODINGS = ["gpt2", "r50k_base", "p50k_base", "p50k_edit", "cl100k_base", "o200k_base"]
 FORTUNES = "/usr/share/games/fortunes"
 LIMIT = 1 << 19  # bytes of each language's fortunes (the English ones whole)
@@ -32,63 +32,6 @@ def check(condition, message):
     if not condition:
         failures.append(message)
         print("FAIL:", message)
-
-
-def rank_file(name):
-    """encoders/NAME.json's bpe_ranks ("! OFFSET b64 b64 ..." lines) as a .tiktoken file."""
-    spec = json.load(open(os.path.join(MODULES, "tiktoken", "encoders", name + ".json")))
-    ranks = {}
-    with open(os.path.join(ROOT, name + ".tiktoken"), "w") as out:
-        for line in spec["bpe_ranks"].split("\n"):
-            if not line:
-                continue
-            fields = line.split(" ")
-            offset = int(fields[1])
-            for k, token in enumerate(fields[2:]):
-                out.write(f"{token} {offset + k}\n")
-                ranks[base64.b64decode(token)] = offset + k
-    return ranks
-
-
-def gpt2_pair(ranks):
-    """GPT-2's encoder.json and vocab.bpe for the gpt2 ranks: each token's merge is the split that
-    BPE with only the lower ranks leaves it in."""
-    printable = [b for b in range(256) if chr(b).isprintable() and chr(b) != " "]
-    spelled = {b: chr(b) for b in printable}
-    extra = 0
-    for b in range(256):
-        if b not in spelled:
-            spelled[b] = chr(256 + extra)
-            extra += 1
-
-    def spell(data):
-        return "".join(spelled[b] for b in data)
-
-    def split(token, limit):
-        parts = [bytes([b]) for b in token]
-        while True:
-            best = None
-            for i in range(len(parts) - 1):
-                r = ranks.get(parts[i] + parts[i + 1])
-                if r is not None and r < limit and (best is None or r < best[0]):
-                    best = (r, i)
-            if best is None:
-                return parts
-            i = best[1]
-            parts[i:i + 2] = [parts[i] + parts[i + 1]]
-
-    by_rank = sorted(ranks.items(), key=lambda item: item[1])
-    with open(os.path.join(ROOT, "vocab.bpe"), "w", encoding="utf-8") as merges:
-        merges.write("#version: 0.2\n")
-        for token, rank in by_rank:
-            if len(token) == 1:
-                continue
-            parts = split(token, rank)
-            assert len(parts) == 2, (token, parts)
-            merges.write(f"{spell(parts[0])} {spell(parts[1])}\n")
-    encoder = {spell(token): rank for token, rank in by_rank}
-    encoder["<|endoftext|>"] = 50256
-    json.dump(encoder, open(os.path.join(ROOT, "encoder.json"), "w", encoding="utf-8"), ensure_ascii=False)
 
 
 def write(name, data):
@@ -156,8 +99,7 @@ def main():
         sys.exit(f"npm's tiktoken and js-tiktoken are not in {MODULES} (scripts/setup.sh installs them with npm)")
     shutil.rmtree(ROOT, ignore_errors=True)
     os.makedirs(ROOT)
-    ranks = {name: rank_file(name) for name in ENCODINGS}
-    gpt2_pair(ranks["gpt2"])
+    subprocess.run([os.path.join(SOURCE_DIR, "scripts", "tiktoken_ranks.py"), MODULES, ROOT], check=True)
     made = texts()
     job = os.path.join(ROOT, "job.json")
     json.dump({"encodings": ENCODINGS, "texts": [{"name": n, "path": p, "allow_special": s} for n, p, s in made]},
