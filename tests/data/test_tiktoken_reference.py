@@ -144,6 +144,21 @@ def main():
         expected = [50256] + reference["gpt2"]["fortunes-en"]["wasm"]
         check(tokens_in_shard == expected,
               f"kgpt prepare --vocab {label}: {len(tokens_in_shard)} tokens in {shard}, tiktoken gives {len(expected)}")
+    # The shard's first tokens as text, by kgpt inspect and shard_info.py --peek, from its prepare record.
+    by_id = {}
+    for line in open(os.path.join(ROOT, "gpt2.tiktoken")):
+        token, rank = line.split()
+        by_id[int(rank)] = base64.b64decode(token)
+    first = b"<|endoftext|>" + b"".join(by_id[t] for t in reference["gpt2"]["fortunes-en"]["wasm"][:29])
+    shard = os.path.join(ROOT, "shards-gpt2", "en_train_000000.bin")
+    inspect = kgpt("inspect", shard).decode()
+    check("tokenizer tiktoken, encoding gpt2" in inspect and "1 documents start in it (token 50256" in inspect,
+          f"kgpt inspect of a tiktoken shard: {inspect}")
+    check(first.decode().split("\n")[0] in inspect, f"kgpt inspect shows the shard's text: {inspect}")
+    peek = subprocess.run([sys.executable, os.path.join(SOURCE_DIR, "postprocess", "shard_info.py"), "--kgpt", KGPT,
+                           "--peek", "30", "--csv", shard], capture_output=True)
+    check(peek.returncode == 0 and first in peek.stdout, f"shard_info.py --peek: {peek.stdout[:300]} {peek.stderr}")
+    check(peek.stdout.split(b"\n")[1].endswith(b",1"), f"shard_info.py counts one document: {peek.stdout[:200]}")
     print(f"{compared} texts and encodings compared, {tokens:,} tokens, each equal to tiktoken's and js-tiktoken's")
     if failures:
         sys.exit(f"{len(failures)} failures")
