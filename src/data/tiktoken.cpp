@@ -379,7 +379,7 @@ void read_rank_file(TiktokenTokenizer::Impl& impl, std::vector<std::string>& lin
       throw InputError(where + ": the rank '" + std::string(number.substr(0, 20)) + "' is not a number from 0 to 999999999");
     }
     for (char c : number) rank = rank * 10 + (c - '0');
-    if (rank >= (1 << 24)) throw InputError(where + ": rank " + std::to_string(rank) + " is beyond 16,777,215");
+    if (rank >= (1 << 22)) throw InputError(where + ": rank " + std::to_string(rank) + " is beyond 4,194,303, more than any vocabulary kgpt reads");
     const auto id = static_cast<std::size_t>(rank);
     if (id < line_of_rank.size() && !line_of_rank[id].empty()) {
       throw InputError(where + ": rank " + std::to_string(rank) + " is given twice (first at " + line_of_rank[id] + ")");

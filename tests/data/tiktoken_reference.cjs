@@ -1,8 +1,8 @@
 // Encodes texts with npm's tiktoken (the Rust tiktoken compiled to WebAssembly) and js-tiktoken
 // (a JavaScript port), the references kgpt's BPE is checked against.
 //   node tiktoken_reference.cjs NODE_MODULES JOB.json OUT.json
-// JOB: {"encodings": [...], "texts": [{"name", "path", "allow_special"}]}. Files are read as node
-// reads text (invalid UTF-8 becomes U+FFFD). OUT: {encoding: {text name: {"wasm": ids, "js": ids,
+// JOB: {"encodings": [...], "texts": [{"name", "path" or "text", "allow_special"}]}. Files are read
+// as node reads text (invalid UTF-8 becomes U+FFFD). OUT: {encoding: {text name: {"wasm": ids, "js": ids,
 // "text": the UTF-8 text both encoded, base64}}}.
 "use strict";
 const fs = require("fs");
@@ -19,7 +19,7 @@ for (const name of job.encodings) {
   const jsEncoding = js.getEncoding(name);
   out[name] = {};
   for (const text of job.texts) {
-    const content = fs.readFileSync(text.path, "utf8");
+    const content = text.text !== undefined ? text.text : fs.readFileSync(text.path, "utf8");
     const wasmIds = text.allow_special ? wasmEncoding.encode(content, "all") : wasmEncoding.encode_ordinary(content);
     const jsIds = text.allow_special ? jsEncoding.encode(content, "all") : jsEncoding.encode(content, [], []);
     out[name][text.name] = {

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Multiple-choice tasks (kgpt eval --task) against an independent PyTorch scoring of the same
-checkpoint, with the real kgpt, for the byte and the SentencePiece tokenizers.
+checkpoint, with the real kgpt, for the byte, SentencePiece and tiktoken (GPT-2's BPE) tokenizers.
 
-usage: test_task_eval.py KGPT MPIEXEC SOURCE_DIR WORKDIR
+usage: test_task_eval.py KGPT MPIEXEC SOURCE_DIR WORKDIR NPM_PREFIX
 
 Each tokenizer: a small golf model (with BigramHash, SmearGate and depth recurrence, so that the
 reference runs them too) trains 30 steps on the same repetitive text; a task file in HellaSwag's
@@ -10,7 +10,8 @@ format asks, for a context drawn from the same Markov chain of words as the text
 continuation among three others: two walks from other words, one of other words (some with
 accented letters, so that characters are not bytes). The reference builds every example from the definition: the
 document start and the context's tokens, then each ending's " " + text tokenized on its own (the
-byte values, or Debian's python3-sentencepiece on the same model), scored by reference_models.py's
+byte values, Debian's python3-sentencepiece on the same model, or npm's tiktoken with its gpt2
+encoding), scored by reference_models.py's
 Golf in float64 with the checkpoint's weights read by h5py; acc takes the ending with the largest
 summed log-likelihood, acc_norm the largest per character. Checks:
 - kgpt's acc and acc_norm equal the reference's, and the two differ from each other on this file;
@@ -40,7 +41,7 @@ from reference_models import FAMILIES  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from golf_runs import check, failures, golf_settings, runner  # noqa: E402
 
-KGPT, MPIEXEC, SOURCE_DIR, WORKDIR = sys.argv[1:5]
+KGPT, MPIEXEC, SOURCE_DIR, WORKDIR, NPM_PREFIX = sys.argv[1:6]
 ROOT = os.path.join(WORKDIR, "task_eval")
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OPENBLAS_NUM_THREADS="1")
 ENV.pop("SLURM_NTASKS", None)
@@ -277,6 +278,26 @@ def main():
     task_file("spm")
     sp = sentencepiece.SentencePieceProcessor(model_file=prefix + ".model")
     check_tokenizer("spm", spm_checkpoint, lambda text: sp.encode(text), sp.bos_id())
+
+    # tiktoken: GPT-2's ranks (from npm's package), the same run and task; the reference encodes
+    # every context and ending with npm's tiktoken itself.
+    import json
+    modules = os.path.abspath(os.path.join(NPM_PREFIX, "node_modules"))
+    vocab_dir = os.path.join(ROOT, "tiktoken_ranks")
+    run([os.path.join(SOURCE_DIR, "scripts", "tiktoken_ranks.py"), modules, vocab_dir])
+    gpt2 = os.path.join(vocab_dir, "gpt2.tiktoken")
+    bpe_checkpoint = train("gpt2bpe", ["--tokenizer", "tiktoken", "--vocab", gpt2],
+                           ["data.tokenizer=tiktoken", f"data.vocab_file={gpt2}", "model.vocab_size=50304",
+                            "train.iterations=90"])  # 50,304 ids learn the chain more slowly than 300
+    task_file("gpt2bpe")
+    texts = sorted({e["ctx"] for e in task_examples(40)} | {" " + ending for e in task_examples(40) for ending in e["endings"]})
+    job, answer = os.path.join(ROOT, "tiktoken_job.json"), os.path.join(ROOT, "tiktoken_answer.json")
+    with open(job, "w") as f:
+        json.dump({"encodings": ["gpt2"], "texts": [{"name": t, "text": t, "allow_special": False} for t in texts]}, f)
+    run(["node", os.path.join(SOURCE_DIR, "tests", "data", "tiktoken_reference.cjs"), modules, job, answer])
+    with open(answer) as f:
+        encoded = {name: result["wasm"] for name, result in json.load(f)["gpt2"].items()}
+    check_tokenizer("gpt2bpe", bpe_checkpoint, lambda text: encoded[text], 50256)
     check_training_scores(byte_checkpoint, byte_task)
 
     print(f"{'passed' if not failures else 'failed'}: {len(failures)} failures")
