@@ -13,12 +13,16 @@ stand for. Here the val shards are written by hand, so the test knows their text
   <s> lands where sequences start): bytes by the definition kgpt shares with parameter-golf, written
   here from sentencepiece's own piece kinds (control and unknown 0, byte pieces 1, others their UTF-8
   length less a leading U+2581, plus 1 for it unless the previous token is a boundary), checked
-  against the text sentencepiece decodes from each document.
+  against the text sentencepiece decodes from each document;
+- tiktoken (a small rank file made here, gpt2's split pattern and <|endoftext|> = 50256; documents
+  encoded by `kgpt tokenizer encode`): bytes = each target's token bytes, read here from the rank
+  file, <|endoftext|> standing for none; each document's tokens must give back its text.
 `kgpt train` evaluates at steps 0 and 1; every val_bpb in history.h5 must equal val_loss / ln 2 *
 tokens / bytes with this count, to 1e-12 relative (both sums are exact integers; the rest is one
 division in double), with the deck's .model and with its .vocab.
 """
 
+import base64
 import math
 import os
 import shutil
@@ -165,11 +169,39 @@ def sentencepiece_tokenizer():
         check_bpb(f"sentencepiece ({vocab})", common + [f"data.vocab_file={vocab}"], len(stream) - 1, text_bytes)
 
 
+def tiktoken_tokenizer():
+    merged = [b"th", b"he", b"the", b" the", b"qu", b"ck", b" f", b"ox", b"\xc3\xa9", b" l", b"in", b"ine"]
+    table = {b: bytes([b]) for b in range(256)}
+    table.update({256 + i: token for i, token in enumerate(merged)})
+    with open(os.path.join(ROOT, "toy.tiktoken"), "w") as f:
+        for rank, token in sorted(table.items()):
+            f.write(f"{base64.b64encode(token).decode()} {rank}\n")
+    documents = []
+    for doc in DOCS:
+        r = subprocess.run([KGPT, "tokenizer", "encode", "--tokenizer", "tiktoken", "--vocab", "toy.tiktoken",
+                            "--encoding", "gpt2"], cwd=ROOT, input=doc.encode("utf-8"), capture_output=True, timeout=60)
+        if r.returncode != 0:
+            sys.exit(f"kgpt tokenizer encode failed: {r.stderr.decode()}")
+        ids = [int(t) for t in r.stdout.split()]
+        check(b"".join(table[t] for t in ids) == doc.encode("utf-8"), f"tiktoken: {doc!r} does not come back")
+        documents.append(ids)
+    check(any(t >= 256 for doc in documents for t in doc), "tiktoken: merged tokens in the val text")
+    eot = 50256
+    stream = aligned_stream(documents, eot)
+    text_bytes = sum(len(table[t]) for t in stream[1:] if t != eot)
+    write_shard(os.path.join(ROOT, "bpe_val_000000.bin"), stream)
+    write_shard(os.path.join(ROOT, "bpe_train_000000.bin"), (stream * 20)[:4000])
+    check_bpb("tiktoken", ["data.tokenizer=tiktoken", "data.vocab_file=toy.tiktoken", "data.tiktoken_encoding=gpt2",
+                           "model.vocab_size=50257", "data.train_files=bpe_train_*.bin", "data.val_files=bpe_val_*.bin",
+                           f"train.val_tokens={len(stream) - 1}"], len(stream) - 1, text_bytes)
+
+
 def main():
     shutil.rmtree(ROOT, ignore_errors=True)
     os.makedirs(ROOT)
     byte_tokenizer()
     sentencepiece_tokenizer()
+    tiktoken_tokenizer()
     if failures:
         sys.exit(f"{len(failures)} failure(s)")
     print("val_bpb: all checks passed")
