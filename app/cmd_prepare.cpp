@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "data/prepare.hpp"
+#include "parallel/world.hpp"
 
 namespace kgpt::app {
 
@@ -39,7 +40,10 @@ const CommandSpec& prepare_spec() {
       "document cut there going on in val. `auto` (default) takes the tail for a single file without\n"
       "--doc-delimiter or --paragraphs (one document, which no share of documents splits) and the\n"
       "documents otherwise, so `kgpt prepare --input my.txt --out data/mine` makes both splits.\n"
-      "Existing shards with the same prefix are kept and the command stops, unless --force.",
+      "Existing shards with the same prefix are kept and the command stops, unless --force.\n\n"
+      "Under mpiexec or srun, with tiktoken, every rank reads the inputs and encodes its share of the\n"
+      "text, and rank 0 writes the shards: the same files as one rank writes. Byte and SentencePiece\n"
+      "encoding runs on rank 0.",
       {
           {"input", "FILE...", "text files to read, in this order (one or more)", true},
           {"out", "DIR", "folder for the shards (created if missing)"},
@@ -92,8 +96,15 @@ int run_prepare(const ParsedArgs& args) {
       static_cast<std::uint64_t>(int_option(args, "shard-tokens", static_cast<long long>(options.shard_tokens), 1, INT32_MAX));
   options.force = args.has("force");
   options.progress = args.has("quiet") ? nullptr : &std::cerr;
+  const auto& world = parallel::world();
+  options.rank = world.rank;
+  options.world_size = world.size;
+  options.agree = [](const std::function<void()>& step) { parallel::agreed(step); };
+  options.send_to_root = parallel::send_ints_to_root;
+  options.receive_at_root = parallel::receive_ints_from;
 
   const data::PrepareSummary summary = data::prepare_shards(options);
+  if (world.rank != 0) return 0;
   const bool tail = summary.val_split == data::ValSplit::tail;
   std::cout << "prepared " << text::with_thousands(summary.documents) << " documents ("
             << text::with_thousands(summary.val_documents) << " val) from " << text::with_thousands(summary.bytes_read)

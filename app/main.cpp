@@ -21,7 +21,7 @@ const std::vector<Command>& commands() {
       {train_spec(), run_train, true},
       {check_spec(), run_check},
       {tokenizer_spec(), run_tokenizer},
-      {prepare_spec(), run_prepare},
+      {prepare_spec(), run_prepare, true},
       {bench_spec(), run_bench, true},
       {eval_spec(), run_eval, true},
       {sample_spec(), run_sample},

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <ostream>
@@ -144,8 +145,9 @@ class Preparer {
 
   PrepareSummary finish() {
     flush_document();
+    dispatch_group();
     if (summary_.documents == 0) throw InputError("the inputs hold no text");
-    if (train_.tokens() == 0) {
+    if (tiktoken_ ? train_items_ == 0 : train_.tokens() == 0) {  // every rank knows the items, rank 0 the tokens
       throw InputError(split_ == ValSplit::documents
                            ? "every one of the " + std::to_string(summary_.documents) +
                                  " documents went to the val split; lower --val-fraction, give more documents "
@@ -177,7 +179,7 @@ class Preparer {
     }
     if (to_val_) ++summary_.val_documents;
     ++summary_.documents;
-    (to_val_ ? val_ : train_).push(static_cast<std::uint16_t>(document_token_));
+    put_token(to_val_, document_token_);
     open_ = true;
   }
 
@@ -189,7 +191,7 @@ class Preparer {
     to_val_ = true;
     if (open_) {
       ++summary_.val_documents;
-      val_.push(static_cast<std::uint16_t>(document_token_));
+      put_token(true, document_token_);
     }
   }
 
@@ -218,11 +220,55 @@ class Preparer {
     }
   }
 
+  // The text waits in the group, which is encoded by its rank once it holds enough.
   void encode_text(std::string_view text) {
-    ShardSink& sink = to_val_ ? val_ : train_;
-    tokens_.clear();
-    tiktoken_->encode_into(std::string(text), false, tokens_);
-    for (int id : tokens_) sink.push(static_cast<std::uint16_t>(id));
+    group_.push_back({to_val_, -1, std::string(text)});
+    group_bytes_ += text.size();
+    train_items_ += to_val_ ? 0 : 1;
+    if (group_bytes_ >= kGroupBytes) dispatch_group();
+  }
+
+  void put_token(bool val, int token) {
+    if (!tiktoken_) {
+      (val ? val_ : train_).push(static_cast<std::uint16_t>(token));
+      return;
+    }
+    group_.push_back({val, token, {}});
+    train_items_ += val ? 0 : 1;
+  }
+
+  // Group g is encoded by rank g mod world_size; rank 0 takes each group's tokens in turn (its
+  // own, or those its rank sends) and pushes them, so the shards do not depend on the ranks.
+  void dispatch_group() {
+    if (group_.empty()) return;
+    const int owner = static_cast<int>(groups_++ % static_cast<std::uint64_t>(options_.world_size));
+    std::vector<int> encoded;  // per text item: its token count, then its tokens
+    if (owner == options_.rank) {
+      for (const GroupItem& item : group_) {
+        if (item.token >= 0) continue;
+        tokens_.clear();
+        tiktoken_->encode_into(item.text, false, tokens_);
+        encoded.push_back(static_cast<int>(tokens_.size()));
+        encoded.insert(encoded.end(), tokens_.begin(), tokens_.end());
+      }
+      if (options_.rank != 0) options_.send_to_root(encoded);
+    } else if (options_.rank == 0) {
+      encoded = options_.receive_at_root(owner);
+    }
+    if (options_.rank == 0) {
+      std::size_t at = 0;
+      for (const GroupItem& item : group_) {
+        ShardSink& sink = item.val ? val_ : train_;
+        if (item.token >= 0) {
+          sink.push(static_cast<std::uint16_t>(item.token));
+          continue;
+        }
+        const auto count = static_cast<std::size_t>(encoded.at(at++));
+        for (std::size_t k = 0; k < count; ++k) sink.push(static_cast<std::uint16_t>(encoded.at(at++)));
+      }
+    }
+    group_.clear();
+    group_bytes_ = 0;
   }
 
   void flush_document() {
@@ -250,7 +296,7 @@ class Preparer {
   }
 
   void report(bool final_line) {
-    if (!options_.progress) return;
+    if (!options_.progress || options_.rank != 0) return;
     const auto now = std::chrono::steady_clock::now();
     if (!final_line && now - last_report_ < std::chrono::seconds(2)) return;
     last_report_ = now;
@@ -272,6 +318,17 @@ class Preparer {
   int document_token_;
   std::string document_;  // tiktoken: the open document's text not yet encoded
   std::vector<int> tokens_;
+  // tiktoken: document tokens and texts in order, encoded together by one rank.
+  struct GroupItem {
+    bool val;
+    int token;         // a token to push as it is, or -1 for
+    std::string text;  // text to encode
+  };
+  static constexpr std::size_t kGroupBytes = std::size_t(256) << 10;
+  std::vector<GroupItem> group_;
+  std::size_t group_bytes_ = 0;
+  std::uint64_t groups_ = 0;
+  std::uint64_t train_items_ = 0;
   ShardSink train_, val_;
   PrepareSummary summary_;
   bool to_val_ = false;
@@ -346,9 +403,8 @@ void write_meta(const PrepareOptions& options, const SentencePieceModel* model, 
   write_file_atomically(summary.meta_file, out.str());
 }
 
-}  // namespace
-
-PrepareSummary prepare_shards(const PrepareOptions& options) {
+void check_and_load(const PrepareOptions& options, std::unique_ptr<SentencePieceModel>& model,
+                    std::unique_ptr<TiktokenTokenizer>& tiktoken, std::uint64_t& total_bytes) {
   if (options.inputs.empty()) throw InputError("missing --input FILE... (the text files to make shards of)");
   if (options.out_dir.empty()) throw InputError("missing --out DIR (the folder for the shards)");
   if (!(options.val_fraction >= 0.0 && options.val_fraction < 1.0)) {
@@ -363,7 +419,6 @@ PrepareSummary prepare_shards(const PrepareOptions& options) {
   if (options.prefix.empty() || options.prefix.find('/') != std::string::npos) {
     throw InputError("--prefix '" + options.prefix + "' must be a non-empty name without '/'");
   }
-  std::unique_ptr<SentencePieceModel> model;
   if (options.tokenizer == PrepareTokenizer::sentencepiece) {
     if (options.model_file.empty()) throw InputError("--tokenizer sentencepiece needs --model FILE.model");
     model = std::make_unique<SentencePieceModel>(SentencePieceModel::load(options.model_file));
@@ -382,7 +437,6 @@ PrepareSummary prepare_shards(const PrepareOptions& options) {
   } else if (!options.model_file.empty()) {
     throw InputError("--model is for --tokenizer sentencepiece");
   }
-  std::unique_ptr<TiktokenTokenizer> tiktoken;
   if (options.tokenizer == PrepareTokenizer::tiktoken) {
     if (options.vocab_file.empty()) throw InputError("--tokenizer tiktoken needs --vocab FILE (a .tiktoken rank file or encoder.json)");
     tiktoken = std::make_unique<TiktokenTokenizer>(TiktokenTokenizer::load(options.vocab_file, options.encoding));
@@ -397,13 +451,10 @@ PrepareSummary prepare_shards(const PrepareOptions& options) {
   } else if (!options.vocab_file.empty() || options.encoding != "auto") {
     throw InputError("--vocab and --encoding are for --tokenizer tiktoken");
   }
-  std::uint64_t total_bytes = 0;
   for (const auto& input : options.inputs) total_bytes += file_size(input);
   if (tiktoken) {
     for (const auto& input : options.inputs) refuse_nul_bytes_in(input);
   }
-
-  make_directories(options.out_dir);
   std::vector<std::string> existing;
   for (const char* split : {"_train_", "_val_"}) {
     for (auto& file : find_shards(options.out_dir + "/" + options.prefix + split + "*.bin")) existing.push_back(file);
@@ -414,8 +465,26 @@ PrepareSummary prepare_shards(const PrepareOptions& options) {
                        options.out_dir + " (" + std::to_string(existing.size()) +
                        " files); pass --force to replace them or choose another --out or --prefix");
     }
-    for (const auto& file : existing) std::remove(file.c_str());
   }
+}
+
+}  // namespace
+
+PrepareSummary prepare_shards(const PrepareOptions& options) {
+  std::unique_ptr<SentencePieceModel> model;
+  std::unique_ptr<TiktokenTokenizer> tiktoken;
+  std::uint64_t total_bytes = 0;
+  // Every check before anything is written, on every rank, which agree on the outcome.
+  const auto agree = options.agree ? options.agree : [](const std::function<void()>& step) { step(); };
+  agree([&] { check_and_load(options, model, tiktoken, total_bytes); });
+  // Rank 0 alone touches the output folder; the others wait until it has.
+  if (options.rank == 0) {
+    make_directories(options.out_dir);
+    for (const char* split : {"_train_", "_val_"}) {
+      for (auto& file : find_shards(options.out_dir + "/" + options.prefix + split + "*.bin")) std::remove(file.c_str());
+    }
+  }
+  agree([] {});
 
   // One document (one file, nothing that separates documents) cannot be split by documents.
   ValSplit split = options.val_split;
@@ -423,10 +492,12 @@ PrepareSummary prepare_shards(const PrepareOptions& options) {
     split = options.inputs.size() == 1 && options.doc_delimiter.empty() && !options.paragraphs ? ValSplit::tail
                                                                                                 : ValSplit::documents;
   }
+  PrepareSummary summary;
+  if (options.rank != 0 && !tiktoken) return summary;  // the byte and SentencePiece encodings run on rank 0
   Preparer preparer(options, split, total_bytes, model.get(), tiktoken.get());
   for (const auto& input : options.inputs) preparer.read_file(input);
-  PrepareSummary summary = preparer.finish();
-  write_meta(options, model.get(), tiktoken.get(), summary);
+  summary = preparer.finish();
+  if (options.rank == 0) write_meta(options, model.get(), tiktoken.get(), summary);
   return summary;
 }
 

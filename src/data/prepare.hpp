@@ -3,6 +3,7 @@
 // SentencePiece model (data/sentencepiece.hpp) or tiktoken's BPE (data/tiktoken.hpp).
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -34,6 +35,16 @@ struct PrepareOptions {
   std::uint64_t shard_tokens = 100000000;
   bool force = false;           // replace shards of the same prefix that are already there
   std::ostream* progress = nullptr;  // periodic progress lines, or none
+
+  // Under MPI ranks (app/cmd_prepare.cpp fills these from parallel/): every rank reads the inputs,
+  // and with tiktoken each encodes its share of the text (groups of about 256 KiB, dealt round
+  // robin) and sends the tokens to rank 0, which alone writes the shards, in the order one rank
+  // would. Byte and SentencePiece encoding runs on rank 0. `agree` runs a step on every rank and
+  // makes its failure every rank's (parallel::agreed); by default it just runs it.
+  int rank = 0, world_size = 1;
+  std::function<void(const std::function<void()>&)> agree;
+  std::function<void(const std::vector<int>&)> send_to_root;
+  std::function<std::vector<int>(int rank)> receive_at_root;
 };
 
 struct PrepareSummary {
@@ -54,7 +65,7 @@ struct PrepareSummary {
 // data/sentencepiece.hpp describes, or its whole text as tiktoken encodes it (encode_ordinary).
 // With tiktoken, a NUL byte in the text is an InputError naming file:line:column.
 // Throws InputError (a missing input or model, a bad option, a vocabulary that does not fit uint16,
-// shards already there without `force`) before anything is written.
+// shards already there without `force`) before anything is written. The summary is rank 0's.
 PrepareSummary prepare_shards(const PrepareOptions& options);
 
 }  // namespace kgpt::data

@@ -158,6 +158,21 @@ void broadcast_from_root(void* data, std::size_t bytes) {
   }
 }
 
+void send_ints_to_root(const std::vector<int>& values) {
+  if (values.size() > std::size_t(INT_MAX)) throw Error(ExitCode::failure, "send_ints_to_root: a message over INT_MAX ints");
+  check(MPI_Send(values.data(), static_cast<int>(values.size()), MPI_INT, 0, 0, MPI_COMM_WORLD), "MPI_Send");
+}
+
+std::vector<int> receive_ints_from(int rank) {
+  MPI_Status status;
+  check(MPI_Probe(rank, 0, MPI_COMM_WORLD, &status), "MPI_Probe");
+  int count = 0;
+  check(MPI_Get_count(&status, MPI_INT, &count), "MPI_Get_count");
+  std::vector<int> values(static_cast<std::size_t>(count));
+  check(MPI_Recv(values.data(), count, MPI_INT, rank, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv");
+  return values;
+}
+
 std::vector<int> mpi_counts(const std::vector<std::size_t>& values, const char* what) {
   std::vector<int> out;
   for (const std::size_t v : values) {

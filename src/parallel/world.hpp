@@ -55,6 +55,11 @@ bool any(bool flag);
 // Broadcasts `bytes` bytes at `data` (host memory) from rank 0.
 void broadcast_from_root(void* data, std::size_t bytes);
 
+// Point to point, for work shared out by rank (kgpt prepare's encoded text): `values` to rank 0,
+// and at rank 0 the next message of `rank`. Messages of one sender arrive in the order sent.
+void send_ints_to_root(const std::vector<int>& values);
+std::vector<int> receive_ints_from(int rank);
+
 // MPI counts and displacements are ints: `values` as ints, or Error(failure) naming `what` when one
 // exceeds INT_MAX.
 std::vector<int> mpi_counts(const std::vector<std::size_t>& values, const char* what);

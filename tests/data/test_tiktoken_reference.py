@@ -7,7 +7,10 @@ The rank files are made from the npm package's encoders/*.json by scripts/tiktok
 tiktoken's own .tiktoken files, and GPT-2's encoder.json + vocab.bpe from its gpt2 ranks) in the
 test's work folder; none is kept.
 
-usage: test_tiktoken_reference.py KGPT SOURCE_DIR WORKDIR NPM_PREFIX
+`kgpt prepare` must write the same shards on 1, 2 and 3 MPI ranks, and stop every rank with exit
+code 2 on text with a NUL byte.
+
+usage: test_tiktoken_reference.py KGPT SOURCE_DIR WORKDIR NPM_PREFIX MPIEXEC
 """
 import base64
 import glob
@@ -19,7 +22,7 @@ import struct
 import subprocess
 import sys
 
-KGPT, SOURCE_DIR, WORKDIR, NPM_PREFIX = sys.argv[1:5]
+KGPT, SOURCE_DIR, WORKDIR, NPM_PREFIX, MPIEXEC = sys.argv[1:6]
 ROOT = os.path.join(WORKDIR, "tiktoken_reference")
 MODULES = os.path.abspath(os.path.join(NPM_PREFIX, "node_modules"))
 ENCODINGS = ["gpt2", "r50k_base", "p50k_base", "p50k_edit", "cl100k_base", "o200k_base"]
@@ -86,8 +89,10 @@ def texts():
     return made
 
 
-def kgpt(*args, stdin=None):
-    result = subprocess.run([KGPT, *args], capture_output=True, input=stdin, timeout=600)
+def kgpt(*args, stdin=None, ranks=0):
+    command = [KGPT, *args] if not ranks else [MPIEXEC, "--oversubscribe", "-n", str(ranks), KGPT, *args]
+    result = subprocess.run(command, capture_output=True, input=stdin, timeout=600,
+                            env=dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"))
     if result.returncode != 0:
         failures.append(f"kgpt {' '.join(args)}: exit {result.returncode}: {result.stderr.decode(errors='replace')}")
         print("FAIL:", failures[-1])
@@ -159,6 +164,27 @@ def main():
                            "--peek", "30", "--csv", shard], capture_output=True)
     check(peek.returncode == 0 and first in peek.stdout, f"shard_info.py --peek: {peek.stdout[:300]} {peek.stderr}")
     check(peek.stdout.split(b"\n")[1].endswith(b",1"), f"shard_info.py counts one document: {peek.stdout[:200]}")
+    # MPI ranks share the encoding; rank 0 writes what one rank writes.
+    shards = {}
+    for ranks in (1, 2, 3):
+        out_dir = os.path.join(ROOT, f"ranks-{ranks}")
+        kgpt("prepare", "--tokenizer", "tiktoken", "--vocab", os.path.join(ROOT, "gpt2.tiktoken"), "--input",
+             os.path.join(ROOT, "texts", "fortunes-en"), os.path.join(ROOT, "texts", "fortunes-de"), "--out", out_dir,
+             "--prefix", "p", "--doc-delimiter", "%", "--val-fraction", "0.05", "--shard-tokens", "200000", "--quiet",
+             ranks=ranks)
+        shards[ranks] = {name: open(os.path.join(out_dir, name), "rb").read()
+                         for name in sorted(os.listdir(out_dir)) if name.endswith(".bin")}
+    check(len(shards[1]) >= 4, f"prepare on one rank: {sorted(shards[1])}, want several train shards and a val shard")
+    for ranks in (2, 3):
+        check(shards[ranks] == shards[1], f"prepare on {ranks} ranks writes other shards than on one: {sorted(shards[ranks])}")
+    nul = write("nul", b"fine\nstill fine\nbroken \x00 here\n")
+    result = subprocess.run([MPIEXEC, "--oversubscribe", "-n", "2", KGPT, "prepare", "--tokenizer", "tiktoken", "--vocab",
+                             os.path.join(ROOT, "gpt2.tiktoken"), "--input", nul, "--out", os.path.join(ROOT, "nul-out"),
+                             "--quiet"], capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"))
+    check(result.returncode == 2 and f"{nul}:3:8: a NUL byte" in result.stderr,
+          f"2 ranks on text with a NUL byte: exit {result.returncode}, {result.stderr.strip()}")
+    check(not os.path.exists(os.path.join(ROOT, "nul-out")), "a refused prepare made its output folder")
     print(f"{compared} texts and encodings compared, {tokens:,} tokens, each equal to tiktoken's and js-tiktoken's")
     if failures:
         sys.exit(f"{len(failures)} failures")
