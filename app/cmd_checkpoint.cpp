@@ -113,7 +113,9 @@ const CommandSpec& sample_spec() {
       "softmax of the logits divided by T over the K most likely tokens (T = 0: always the most likely\n"
       "one); the same seed gives the same text. Stops after N new tokens or at the end of a document.\n"
       "Byte-tokenizer models read and write bytes; SentencePiece models encode the prompt and decode\n"
-      "the output with the deck's data.vocab_file, which must then be the .model (--set changes it).",
+      "the output with the deck's data.vocab_file, which must then be the .model (--set changes it);\n"
+      "tiktoken models with its rank file (or encoder.json), <|endoftext|> starting the prompt's\n"
+      "document and any special token ending the text.",
       {
           {"set", "section.key=value", "override a key of the checkpoint's deck (repeatable)"},
           {"prompt", "TEXT", "text to continue (default: none, a new document)"},

@@ -104,6 +104,7 @@ int run_prepare(const ParsedArgs& args) {
   options.receive_at_root = parallel::receive_ints_from;
 
   const data::PrepareSummary summary = data::prepare_shards(options);
+  parallel::wait_for_sends_to_root();
   if (world.rank != 0) return 0;
   const bool tail = summary.val_split == data::ValSplit::tail;
   std::cout << "prepared " << text::with_thousands(summary.documents) << " documents ("

@@ -2,14 +2,15 @@
 """Encode speed of kgpt's tiktoken BPE beside npm's tiktoken (Rust compiled to WebAssembly), on one
 core, the same text, every encoding; and `kgpt prepare --tokenizer tiktoken` on 1 and 2 MPI ranks.
 
-usage: tiktoken_speed.py KGPT NPM_PREFIX [--megabytes M] [--repeats R] [--ranks N]
+usage: tiktoken_speed.py KGPT NPM_PREFIX [--megabytes M] [--repeats R] [--ranks N] [--prepare-copies C]
 
 The text is Debian's fortunes (English, then German, Spanish, Russian, Chinese), M MB of them (5 by
 default). Each side encodes it R times (3 by default) in one process after loading its vocabulary,
 taskset to core 0; the figure is the best run's encode time (kgpt: `kgpt tokenizer encode --timing`;
 npm: its encode_ordinary timed with process.hrtime around the call), so loading, reading and
 printing stay out of both. Prints a Markdown table with both MB/s and their ratio, and the token
-counts, which must agree.
+counts, which must agree. Then `kgpt prepare` of C copies of the text (16 by default, so that
+starting the ranks and loading the ranks file weigh little), under `mpiexec -n 1` and `-n N`.
 """
 import argparse
 import glob
@@ -66,6 +67,7 @@ def main():
     parser.add_argument("--megabytes", type=float, default=5)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--prepare-copies", type=int, default=16)
     args = parser.parse_args()
     modules = os.path.abspath(os.path.join(args.npm_prefix, "node_modules"))
     with tempfile.TemporaryDirectory() as work:
@@ -92,8 +94,9 @@ def main():
             agree = f"{count:,}" if count == node_count else f"{count:,} (tiktoken {node_count:,}: DIFFERENT)"
             print(f"| {name} | {ours:.2f} | {theirs:.2f} | {ours / theirs:.2f}x | {agree} |")
 
-        print(f"\nkgpt prepare --tokenizer tiktoken --vocab gpt2.tiktoken (--doc-delimiter %), wall seconds, best of "
-              f"{args.repeats}:\n")
+        copies = [text] * args.prepare_copies
+        print(f"\nkgpt prepare --tokenizer tiktoken --vocab gpt2.tiktoken --doc-delimiter % of {args.prepare_copies} copies "
+              f"({args.prepare_copies * size:,} bytes) under mpiexec, wall seconds, best of {args.repeats}:\n")
         print("| MPI ranks | seconds | MB/s | speed-up |")
         print("|---|---|---|---|")
         base = None
@@ -101,15 +104,14 @@ def main():
             best = float("inf")
             for _ in range(args.repeats):
                 command = [args.kgpt, "prepare", "--tokenizer", "tiktoken", "--vocab", os.path.join(work, "gpt2.tiktoken"),
-                           "--input", text, "--out", os.path.join(work, "shards"), "--doc-delimiter", "%", "--force",
+                           "--input", *copies, "--out", os.path.join(work, "shards"), "--doc-delimiter", "%", "--force",
                            "--quiet"]
-                if ranks > 1:
-                    command = ["mpiexec", "-n", str(ranks), "--bind-to", "core"] + command
+                command = ["mpiexec", "-n", str(ranks), "--bind-to", "core"] + command
                 start = time.perf_counter()
                 subprocess.run(command, check=True, capture_output=True)
                 best = min(best, time.perf_counter() - start)
             base = base or best
-            print(f"| {ranks} | {best:.2f} | {size / 1e6 / best:.2f} | {base / best:.2f}x |")
+            print(f"| {ranks} | {best:.2f} | {args.prepare_copies * size / 1e6 / best:.2f} | {base / best:.2f}x |")
 
 
 if __name__ == "__main__":

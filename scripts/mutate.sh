@@ -22,7 +22,10 @@ echo "== scratch copy in $scratch"
 mkdir -p "$scratch/src"
 (cd "$tree" && git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$scratch/src")
 [ -e "$scratch/src/data" ] || ln -s "$tree/data" "$scratch/src/data"
-cmake -S "$scratch/src" -B "$scratch/build" -DCMAKE_BUILD_TYPE=Release > "$scratch/configure.log"
+# The tokenizer tests' reference (npm's tiktoken), as the setup installed it for the tree's build.
+npm_reference=${BUILD_DIR:-$tree/build}/npm-reference
+cmake -S "$scratch/src" -B "$scratch/build" -DCMAKE_BUILD_TYPE=Release -DKGPT_NPM_REFERENCE="$npm_reference" \
+  > "$scratch/configure.log"
 echo "== building the unchanged copy"
 cmake --build "$scratch/build" -j "$jobs" > "$scratch/build.log" 2>&1 || { tail -n 30 "$scratch/build.log"; exit 2; }
 

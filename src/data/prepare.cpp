@@ -251,7 +251,7 @@ class Preparer {
         encoded.push_back(static_cast<int>(tokens_.size()));
         encoded.insert(encoded.end(), tokens_.begin(), tokens_.end());
       }
-      if (options_.rank != 0) options_.send_to_root(encoded);
+      if (options_.rank != 0) options_.send_to_root(std::move(encoded));
     } else if (options_.rank == 0) {
       encoded = options_.receive_at_root(owner);
     }

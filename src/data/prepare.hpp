@@ -43,7 +43,7 @@ struct PrepareOptions {
   // makes its failure every rank's (parallel::agreed); by default it just runs it.
   int rank = 0, world_size = 1;
   std::function<void(const std::function<void()>&)> agree;
-  std::function<void(const std::vector<int>&)> send_to_root;
+  std::function<void(std::vector<int>)> send_to_root;  // may return before rank 0 has taken them
   std::function<std::vector<int>(int rank)> receive_at_root;
 };
 

@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <thread>
 
 #include "core/error.hpp"
@@ -158,9 +159,40 @@ void broadcast_from_root(void* data, std::size_t bytes) {
   }
 }
 
-void send_ints_to_root(const std::vector<int>& values) {
+namespace {
+
+struct PendingSend {
+  MPI_Request request;
+  std::vector<int> values;
+};
+
+std::deque<PendingSend>& pending_sends() {
+  static std::deque<PendingSend> pending;
+  return pending;
+}
+
+}  // namespace
+
+void send_ints_to_root(std::vector<int> values) {
   if (values.size() > std::size_t(INT_MAX)) throw Error(ExitCode::failure, "send_ints_to_root: a message over INT_MAX ints");
-  check(MPI_Send(values.data(), static_cast<int>(values.size()), MPI_INT, 0, 0, MPI_COMM_WORLD), "MPI_Send");
+  auto& pending = pending_sends();
+  // Sent ones leave the front, so the buffers kept are only those rank 0 has not taken yet.
+  while (!pending.empty()) {
+    int done = 0;
+    check(MPI_Test(&pending.front().request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (!done) break;
+    pending.pop_front();
+  }
+  pending.push_back({MPI_REQUEST_NULL, std::move(values)});
+  PendingSend& send = pending.back();
+  check(MPI_Isend(send.values.data(), static_cast<int>(send.values.size()), MPI_INT, 0, 0, MPI_COMM_WORLD, &send.request),
+        "MPI_Isend");
+}
+
+void wait_for_sends_to_root() {
+  auto& pending = pending_sends();
+  for (PendingSend& send : pending) check(MPI_Wait(&send.request, MPI_STATUS_IGNORE), "MPI_Wait");
+  pending.clear();
 }
 
 std::vector<int> receive_ints_from(int rank) {

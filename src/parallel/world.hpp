@@ -56,9 +56,12 @@ bool any(bool flag);
 void broadcast_from_root(void* data, std::size_t bytes);
 
 // Point to point, for work shared out by rank (kgpt prepare's encoded text): `values` to rank 0,
-// and at rank 0 the next message of `rank`. Messages of one sender arrive in the order sent.
-void send_ints_to_root(const std::vector<int>& values);
+// and at rank 0 the next message of `rank`. Messages of one sender arrive in the order sent. The
+// send does not wait for rank 0 to take the message (the sender goes on with its next share; the
+// values are kept until sent); wait_for_sends_to_root() waits for all of them.
+void send_ints_to_root(std::vector<int> values);
 std::vector<int> receive_ints_from(int rank);
+void wait_for_sends_to_root();
 
 // MPI counts and displacements are ints: `values` as ints, or Error(failure) naming `what` when one
 // exceeds INT_MAX.

@@ -177,6 +177,17 @@ def main():
     check(len(shards[1]) >= 4, f"prepare on one rank: {sorted(shards[1])}, want several train shards and a val shard")
     for ranks in (2, 3):
         check(shards[ranks] == shards[1], f"prepare on {ranks} ranks writes other shards than on one: {sorted(shards[ranks])}")
+    # A deck whose model has fewer ids than the encoding is refused, naming the key and the file.
+    deck = os.path.join(SOURCE_DIR, "inputs", "gpt2_tiny_cpu.yaml")
+    sets = ["--set", f"data.train_files={ROOT}/ranks-1/p_train_*.bin", "--set", f"data.val_files={ROOT}/ranks-1/p_val_*.bin",
+            "--set", f"data.vocab_file={ROOT}/gpt2.tiktoken"]
+    result = subprocess.run([KGPT, "check", deck, *sets, "--set", "model.vocab_size=50000"], capture_output=True,
+                            text=True, timeout=120)
+    check(result.returncode == 2 and "data.vocab_file" in result.stderr and
+          "ids up to 50256 (its special tokens included), beyond model.vocab_size = 50000" in result.stderr,
+          f"kgpt check with model.vocab_size 50000: exit {result.returncode}, {result.stderr.strip()}")
+    result = subprocess.run([KGPT, "check", deck, *sets], capture_output=True, text=True, timeout=120)
+    check(result.returncode == 0, f"kgpt check of the GPT-2 tiny deck on these shards: {result.stderr.strip()}")
     nul = write("nul", b"fine\nstill fine\nbroken \x00 here\n")
     result = subprocess.run([MPIEXEC, "--oversubscribe", "-n", "2", KGPT, "prepare", "--tokenizer", "tiktoken", "--vocab",
                              os.path.join(ROOT, "gpt2.tiktoken"), "--input", nul, "--out", os.path.join(ROOT, "nul-out"),

@@ -298,6 +298,13 @@ def main():
     with open(answer) as f:
         encoded = {name: result["wasm"] for name, result in json.load(f)["gpt2"].items()}
     check_tokenizer("gpt2bpe", bpe_checkpoint, lambda text: encoded[text], 50256)
+    # kgpt sample encodes the prompt and decodes what follows with the same ranks: the chain's words.
+    sampled = run([KGPT, "sample", bpe_checkpoint, "--prompt", "the quick", "--max-new-tokens", "12",
+                   "--temperature", "0"]).stdout
+    continuation = sampled.split("the quick", 1)[-1].split()
+    known = sum(w in WORDS for w in continuation)
+    check(sampled.startswith("the quick") and len(continuation) >= 4 and known >= 0.75 * len(continuation),
+          f"kgpt sample of the tiktoken model: {sampled!r}, {known} of its words are the chain's")
     check_training_scores(byte_checkpoint, byte_task)
 
     print(f"{'passed' if not failures else 'failed'}: {len(failures)} failures")
