@@ -5,7 +5,6 @@
 
 #include "core/error.hpp"
 #include "data/deck_tokenizer.hpp"
-#include "data/sentencepiece.hpp"
 #include "data/shard.hpp"
 #include "parallel/watchdog.hpp"
 

@@ -234,13 +234,8 @@ class Parser {
           name = static_cast<char>(chars_[at_++]);
         }
         const std::uint32_t mask = category_mask(name);
-        if (c == 'p') {
-          into.categories |= mask;
-        } else {
-          SplitPattern::CharClass inverse;
-          inverse.categories = ~mask & ((1u << U_CHAR_CATEGORY_COUNT) - 1);
-          into.categories |= inverse.categories;
-        }
+        const std::uint32_t all = (1u << U_CHAR_CATEGORY_COUNT) - 1;
+        into.categories |= c == 'p' ? mask : ~mask & all;
         return true;
       }
       default:

@@ -106,6 +106,13 @@ TEST_CASE("o200k_base's split pattern: a word's capitals stay with it, contracti
   CHECK(pieces(p, "a/b//\n") == Pieces{"a", "/b", "//\n"});
 }
 
+TEST_CASE("split patterns: negated categories, ranges, counted repeats; characters no alternative matches are left out") {
+  CHECK(pieces("\\P{L}+", "ab12!c") == Pieces{"12!"});
+  CHECK(pieces("[a-c]{2}|\\d", "abcab9x") == Pieces{"ab", "ca", "9"});
+  CHECK(pieces("(?:x|y)+(?!z)", "xyxz yy") == Pieces{"xy", "yy"});  // "x" before z matches nothing
+  CHECK(pieces("(?i:k)", "kK\xE2\x84\xAA") == Pieces{"k", "K", "\xE2\x84\xAA"});  // the Kelvin sign folds to k
+}
+
 TEST_CASE("split patterns outside the syntax read are refused naming the character") {
   CHECK_THROWS_WITH(SplitPattern("(?<=a)b"), Catch::Contains("at character 3"));
   CHECK_THROWS_WITH(SplitPattern("a+?"), Catch::Contains("lazy"));
