@@ -12,10 +12,12 @@
 #include "data/shard.hpp"
 #include "data/split_pattern.hpp"
 #include "data/tiktoken.hpp"
+#include "support/base64.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace kgpt::data;
 using kgpt::test::TempDir;
+using kgpt::test::base64;
 using kgpt::test::write_file;
 
 namespace {
@@ -38,21 +40,6 @@ std::vector<std::string> pieces(const std::string& pattern, const std::string& t
 }
 
 using Pieces = std::vector<std::string>;
-
-std::string base64(const std::string& bytes) {
-  static const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  for (std::size_t i = 0; i < bytes.size(); i += 3) {
-    std::uint32_t v = static_cast<unsigned char>(bytes[i]) << 16;
-    if (i + 1 < bytes.size()) v |= static_cast<unsigned char>(bytes[i + 1]) << 8;
-    if (i + 2 < bytes.size()) v |= static_cast<unsigned char>(bytes[i + 2]);
-    out += alphabet[(v >> 18) & 63];
-    out += alphabet[(v >> 12) & 63];
-    out += i + 1 < bytes.size() ? alphabet[(v >> 6) & 63] : '=';
-    out += i + 2 < bytes.size() ? alphabet[v & 63] : '=';
-  }
-  return out;
-}
 
 // A rank file of the 256 bytes (rank = byte) and then `merged` tokens, in order.
 std::string rank_file(const std::vector<std::string>& merged) {
