@@ -115,7 +115,8 @@ int run_sweep(const ParsedArgs& args) {
     for (const auto& point : sweep.points) {
       const config::DataConfig& d = point.deck.config.data;
       const std::string key = d.train_files + "\n" + d.val_files + "\n" + config::name_of(d.tokenizer) + "\n" +
-                              d.vocab_file + "\n" + std::to_string(point.deck.config.model.vocab_size) + "\n" +
+                              d.vocab_file + "\n" + config::name_of(d.tiktoken_encoding) + "\n" +
+                              std::to_string(point.deck.config.model.vocab_size) + "\n" +
                               // the val split must hold seq_len + 1 tokens within train.val_tokens
                               std::to_string(point.deck.config.train.seq_len) + "\n" +
                               std::to_string(point.deck.config.train.val_tokens);

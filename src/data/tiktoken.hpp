@@ -9,6 +9,8 @@
 // The encoding (its split pattern and special tokens) is named, or inferred from the file's name
 // (gpt2, r50k_base, p50k_base, p50k_edit, cl100k_base, o200k_base) or else from its number of ranks.
 //
+// A tokenizer encodes on one thread at a time (it keeps its scratch buffers between calls).
+//
 // Text that is not UTF-8 is read with U+FFFD for each ill-formed sequence
 // (decode_utf8_replacing), as tiktoken's callers hand it such text. Special-token text
 // ("<|endoftext|>") is ordinary text unless encode is told to allow special tokens.
