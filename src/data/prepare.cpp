@@ -203,16 +203,19 @@ class Preparer {
     count(line.size() + (line_break ? 1 : 0));
   }
 
-  // tiktoken's split pattern reaches across lines, so a document's text is encoded whole (or in
-  // parts cut where every encoding's pattern ends a piece: before a letter that follows a line break).
+  // tiktoken's split pattern reaches across lines, so a document's text is encoded whole, or in
+  // parts cut where every encoding's pattern ends a piece: at a letter after a line break that
+  // follows a visible ASCII character. (After a space the cut would move a piece's end: gpt2's
+  // pattern splits "  \nA" as "  ", "\n", "A" but a part ending "  \n" as "  \n".)
   void emit_text(const char* bytes, std::size_t n) {
     document_.append(bytes, n);
     count(n);
     constexpr std::size_t kEncodeAt = std::size_t(1) << 20;
     if (document_.size() < kEncodeAt) return;
-    for (std::size_t at = document_.size() - 1; at > 0; --at) {
-      const char c = document_[at];
-      if (document_[at - 1] == '\n' && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) {
+    for (std::size_t at = document_.size() - 1; at > 1; --at) {
+      const char c = document_[at], before = document_[at - 2];
+      if (document_[at - 1] == '\n' && before > ' ' && before < 0x7F &&
+          ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) {
         encode_text(std::string_view(document_).substr(0, at));
         document_.erase(0, at);
         return;

@@ -82,6 +82,11 @@ def texts():
         "<|endoftext|> is text here, <|fim_prefix|> too",
     ]
     made.append(("stress", write("stress", "\n".join(stress).encode("utf-8")), False))
+    # One document of 1.5 MB whose lines end in spaces, tabs or nothing: kgpt prepare encodes a long
+    # document in parts, which must end where tiktoken's pieces end.
+    endings = ["  ", " ", "\t", "", " \u3000", "."]
+    lines = [f"Line {i} of a long document{endings[i % len(endings)]}" for i in range(40000)]
+    made.append(("long-document", write("long-document", "\n".join(lines).encode("utf-8")), False))
     made.append(("invalid-utf8", write("invalid-utf8", b"ok \xff\xfe bad \xc3( \xe2\x82 \xf0\x9f\x98 \xed\xa0\x80 "
                                         b"\xc0\xaf \xf4\x90\x80\x80 trunc\xe2\x82\xac fine\n\x80\x80 end \xf0"), False))
     made.append(("special", write("special", b"one<|endoftext|>two <|endoftext|> three<|fim_prefix|>x<|fim_suffix|>"
@@ -138,24 +143,27 @@ def main():
                 check(decoded == open(path, "rb").read(), f"{label} on {name}: decode does not give back the file")
     # kgpt prepare: the English fortunes as one document of GPT-2 tokens, <|endoftext|> first, as
     # tiktoken encodes the whole file (prepare encodes long documents in parts).
-    for label, vocab in (("gpt2", os.path.join(ROOT, "gpt2.tiktoken")), ("encoder.json", os.path.join(ROOT, "encoder.json"))):
-        out_dir = os.path.join(ROOT, "shards-" + label)
-        kgpt("prepare", "--tokenizer", "tiktoken", "--vocab", vocab, "--input", os.path.join(ROOT, "texts", "fortunes-en"),
+    for label, vocab, name in (("gpt2", os.path.join(ROOT, "gpt2.tiktoken"), "fortunes-en"),
+                               ("encoder.json", os.path.join(ROOT, "encoder.json"), "fortunes-en"),
+                               ("gpt2", os.path.join(ROOT, "gpt2.tiktoken"), "long-document")):
+        out_dir = os.path.join(ROOT, f"shards-{label}-{name}")
+        kgpt("prepare", "--tokenizer", "tiktoken", "--vocab", vocab, "--input", os.path.join(ROOT, "texts", name),
              "--out", out_dir, "--prefix", "en", "--val-fraction", "0", "--quiet")
         shard = os.path.join(out_dir, "en_train_000000.bin")
         raw = open(shard, "rb").read() if os.path.exists(shard) else b""
         header = struct.unpack("<3i", raw[:12]) if len(raw) >= 1024 else (0, 0, 0)
         tokens_in_shard = list(struct.unpack(f"<{header[2]}H", raw[1024:1024 + 2 * header[2]])) if header[2] > 0 else []
-        expected = [50256] + reference["gpt2"]["fortunes-en"]["wasm"]
+        expected = [50256] + reference["gpt2"][name]["wasm"]
         check(tokens_in_shard == expected,
-              f"kgpt prepare --vocab {label}: {len(tokens_in_shard)} tokens in {shard}, tiktoken gives {len(expected)}")
+              f"kgpt prepare --vocab {label} of {name}: {len(tokens_in_shard)} tokens in {shard}, tiktoken gives "
+              f"{len(expected)}")
     # The shard's first tokens as text, by kgpt inspect and shard_info.py --peek, from its prepare record.
     by_id = {}
     for line in open(os.path.join(ROOT, "gpt2.tiktoken")):
         token, rank = line.split()
         by_id[int(rank)] = base64.b64decode(token)
     first = b"<|endoftext|>" + b"".join(by_id[t] for t in reference["gpt2"]["fortunes-en"]["wasm"][:29])
-    shard = os.path.join(ROOT, "shards-gpt2", "en_train_000000.bin")
+    shard = os.path.join(ROOT, "shards-gpt2-fortunes-en", "en_train_000000.bin")
     inspect = kgpt("inspect", shard).decode()
     check("tokenizer tiktoken, encoding gpt2" in inspect and "1 documents start in it (token 50256" in inspect,
           f"kgpt inspect of a tiktoken shard: {inspect}")
