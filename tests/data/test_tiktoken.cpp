@@ -93,7 +93,7 @@ TEST_CASE("o200k_base's split pattern: a word's capitals stay with it, contracti
   CHECK(pieces(p, "a/b//\n") == Pieces{"a", "/b", "//\n"});
 }
 
-TEST_CASE("split patterns: negated categories, ranges, counted repeats; characters no alternative matches are left out") {
+TEST_CASE("split patterns: negated categories, ranges, counted repeats, and characters no alternative matches left out") {
   CHECK(pieces("\\P{L}+", "ab12!c") == Pieces{"12!"});
   CHECK(pieces("[a-c]{2}|\\d", "abcab9x") == Pieces{"ab", "ca", "9"});
   CHECK(pieces("(?:x|y)+(?!z)", "xyxz yy") == Pieces{"xy", "yy"});  // "x" before z matches nothing
