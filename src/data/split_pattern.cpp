@@ -32,34 +32,6 @@ std::uint8_t properties(std::uint32_t c) {
 
 std::uint32_t fold(std::uint32_t c) { return static_cast<std::uint32_t>(u_foldCase(static_cast<UChar32>(c), U_FOLD_CASE_DEFAULT)); }
 
-// Decodes UTF-8 that is known to be valid.
-void decode_valid_utf8(const std::string& text, std::vector<std::uint32_t>& chars, std::vector<std::uint32_t>& offsets) {
-  chars.clear();
-  offsets.clear();
-  const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
-  const std::size_t n = text.size();
-  for (std::size_t i = 0; i < n;) {
-    offsets.push_back(static_cast<std::uint32_t>(i));
-    const unsigned char lead = bytes[i];
-    std::uint32_t c;
-    std::size_t length;
-    if (lead < 0x80) {
-      c = lead, length = 1;
-    } else if (lead < 0xE0) {
-      c = lead & 0x1Fu, length = 2;
-    } else if (lead < 0xF0) {
-      c = lead & 0x0Fu, length = 3;
-    } else {
-      c = lead & 0x07u, length = 4;
-    }
-    if (i + length > n) throw Error(ExitCode::failure, "split pattern: text that is not valid UTF-8");
-    for (std::size_t k = 1; k < length; ++k) c = (c << 6) | (bytes[i + k] & 0x3Fu);
-    chars.push_back(c);
-    i += length;
-  }
-  offsets.push_back(static_cast<std::uint32_t>(n));
-}
-
 }  // namespace
 
 struct SplitPattern::CharClass {
@@ -576,6 +548,33 @@ void SplitPattern::split(const std::string& text, std::vector<Piece>& pieces) co
     pieces.push_back({offsets[at], offsets[static_cast<std::size_t>(end)]});
     at = static_cast<std::uint32_t>(end);
   }
+}
+
+void decode_valid_utf8(const std::string& text, std::vector<std::uint32_t>& chars, std::vector<std::uint32_t>& offsets) {
+  chars.clear();
+  offsets.clear();
+  const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
+  const std::size_t n = text.size();
+  for (std::size_t i = 0; i < n;) {
+    offsets.push_back(static_cast<std::uint32_t>(i));
+    const unsigned char lead = bytes[i];
+    std::uint32_t c;
+    std::size_t length;
+    if (lead < 0x80) {
+      c = lead, length = 1;
+    } else if (lead < 0xE0) {
+      c = lead & 0x1Fu, length = 2;
+    } else if (lead < 0xF0) {
+      c = lead & 0x0Fu, length = 3;
+    } else {
+      c = lead & 0x07u, length = 4;
+    }
+    if (i + length > n) throw Error(ExitCode::failure, "split pattern: text that is not valid UTF-8");
+    for (std::size_t k = 1; k < length; ++k) c = (c << 6) | (bytes[i + k] & 0x3Fu);
+    chars.push_back(c);
+    i += length;
+  }
+  offsets.push_back(static_cast<std::uint32_t>(n));
 }
 
 std::string decode_utf8_replacing(const std::string& bytes) {

@@ -71,4 +71,8 @@ class SplitPattern {
 // callers hand it such text.
 std::string decode_utf8_replacing(const std::string& bytes);
 
+// The code points of valid UTF-8 (decode_utf8_replacing's output), and where each starts in bytes
+// (one more entry: the end).
+void decode_valid_utf8(const std::string& text, std::vector<std::uint32_t>& chars, std::vector<std::uint32_t>& offsets);
+
 }  // namespace kgpt::data

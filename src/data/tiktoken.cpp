@@ -107,20 +107,13 @@ struct ByteSpelling {
   // The bytes a spelled token stands for; false when a character is not a byte's spelling.
   bool bytes(const std::string& spelled, std::string& out) const {
     out.clear();
-    const std::string valid = decode_utf8_replacing(spelled);
-    if (valid != spelled) return false;
-    const auto* s = reinterpret_cast<const unsigned char*>(spelled.data());
-    for (std::size_t i = 0; i < spelled.size();) {
-      std::uint32_t c = s[i];
-      std::size_t length = 1;
-      if (c >= 0xF0) c &= 0x07u, length = 4;
-      else if (c >= 0xE0) c &= 0x0Fu, length = 3;
-      else if (c >= 0xC0) c &= 0x1Fu, length = 2;
-      for (std::size_t k = 1; k < length; ++k) c = (c << 6) | (s[i + k] & 0x3Fu);
+    if (decode_utf8_replacing(spelled) != spelled) return false;
+    std::vector<std::uint32_t> chars, offsets;
+    decode_valid_utf8(spelled, chars, offsets);
+    for (const std::uint32_t c : chars) {
       const auto it = byte_of.find(c);
       if (it == byte_of.end()) return false;
       out += static_cast<char>(it->second);
-      i += length;
     }
     return true;
   }
