@@ -35,9 +35,10 @@ const CommandSpec& bench_spec() {
       "the device memory in use, and the memory plan's total (kgpt check) beside that high-water mark (both\n"
       "the largest rank's). The stall watchdog (parallel.stall_timeout_s) watches the steps as in\n"
       "training; its cost per step (its thread's CPU time and the progress marks) is printed as\n"
-      "watchdog_ms_per_step and watchdog_share. Reads no data files. Under mpiexec or srun every rank\n"
-      "runs its share of the batch and rank 0 prints. Set OPENBLAS_NUM_THREADS to the cores the run may\n"
-      "use.\n"
+      "watchdog_ms_per_step and watchdog_share; so is what writing a step's TensorBoard event and\n"
+      "flushing it costs (tensorboard_ms_per_step, tensorboard_share). Reads no data files. Under\n"
+      "mpiexec or srun every rank runs its share of the batch and rank 0 prints. Set\n"
+      "OPENBLAS_NUM_THREADS to the cores the run may use.\n"
       "\n"
       "--profile then runs more steps with every phase, kernel, GEMM, attention call and the gradient\n"
       "averaging fenced and timed, prints the step's forward, backward and optimizer parts, and per\n"
@@ -203,6 +204,10 @@ int run_bench(const ParsedArgs& args) {
                   r.stall_watchdog.c_str(), r.stall_watchdog_ms, 100 * r.stall_watchdog_ms / r.step_ms);
     std::cout << line;
   }
+  // kgpt train's TensorBoard events at train.log_every 1, each step's flushed (rank 0 writes them).
+  std::snprintf(line, sizeof(line), "tensorboard_ms_per_step:%.4f tensorboard_share:%.4f%%\n", r.tensorboard_ms,
+                100 * r.tensorboard_ms / r.step_ms);
+  std::cout << line;
   if (view_peak >= 0) {
     std::snprintf(line, sizeof(line), "view_peak_mb:%.1f plan_mb:%.1f plan_vs_view_peak:%.4f\n",
                   view_peak / (1024.0 * 1024.0), memory.total / (1024.0 * 1024.0), memory.total / view_peak);

@@ -16,7 +16,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 seconds=60
-readers="artifact,checkpoint,deck,history,safetensors,sentencepiece,shard,sweep,task,tiktoken"
+readers="artifact,checkpoint,deck,events,history,safetensors,sentencepiece,shard,sweep,task,tiktoken"
 build_only=0
 replay=0
 while [[ $# -gt 0 ]]; do

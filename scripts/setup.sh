@@ -6,7 +6,8 @@
 #      build-fuzz/ (scripts/fuzz.sh), which ctest then runs for 30 s each,
 #   4. makes the tiny deck's data (data/tiny_cpu/) from Debian's fortune files,
 #   5. installs npm's tiktoken and js-tiktoken into <build>/npm-reference/, the reference the
-#      tokenizer tests compare kgpt's BPE with (used at test time, never part of kgpt).
+#      tokenizer tests compare kgpt's BPE with, and @roboflow/tfrecords, which reads the framing of
+#      kgpt's TensorBoard event files in their test (used at test time, never part of kgpt).
 # Environment: BUILD_DIR (default build), JOBS (default: all cores), KGPT_SKIP_APT=1 to skip step 1,
 # KGPT_SKIP_FUZZ=1 to skip step 3 (and those tests).
 set -euo pipefail
@@ -27,6 +28,7 @@ packages=(
   python3-torch slurm-wlm munge iproute2
   fortunes fortunes-min fortunes-zh fortunes-ru fortunes-de fortunes-es fortunes-bg
   libicu-dev nodejs
+  protobuf-compiler python3-protobuf python3-crc32c
 )
 
 if [[ "${KGPT_SKIP_APT:-0}" != 1 ]]; then
@@ -65,11 +67,12 @@ fi
   --val-fraction 0.05 --doc-delimiter % --force --quiet
 
 npm_reference="$build_dir/npm-reference"
-if [[ ! -d "$npm_reference/node_modules/tiktoken" || ! -d "$npm_reference/node_modules/js-tiktoken" ]]; then
-  echo "== setup: npm's tiktoken and js-tiktoken (the tokenizer tests' reference) into $npm_reference"
+if [[ ! -d "$npm_reference/node_modules/tiktoken" || ! -d "$npm_reference/node_modules/js-tiktoken" ||
+      ! -d "$npm_reference/node_modules/@roboflow/tfrecords" ]]; then
+  echo "== setup: npm's tiktoken, js-tiktoken and @roboflow/tfrecords (test references) into $npm_reference"
   mkdir -p "$npm_reference"
   npm install --prefix "$npm_reference" --no-audit --no-fund --no-package-lock --silent \
-    tiktoken@1.0.22 js-tiktoken@1.0.21
+    tiktoken@1.0.22 js-tiktoken@1.0.21 @roboflow/tfrecords@1.0.4
 fi
 
 echo "== setup: done. Next: $build_dir/kgpt check inputs/tiny_cpu.yaml"

@@ -19,7 +19,9 @@
 #   tests   every ctest group of kgpt_tests, and the PyTorch reference comparison (reference_dump)
 #   train   10 steps of inputs/tiny_cpu.yaml (golf and gpt2, fp32 and bf16; golf with the EMA, SWA
 #           and late QAT on every step, its val loss scored on the EMA; golf with SmearGate, parallel
-#           residuals from block 2 and its val loss with documents apart) against the CPU runs
+#           residuals from block 2 and its val loss with documents apart) against the CPU runs; the
+#           bf16 runs' TensorBoard event files read by TensorBoard's EventAccumulator against their
+#           history.h5 (bench/device/read_tensorboard.py)
 #   bench   kgpt bench --profile of golf 64x1024 (accum 8) and gpt2-124M 16x1024 in bf16 with cuDNN's
 #           non-deterministic backward (PyTorch's flash backward is not deterministic either):
 #           tokens/s, the ceilings measured in the same run, the five costliest ops
@@ -248,6 +250,10 @@ for step in "${steps[@]}"; do
         golf_bf16@2e-2 gpt2_bf16@2e-2 golf_averages@2e-4 golf_options@1e-5 golf:golf_bf16@0 gpt2:gpt2_bf16@0
       say "compare_losses: exit $status"
       output | grep 'loss agreement' | tee -a "$summary"
+      # TensorBoard's EventAccumulator over the GPU runs' event files, against their history.h5.
+      run tensorboard 60 "$python" "$tree/bench/device/read_tensorboard.py" "$work/runs/golf_bf16" "$work/runs/gpt2_bf16"
+      say "read_tensorboard: exit $status"
+      output | grep '^tensorboard ' | tee -a "$summary"
       ;;
     bench)
       mkdir -p "$work/bench"

@@ -103,6 +103,7 @@ struct RunConfig {
   int checkpoint_every = 0;
   int checkpoint_keep_last = 3;
   int checkpoint_keep_every = 0;
+  bool tensorboard = true;  // rank 0 writes TensorBoard event files into the run directory
 };
 
 struct ModelConfig {

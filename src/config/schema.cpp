@@ -259,6 +259,10 @@ std::vector<KeySpec> build_schema() {
           "Newest checkpoints kept in <run dir>/checkpoints; older ones are deleted."),
       key("run", "checkpoint_keep_every", &Config::run, &RC::checkpoint_keep_every, VK::integer, count,
           "Also keep every checkpoint whose step is a multiple of N; 0 means none beyond keep_last."),
+      key("run", "tensorboard", &Config::run, &RC::tensorboard, VK::boolean, none,
+          "Rank 0 writes TensorBoard event files (events.out.tfevents.*) into the run directory: the step's, "
+          "evaluation's and tasks' scalars, flushed with every log line (`tensorboard --logdir <out_dir>`, or "
+          "`wandb sync --sync-tensorboard <run dir>`)."),
       // model
       family_key(),
       key("model", "vocab_size", &Config::model, &MC::vocab_size, VK::integer, between(2, 65536),

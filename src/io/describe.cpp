@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <sstream>
@@ -15,6 +17,7 @@
 #include "core/text.hpp"
 #include "io/artifact.hpp"
 #include "io/checkpoint.hpp"
+#include "io/event_file.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/run_directory.hpp"
 
@@ -22,6 +25,7 @@ namespace kgpt::io {
 
 namespace {
 
+using text::fixed;
 using text::significant;
 
 void print_metadata(const Hdf5File& file, std::ostream& out) {
@@ -92,6 +96,48 @@ void inspect_artifact(const std::string& path, std::ostream& out) {
       << "  stored bytes before compression: " << stored << " (" << count * 4 << " in fp32)\n";
 }
 
+// "1h02m03s", "4m05s", "6s": a time left as people read it.
+std::string hours_minutes_seconds(double seconds) {
+  const long long whole = seconds > 0 && std::isfinite(seconds) ? static_cast<long long>(seconds + 0.5) : 0;
+  char text[48];
+  if (whole >= 3600) {
+    std::snprintf(text, sizeof(text), "%lldh%02lldm%02llds", whole / 3600, whole / 60 % 60, whole % 60);
+  } else if (whole >= 60) {
+    std::snprintf(text, sizeof(text), "%lldm%02llds", whole / 60, whole % 60);
+  } else {
+    std::snprintf(text, sizeof(text), "%llds", whole);
+  }
+  return text;
+}
+
+// Where a run stands by its history's last row: the step of how many, the time left (histories
+// before kgpt recorded it have neither) and the step's figures.
+void print_progress(const Hdf5File& file, std::size_t rows, std::ostream& out) {
+  if (rows == 0) return;
+  auto last = [&](const char* column) {
+    if (!file.contains(column)) return std::numeric_limits<double>::quiet_NaN();
+    const std::vector<double> values = file.read_doubles(column);
+    return values.size() >= rows ? values[rows - 1] : std::numeric_limits<double>::quiet_NaN();
+  };
+  const double step = last("/train/step");
+  out << "  progress: step " << significant(step);
+  if (file.has_attribute("/metadata", "iterations")) {
+    const auto iterations = static_cast<double>(file.read_attribute_whole("/metadata", "iterations"));
+    out << "/" << significant(iterations) << " (" << fixed(iterations > 0 ? 100.0 * step / iterations : 0.0, 1) << "%)";
+    if (step >= iterations) out << ", finished";
+  }
+  const double left = last("/train/time_left_s");
+  if (std::isfinite(left) && left > 0) out << ", time left " << hours_minutes_seconds(left);
+  out << "\n  last step: train_loss " << significant(last("/train/loss")) << ", step_ms "
+      << fixed(last("/train/step_ms"), 1) << ", tok/s " << fixed(last("/train/tokens_per_s"), 0) << ", grad_norm "
+      << significant(last("/train/grad_norm")) << ", lr " << significant(last("/train/lr_matrix"));
+  const double mfu = last("/train/mfu");
+  if (std::isfinite(mfu) && mfu > 0) out << ", mfu " << fixed(mfu, 4);
+  const double memory = last("/train/memory_bytes");
+  if (std::isfinite(memory) && memory > 0) out << ", memory " << fixed(memory / (1024.0 * 1024.0), 0) << " MiB";
+  out << "\n";
+}
+
 void inspect_history(const Hdf5File& file, std::ostream& out) {
   out << file.path() << ": kgpt history\n";
   print_metadata(file, out);
@@ -110,6 +156,7 @@ void inspect_history(const Hdf5File& file, std::ostream& out) {
         << ", tokens " << significant(tokens[rows - 1]);
   }
   out << "\n";
+  print_progress(file, rows, out);
   const auto val_steps = file.read_doubles("/val/step");
   const auto val_losses = file.read_doubles("/val/loss");
   const auto val_bpb = file.read_doubles("/val/bpb");
@@ -187,6 +234,11 @@ void inspect_run_directory(const std::string& path, std::ostream& out) {
     }
   }
   out << "\n";
+  const std::vector<std::string> events = event_files(dir);
+  if (!events.empty()) {
+    out << "  tensorboard: " << events.size() << " event file" << (events.size() == 1 ? "" : "s") << ", newest "
+        << fs::path(events.back()).filename().string() << " (tensorboard --logdir " << dir << ")\n";
+  }
   if (fs::exists(dir + "/artifact.yaml")) out << "  artifacts: " << dir << "/artifact.yaml lists what kgpt export wrote\n";
   if (!has_log) return;
   // The log's last lines: the newest step, evaluation or message.

@@ -45,6 +45,16 @@ const std::vector<Column>& train_columns() {
        "calls exchanging Muon's orthogonalised updates in the step (parallel.share_muon)"},
       {"muon_exchange_bytes", Series::int64, "bytes",
        "bytes of Muon's orthogonalised updates exchanged in the step (parallel.share_muon)"},
+      {"averaging_ms", Series::float64, "ms", "time of the step's gradient averaging calls on rank 0 (their wait included)"},
+      {"time_left_s", Series::float64, "s",
+       "training time left: the median of the last 101 steps' times the steps left, or the wall-clock cap's "
+       "time left where that is less (evaluations not included)"},
+      {"memory_bytes", Series::float64, "bytes",
+       "GPU builds: device memory in use on rank 0's GPU; CPU builds: rank 0's peak resident set"},
+      {"model_flops_per_s", Series::float64, "FLOP/s", "the model family's FLOPs per token times tokens/s"},
+      {"mfu", Series::float64, "1",
+       "model_flops_per_s over the GPU's dense bf16 peak (H100/H200 SXM, 989.4 TFLOP/s) for bf16 decks on a GPU "
+       "build; NaN otherwise"},
   };
   return columns;
 }
@@ -104,6 +114,7 @@ void write_metadata(Hdf5File& file, const RunMetadata& metadata) {
   };
   for (const auto& [key, value] : texts) file.set_attribute("/metadata", key, value);
   file.set_attribute("/metadata", "world_size", static_cast<std::int64_t>(metadata.world_size));
+  file.set_attribute("/metadata", "iterations", metadata.iterations);
 }
 
 History::History(std::unique_ptr<Hdf5File> file) : file_(std::move(file)) {}
@@ -166,13 +177,30 @@ History History::resume(const std::string& path, std::int64_t last_step, const R
       return whole_number(at(name, i), path + ": " + name + " row " + std::to_string(i));
     };
     for (std::size_t i = 0; i < train_rows; ++i) {
-      fresh.append(TrainRow{whole("/train/step", i), whole("/train/tokens", i), at("/train/loss", i),
-                            at("/train/lr_matrix", i), at("/train/lr_scalar", i), at("/train/lr_embedding", i),
-                            at("/train/lr_head", i), at("/train/grad_norm", i), at("/train/step_ms", i),
-                            at("/train/tokens_per_s", i), whole("/train/allreduce_calls", i),
-                            whole("/train/allreduce_bytes", i), at("/train/wall_time_s", i),
-                            whole("/train/allgather_calls", i), whole("/train/allgather_bytes", i),
-                            whole("/train/muon_exchange_calls", i), whole("/train/muon_exchange_bytes", i)});
+      TrainRow row;
+      row.step = whole("/train/step", i);
+      row.tokens = whole("/train/tokens", i);
+      row.loss = at("/train/loss", i);
+      row.lr_matrix = at("/train/lr_matrix", i);
+      row.lr_scalar = at("/train/lr_scalar", i);
+      row.lr_embedding = at("/train/lr_embedding", i);
+      row.lr_head = at("/train/lr_head", i);
+      row.grad_norm = at("/train/grad_norm", i);
+      row.step_ms = at("/train/step_ms", i);
+      row.tokens_per_s = at("/train/tokens_per_s", i);
+      row.allreduce_calls = whole("/train/allreduce_calls", i);
+      row.allreduce_bytes = whole("/train/allreduce_bytes", i);
+      row.wall_time_s = at("/train/wall_time_s", i);
+      row.allgather_calls = whole("/train/allgather_calls", i);
+      row.allgather_bytes = whole("/train/allgather_bytes", i);
+      row.muon_exchange_calls = whole("/train/muon_exchange_calls", i);
+      row.muon_exchange_bytes = whole("/train/muon_exchange_bytes", i);
+      row.averaging_ms = at("/train/averaging_ms", i);
+      row.time_left_s = at("/train/time_left_s", i);
+      row.memory_bytes = at("/train/memory_bytes", i);
+      row.model_flops_per_s = at("/train/model_flops_per_s", i);
+      row.mfu = at("/train/mfu", i);
+      fresh.append(row);
     }
     for (std::size_t i = 0; i < val_rows; ++i) {
       fresh.append(ValRow{whole("/val/step", i), at("/val/loss", i), at("/val/bpb", i)});
@@ -209,6 +237,11 @@ void History::append(const TrainRow& row) {
   f.append("/train/allgather_bytes", row.allgather_bytes);
   f.append("/train/muon_exchange_calls", row.muon_exchange_calls);
   f.append("/train/muon_exchange_bytes", row.muon_exchange_bytes);
+  f.append("/train/averaging_ms", row.averaging_ms);
+  f.append("/train/time_left_s", row.time_left_s);
+  f.append("/train/memory_bytes", row.memory_bytes);
+  f.append("/train/model_flops_per_s", row.model_flops_per_s);
+  f.append("/train/mfu", row.mfu);
 }
 
 void History::append(const ValRow& row) {

@@ -23,6 +23,11 @@ struct TrainRow {
   double wall_time_s = 0;
   std::int64_t allgather_calls = 0, allgather_bytes = 0;
   std::int64_t muon_exchange_calls = 0, muon_exchange_bytes = 0;
+  double averaging_ms = 0;       // the step's time in gradient averaging calls (all-reduces or reduces)
+  double time_left_s = 0;        // train/progress.hpp: until train.iterations or the wall-clock cap
+  double memory_bytes = 0;       // device memory in use (GPU builds) or peak resident set (CPU builds)
+  double model_flops_per_s = 0;  // the model family's FLOPs per token times tokens/s
+  double mfu = 0;                // model_flops_per_s over the device's peak; NaN where no peak is known
 };
 
 struct ValRow {
@@ -43,6 +48,7 @@ struct RunMetadata {
   int world_size = 1;
   std::string init_from, init_from_checksum;  // model.init_from's file and its FNV-1a 64, or ""
   std::vector<std::string> task_names;        // the tasks of data.task_files, in TaskRow's numbering
+  std::int64_t iterations = 0;                // train.iterations: the step the run ends at
 };
 
 // Writes /metadata (deck text, versions, world size, Slurm job ids) into `file`.

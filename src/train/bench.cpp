@@ -1,9 +1,11 @@
 #include "train/bench.hpp"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <vector>
 
 #include "core/kokkos_compat.hpp"
@@ -16,6 +18,7 @@
 #include "features/registry.hpp"
 #include "parallel/watchdog.hpp"
 #include "parallel/world.hpp"
+#include "train/progress.hpp"
 #include "train/step.hpp"
 
 namespace kgpt::train {
@@ -115,6 +118,30 @@ double progress_seconds(std::int64_t all, std::int64_t detail) {
   return static_cast<double>(all - detail) * plain + static_cast<double>(detail) * with_text;
 }
 
+// What `kgpt train`'s TensorBoard events add to a step, at their dearest (train.log_every 1): the
+// step's scalars made, framed and written, and the file flushed, each step; ms per step.
+double event_file_ms_per_step(int steps) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("kgpt-bench-events-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  double seconds = 0;
+  {
+    io::EventFile events(dir.string(), 0);
+    io::TrainRow row;
+    const auto start = std::chrono::steady_clock::now();
+    for (int step = 1; step <= steps; ++step) {
+      row.step = step;
+      row.loss = 1.0 / step;
+      events.add(step, step_scalars(row, true));
+      events.flush();
+    }
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  std::error_code error;
+  fs::remove_all(dir, error);
+  return seconds * 1e3 / steps;
+}
+
 }  // namespace
 
 
@@ -172,6 +199,7 @@ BenchResult run_bench(const config::ResolvedDeck& deck, const BenchOptions& opti
     result.stall_watchdog_ms = (thread_cpu + progress_seconds(calls.all - calls_before.all, calls.detail - calls_before.detail)) *
                                1e3 / options.steps;
   }
+  if (parallel::world().rank == 0) result.tensorboard_ms = event_file_ms_per_step(200);
   // Every View of the model, its workspaces and the optimizer is still allocated here.
   const double device_used = compat::device_memory_used_bytes();
   result.view_peak_bytes = view_peak;

@@ -54,6 +54,7 @@ struct BenchResult {
   const char* attention = "";     // the attention implementation that ran
   std::string stall_watchdog;     // how the stall watchdog watched the steps ("off" when not)
   double stall_watchdog_ms = 0;   // its cost per step: its thread's CPU time and the progress marks' time
+  double tensorboard_ms = 0;      // rank 0: what writing a step's TensorBoard event and flushing it cost
 };
 
 // Runs the deck's training step on synthetic tokens (no data files are read) and returns this

@@ -12,6 +12,7 @@
 #include "core/text.hpp"
 #include "data/loader.hpp"
 #include "data/shard.hpp"
+#include "io/event_file.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/history.hpp"
 #include "model/language_model.hpp"
@@ -209,6 +210,7 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
   metadata.world_size = world.size;
   metadata.init_from = run.init.file;
   metadata.init_from_checksum = run.init.checksum;
+  metadata.iterations = c.train.iterations;
   for (const inference::Task& task : run.tasks) metadata.task_names.push_back(task.name);
   if (!run.init.file.empty() && !options.resume) {
     std::string cropped;
@@ -217,6 +219,21 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
              " fnv1a64:" + run.init.checksum + (cropped.empty() ? "" : " positions_cropped:" + cropped));
   }
   const bool writes_files = world.rank == 0 && !options.run_dir.empty();
+  // TensorBoard's event files: a resumed run cuts the earlier ones back to its checkpoint, as the
+  // history is (first, so that a damaged file stops the run before the history is cut), and goes on
+  // in a new one; a new run replaces any.
+  std::unique_ptr<io::EventFile> events;
+  // With run.tensorboard off the earlier files are cut or removed all the same: none is left
+  // holding steps the run no longer has.
+  parallel::agreed([&] {
+    if (!writes_files) return;
+    if (options.resume) {
+      io::cut_event_files(options.run_dir, resumed.step);
+    } else {
+      io::remove_event_files(options.run_dir);
+    }
+    if (c.run.tensorboard) events = std::make_unique<io::EventFile>(options.run_dir, options.resume ? resumed.step + 1 : 0);
+  });
   std::unique_ptr<io::History> history;
   if (writes_files) {
     const std::string path = options.run_dir + "/history.h5";
@@ -255,7 +272,7 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
 
   TrainStep<Real> train_step(model, *run.optimizer, deck, world.size, run.features);
   LoaderBatches batches(*run.loader);
-  ProgressReport report(log, history.get(), c.train, *run.optimizer);
+  ProgressReport report(log, history.get(), events.get(), c, *run.optimizer, metadata.task_names);
   PreemptionSignals signals;
   log.line("params:" + std::to_string(model.parameters().layout().parameter_count()) +
            " tokens_per_step:" + std::to_string(c.train.global_batch_tokens) +
@@ -309,7 +326,8 @@ TrainSummary run_training(const config::ResolvedDeck& deck, io::RunLog& log, con
     const bool last = done == c.train.iterations;
     const bool capped = c.train.max_wallclock_seconds > 0 && training_seconds >= c.train.max_wallclock_seconds;
     parallel::progress(parallel::Phase::output, done);
-    report.step(done, m, tokens_seen, std::chrono::duration<double>(Clock::now() - run_start).count(), last || capped);
+    report.step(done, m, tokens_seen, std::chrono::duration<double>(Clock::now() - run_start).count(), training_seconds,
+                last || capped);
     summary.steps = done;
     summary.final_train_loss = m.loss;
     summary.history.push_back(
