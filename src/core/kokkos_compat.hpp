@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 
@@ -187,6 +188,10 @@ class Runtime {
     Kokkos::InitArguments arguments;
     arguments.device_id = device_id;
     arguments.disable_warnings = true;
+    // Kokkos 3 loads a Kokkos Tools library from KOKKOS_PROFILE_LIBRARY, Kokkos 4 from
+    // KOKKOS_TOOLS_LIBS: the latter works on both (the former, where set, wins as before).
+    const char* tools = std::getenv("KOKKOS_TOOLS_LIBS");
+    if (tools != nullptr && std::getenv("KOKKOS_PROFILE_LIBRARY") == nullptr) arguments.tool_lib = tools;
     Kokkos::initialize(arguments);
 #endif
   }

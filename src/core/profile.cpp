@@ -179,6 +179,8 @@ void enable(bool on) {
 
 bool enabled() { return state().on; }
 
+bool tool_loaded() { return foreign_tool_loaded(); }
+
 std::vector<Entry> entries() { return state().table; }
 
 Phase::Phase(const char* name) : previous_(state().phase) {
@@ -193,10 +195,17 @@ Phase::~Phase() {
 
 Region::Region(const ExecSpace& exec, const char* name, double flops) : exec_(exec) {
   if (state().on) start(name, flops);
+  if (foreign_tool_loaded()) push_for_tool(name);
 }
 
 Region::Region(const ExecSpace& exec, const std::string& name, double flops) : exec_(exec) {
   if (state().on) start(name, flops);
+  if (foreign_tool_loaded()) push_for_tool(name);
+}
+
+void Region::push_for_tool(const std::string& name) {
+  Kokkos::Profiling::pushRegion("kgpt::" + name);
+  pushed_for_tool_ = true;
 }
 
 void Region::start(const std::string& name, double flops) {
@@ -208,6 +217,7 @@ void Region::start(const std::string& name, double flops) {
 }
 
 Region::~Region() {
+  if (pushed_for_tool_) Kokkos::Profiling::popRegion();
   if (!active_) return;
   exec_.fence();
   State& s = state();

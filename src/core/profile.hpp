@@ -5,7 +5,8 @@
 // table under the phase it ran in (forward, backward, optimizer, ...). Kernels that run inside an
 // explicit Region count towards that Region. A Region that knows its arithmetic (a product, an
 // attention) adds it too, so the table gives that op's FLOP/s. Off, a Region costs a test of one
-// flag, and Kokkos Tools (KOKKOS_TOOLS_LIBS) see Phases and Regions as regions.
+// flag, and a Kokkos Tools library (KOKKOS_TOOLS_LIBS) sees Phases and Regions as regions named
+// "kgpt::<name>" ("kgpt::forward", "kgpt::attention (fused) forward").
 // Fencing serialises the device: the table says where time goes, not how fast an unprofiled step is.
 
 #include <string>
@@ -29,6 +30,9 @@ bool available();
 // Kokkos Tools library (KOKKOS_TOOLS_LIBS) is loaded: both would want the same callbacks.
 void enable(bool on);
 bool enabled();
+// Whether a Kokkos Tools library (KOKKOS_TOOLS_LIBS) holds Kokkos's callbacks: Regions then name
+// themselves for it.
+bool tool_loaded();
 // The table so far, in the order entries first appeared.
 std::vector<Entry> entries();
 
@@ -73,8 +77,10 @@ class Region {
 
  private:
   void start(const std::string& name, double flops);
+  void push_for_tool(const std::string& name);
   const ExecSpace& exec_;
   bool active_ = false;
+  bool pushed_for_tool_ = false;
 };
 
 }  // namespace kgpt::profile
