@@ -179,7 +179,7 @@ void enable(bool on) {
 
 bool enabled() { return state().on; }
 
-bool tool_loaded() { return foreign_tool_loaded(); }
+bool regions_named() { return state().on || foreign_tool_loaded(); }
 
 std::vector<Entry> entries() { return state().table; }
 

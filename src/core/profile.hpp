@@ -30,9 +30,10 @@ bool available();
 // Kokkos Tools library (KOKKOS_TOOLS_LIBS) is loaded: both would want the same callbacks.
 void enable(bool on);
 bool enabled();
-// Whether a Kokkos Tools library (KOKKOS_TOOLS_LIBS) holds Kokkos's callbacks: Regions then name
-// themselves for it.
-bool tool_loaded();
+// Whether a Region's name is read: profiling is on, or a Kokkos Tools library (KOKKOS_TOOLS_LIBS)
+// holds Kokkos's callbacks and sees Regions as regions. Names that cost work to make (a product's
+// shape) are made only then.
+bool regions_named();
 // The table so far, in the order entries first appeared.
 std::vector<Entry> entries();
 

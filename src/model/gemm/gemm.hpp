@@ -99,8 +99,8 @@ void gemm_ex(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<typename DView:
                                        " values for " + std::to_string(n) + " columns");
   }
   if (m == 0 || n == 0) return;
-  const profile::Region region(exec, profile::enabled() || profile::tool_loaded() ? detail::gemm_label<TA, TD>("gemm", m, n, k, op_a, op_b)
-                                                         : std::string(),
+  const profile::Region region(exec, profile::regions_named() ? detail::gemm_label<TA, TD>("gemm", m, n, k, op_a, op_b)
+                                                              : std::string(),
                                product_flops(m, n, k));
   GemmBackend<backend::Current>::gemm(exec, op_a, op_b, alpha, a, b, beta, c, d, bias, k);
 }
@@ -133,9 +133,10 @@ bool gemm_gelu(const ExecSpace& exec, GeluEpilogue which, Op op_a, Op op_b, cons
   }
   if (m == 0 || n == 0 || k == 0) return false;
   const std::string label =
-      profile::enabled() || profile::tool_loaded() ? detail::gemm_label<TA, TD>(which == GeluEpilogue::forward ? "gemm+gelu" : "gemm+gelu_backward",
-                                                      m, n, k, op_a, op_b)
-                         : std::string();
+      profile::regions_named()
+          ? detail::gemm_label<TA, TD>(which == GeluEpilogue::forward ? "gemm+gelu" : "gemm+gelu_backward", m, n, k, op_a,
+                                       op_b)
+          : std::string();
   return GemmBackend<backend::Current>::gemm_gelu(exec, which, op_a, op_b, a, b, bias, pre, d, k, label,
                                                   product_flops(m, n, k));
 }
@@ -153,7 +154,7 @@ std::string fp8_product(const char* who, const Fp8Matrix& a, const Fp8Matrix& b,
   if (a.data == nullptr || b.data == nullptr || a.scale == nullptr || b.scale == nullptr) {
     throw Error(ExitCode::failure, std::string(who) + ": an FP8 operand without its bytes or its scale");
   }
-  if (!profile::enabled() && !profile::tool_loaded()) return std::string();
+  if (!profile::regions_named()) return std::string();
   return std::string(who) + " " + std::to_string(a.rows) + "x" + std::to_string(b.rows) + "x" + std::to_string(a.cols) +
          " " + fp8_name(a.format) + "*" + fp8_name(b.format) + "->" + type_name<TD>();
 }
@@ -226,8 +227,10 @@ void gemm_batched_ex(const ExecSpace& exec, Op op_a, Op op_b, GemmScalar<TC> alp
   }
   if (count == 0 || m == 0 || n == 0) return;
   const profile::Region region(
-      exec, profile::enabled() || profile::tool_loaded() ? detail::gemm_label<TA, TC>(("gemm_batched x" + std::to_string(count)).c_str(), m, n, k, op_a, op_b)
-                               : std::string(),
+      exec,
+      profile::regions_named()
+          ? detail::gemm_label<TA, TC>(("gemm_batched x" + std::to_string(count)).c_str(), m, n, k, op_a, op_b)
+          : std::string(),
       product_flops(m, n, k) * static_cast<double>(count));
   GemmBackend<backend::Current>::gemm_batched(exec, op_a, op_b, alpha, a, b, beta, c, d, count);
 }
