@@ -15,6 +15,7 @@
 #include "train/bench.hpp"
 #include "train/blas_report.hpp"
 #include "train/memory_plan.hpp"
+#include "train/progress.hpp"
 
 namespace kgpt::app {
 
@@ -182,12 +183,11 @@ int run_bench(const ParsedArgs& args) {
     std::snprintf(line, sizeof(line), " copy_gbs:%.1f", r.copy_bytes_per_s / 1e9);
     std::cout << line;
   }
-  if (backend::on_gpu && deck.config.model.precision == config::Precision::bf16) {
-    // Model FLOP/s over the dense bf16 peak of an H100 or H200 SXM, on kgpt's count (6 N + 12 L H D T,
-    // N without learned positions) and llm.c's (6 N + 6 L C T, every parameter in N).
-    constexpr double kPeak = 989.4e12;
-    std::snprintf(line, sizeof(line), " mfu:%.4f mfu_llmc:%.4f", r.model_flops / kPeak,
-                  r.flops_per_token_llmc * r.tokens_per_s / kPeak);
+  if (const double peak = train::mfu_peak_flops(deck.config.model); peak > 0) {
+    // Model FLOP/s over the device's dense peak, on kgpt's count (6 N + 12 L H D T, N without
+    // learned positions) and llm.c's (6 N + 6 L C T, every parameter in N).
+    std::snprintf(line, sizeof(line), " mfu:%.4f mfu_llmc:%.4f", r.model_flops / peak,
+                  r.flops_per_token_llmc * r.tokens_per_s / peak);
     std::cout << line;
   }
   std::snprintf(line, sizeof(line), " peak_rss_mb:%.0f\n", r.peak_rss_bytes / (1024.0 * 1024.0));

@@ -20,8 +20,6 @@ using text::significant;
 namespace {
 
 constexpr std::size_t kTimeLeftWindow = 101;  // steps whose median time estimates the rest
-// Dense bf16 peak of an H100 or H200 SXM, as `kgpt bench` divides by.
-constexpr double kGpuBf16PeakFlops = 989.4e12;
 
 // Device memory in use on a GPU build; the peak resident set of this process otherwise.
 double memory_bytes() {
@@ -32,6 +30,10 @@ double memory_bytes() {
 }
 
 }  // namespace
+
+double mfu_peak_flops(const config::ModelConfig& model) {
+  return backend::on_gpu && model.precision == config::Precision::bf16 ? 989.4e12 : 0;
+}
 
 std::vector<io::Scalar> step_scalars(const io::TrainRow& row, bool with_mfu) {
   std::vector<io::Scalar> scalars = {
@@ -61,7 +63,7 @@ ProgressReport::ProgressReport(io::RunLog& log, io::History* history, io::EventF
       optimizer_(optimizer),
       task_names_(std::move(task_names)),
       flops_per_token_(model::family(config.model.family).flops_per_token(config.model, config.train.seq_len)),
-      peak_flops_(backend::on_gpu && config.model.precision == config::Precision::bf16 ? kGpuBf16PeakFlops : 0) {}
+      peak_flops_(mfu_peak_flops(config.model)) {}
 
 double ProgressReport::time_left(int step, double step_seconds, double training_seconds) {
   recent_step_seconds_.push_back(step_seconds);

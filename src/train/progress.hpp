@@ -22,6 +22,11 @@
 
 namespace kgpt::train {
 
+// The dense peak FLOP/s that MFU divides model FLOP/s by, for the log, the history and `kgpt bench`:
+// an H100's or H200's (SXM) bf16 tensor cores, 989.4 TFLOP/s, for bf16 decks on a GPU build; 0 where
+// no peak is known (CPU builds, fp32 decks), which reports no MFU.
+double mfu_peak_flops(const config::ModelConfig& model);
+
 // A step's scalars in the event files: the history's columns of the same names under train/ (the
 // counters of calls and bytes stay in the history), mfu where a peak is known.
 std::vector<io::Scalar> step_scalars(const io::TrainRow& row, bool with_mfu);
