@@ -1,5 +1,7 @@
 #include "core/profile.hpp"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -178,6 +180,12 @@ void enable(bool on) {
 }
 
 bool enabled() { return state().on; }
+
+double process_peak_resident_bytes() {
+  struct rusage usage {};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) * 1024.0;  // Linux reports KiB
+}
 
 bool regions_named() { return state().on || foreign_tool_loaded(); }
 

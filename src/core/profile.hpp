@@ -43,6 +43,9 @@ std::vector<Entry> entries();
 // context) is not in it. Returns false, counting nothing, when a Kokkos Tools library is loaded.
 bool track_memory(bool on);
 double peak_memory_bytes();
+// This process's peak resident set on the host (getrusage), in bytes: everything it ever held in
+// host memory at once, Views, libraries and the MPI runtime included.
+double process_peak_resident_bytes();
 // What made up that peak, by View label (the library workspaces as one entry), largest first.
 std::vector<std::pair<std::string, double>> peak_memory_by_label();
 // Device memory kgpt allocates outside Views for a library to use (the cuBLASLt and cuDNN

@@ -1,6 +1,5 @@
 #include "train/bench.hpp"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -235,9 +234,7 @@ BenchResult run_bench(const config::ResolvedDeck& deck, const BenchOptions& opti
                                 6.0 * model::run_layers(c.model) * c.model.d_model * static_cast<double>(c.train.seq_len);
   result.model_flops = result.flops_per_token * result.tokens_per_s;
   result.device_used_bytes = device_used;
-  struct rusage usage {};
-  ::getrusage(RUSAGE_SELF, &usage);
-  result.peak_rss_bytes = static_cast<double>(usage.ru_maxrss) * 1024.0;  // Linux reports KiB
+  result.peak_rss_bytes = profile::process_peak_resident_bytes();
   return result;
 }
 

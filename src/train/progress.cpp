@@ -1,7 +1,5 @@
 #include "train/progress.hpp"
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -9,6 +7,7 @@
 
 #include "core/backend.hpp"
 #include "core/kokkos_compat.hpp"
+#include "core/profile.hpp"
 #include "core/text.hpp"
 #include "model/family.hpp"
 
@@ -23,10 +22,7 @@ constexpr std::size_t kTimeLeftWindow = 101;  // steps whose median time estimat
 
 // Device memory in use on a GPU build; the peak resident set of this process otherwise.
 double memory_bytes() {
-  if (backend::on_gpu) return compat::device_memory_used_bytes();
-  struct rusage usage {};
-  ::getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_maxrss) * 1024.0;  // Linux reports KiB
+  return backend::on_gpu ? compat::device_memory_used_bytes() : profile::process_peak_resident_bytes();
 }
 
 }  // namespace
