@@ -105,6 +105,16 @@ class WireReader {
     const WireReader inner = message();
     return std::string(inner.at_, inner.end_);
   }
+  // Reads the message's fields to its end: `read(field, wire)` reads a field it knows and returns
+  // true; any other field is skipped.
+  template <class Read>
+  void each_field(const Read& read) {
+    while (!done()) {
+      const std::uint64_t key = varint();
+      const auto field = static_cast<std::uint32_t>(key >> 3), wire = static_cast<std::uint32_t>(key & 7);
+      if (!read(field, wire)) skip(wire);
+    }
+  }
   void skip(std::uint32_t wire) {
     switch (wire) {
       case Wire::varint: varint(); return;
@@ -127,25 +137,22 @@ class WireReader {
 
 Scalar parse_value(WireReader value) {
   Scalar scalar;
-  while (!value.done()) {
-    const std::uint64_t key = value.varint();
-    const auto field = static_cast<std::uint32_t>(key >> 3), wire = static_cast<std::uint32_t>(key & 7);
+  value.each_field([&](std::uint32_t field, std::uint32_t wire) {
     if (field == 1 && wire == Wire::bytes) {
       scalar.tag = value.text();
     } else if (field == 2 && wire == Wire::fixed32) {
       scalar.value = value.little_endian<float>();
     } else {
-      value.skip(wire);
+      return false;
     }
-  }
+    return true;
+  });
   return scalar;
 }
 
 EventRecord parse_event(WireReader event) {
   EventRecord record;
-  while (!event.done()) {
-    const std::uint64_t key = event.varint();
-    const auto field = static_cast<std::uint32_t>(key >> 3), wire = static_cast<std::uint32_t>(key & 7);
+  event.each_field([&](std::uint32_t field, std::uint32_t wire) {
     if (field == 1 && wire == Wire::fixed64) {
       record.wall_time = event.little_endian<double>();
     } else if (field == 2 && wire == Wire::varint) {
@@ -154,28 +161,23 @@ EventRecord parse_event(WireReader event) {
       record.file_version = event.text();
     } else if (field == 5 && wire == Wire::bytes) {
       WireReader summary = event.message();
-      while (!summary.done()) {
-        const std::uint64_t inner = summary.varint();
-        if (inner == ((1u << 3) | Wire::bytes)) {
-          record.scalars.push_back(parse_value(summary.message()));
-        } else {
-          summary.skip(static_cast<std::uint32_t>(inner & 7));
-        }
-      }
+      summary.each_field([&](std::uint32_t inner, std::uint32_t inner_wire) {
+        if (inner != 1 || inner_wire != Wire::bytes) return false;
+        record.scalars.push_back(parse_value(summary.message()));
+        return true;
+      });
     } else if (field == 7 && wire == Wire::bytes) {
       WireReader log = event.message();
-      while (!log.done()) {
-        const std::uint64_t inner = log.varint();
-        if (inner == ((1u << 3) | Wire::varint)) {
-          record.session_start = log.varint() == 1;  // SessionLog.START
-        } else {
-          log.skip(static_cast<std::uint32_t>(inner & 7));
-        }
-      }
+      log.each_field([&](std::uint32_t inner, std::uint32_t inner_wire) {
+        if (inner != 1 || inner_wire != Wire::varint) return false;
+        record.session_start = log.varint() == 1;  // SessionLog.START
+        return true;
+      });
     } else {
-      event.skip(wire);
+      return false;
     }
-  }
+    return true;
+  });
   return record;
 }
 
