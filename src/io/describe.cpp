@@ -111,29 +111,38 @@ std::string hours_minutes_seconds(double seconds) {
 }
 
 // Where a run stands by its history's last row: the step of how many, the time left (histories
-// before kgpt recorded it have neither) and the step's figures.
-void print_progress(const Hdf5File& file, std::size_t rows, std::ostream& out) {
-  if (rows == 0) return;
+// before kgpt recorded it have neither) and the step's figures. The row is the last one that every
+// column printed holds: a running job's writer may be inside a row, its later columns one short.
+void print_progress(const Hdf5File& file, std::ostream& out) {
+  std::map<std::string, std::vector<double>> columns;
+  std::size_t rows = std::numeric_limits<std::size_t>::max();
+  for (const char* name : {"step", "loss", "step_ms", "tokens_per_s", "grad_norm", "lr_matrix", "time_left_s", "mfu",
+                           "memory_bytes"}) {
+    const std::string path = std::string("/train/") + name;
+    if (!file.contains(path)) continue;
+    std::vector<double>& values = columns[name] = file.read_doubles(path);
+    rows = std::min(rows, values.size());
+  }
+  if (columns.count("step") == 0 || rows == 0) return;
   auto last = [&](const char* column) {
-    if (!file.contains(column)) return std::numeric_limits<double>::quiet_NaN();
-    const std::vector<double> values = file.read_doubles(column);
-    return values.size() >= rows ? values[rows - 1] : std::numeric_limits<double>::quiet_NaN();
+    const auto found = columns.find(column);
+    return found == columns.end() ? std::numeric_limits<double>::quiet_NaN() : found->second[rows - 1];
   };
-  const double step = last("/train/step");
+  const double step = last("step");
   out << "  progress: step " << significant(step);
   if (file.has_attribute("/metadata", "iterations")) {
     const auto iterations = static_cast<double>(file.read_attribute_whole("/metadata", "iterations"));
     out << "/" << significant(iterations) << " (" << fixed(iterations > 0 ? 100.0 * step / iterations : 0.0, 1) << "%)";
     if (step >= iterations) out << ", finished";
   }
-  const double left = last("/train/time_left_s");
+  const double left = last("time_left_s");
   if (std::isfinite(left) && left > 0) out << ", time left " << hours_minutes_seconds(left);
-  out << "\n  last step: train_loss " << significant(last("/train/loss")) << ", step_ms "
-      << fixed(last("/train/step_ms"), 1) << ", tok/s " << fixed(last("/train/tokens_per_s"), 0) << ", grad_norm "
-      << significant(last("/train/grad_norm")) << ", lr " << significant(last("/train/lr_matrix"));
-  const double mfu = last("/train/mfu");
+  out << "\n  last step: train_loss " << significant(last("loss")) << ", step_ms " << fixed(last("step_ms"), 1)
+      << ", tok/s " << fixed(last("tokens_per_s"), 0) << ", grad_norm " << significant(last("grad_norm")) << ", lr "
+      << significant(last("lr_matrix"));
+  const double mfu = last("mfu");
   if (std::isfinite(mfu) && mfu > 0) out << ", mfu " << fixed(mfu, 4);
-  const double memory = last("/train/memory_bytes");
+  const double memory = last("memory_bytes");
   if (std::isfinite(memory) && memory > 0) out << ", memory " << fixed(memory / (1024.0 * 1024.0), 0) << " MiB";
   out << "\n";
 }
@@ -156,7 +165,7 @@ void inspect_history(const Hdf5File& file, std::ostream& out) {
         << ", tokens " << significant(tokens[rows - 1]);
   }
   out << "\n";
-  print_progress(file, rows, out);
+  print_progress(file, out);
   const auto val_steps = file.read_doubles("/val/step");
   const auto val_losses = file.read_doubles("/val/loss");
   const auto val_bpb = file.read_doubles("/val/bpb");

@@ -1,13 +1,15 @@
-// history.h5 (io/history.hpp): its /task rows, and a resumed run's history keeping the rows before
-// the step it resumes from.
+// history.h5 (io/history.hpp): its /task rows, a resumed run's history keeping the rows before
+// the step it resumes from, and the progress `kgpt inspect` reads from a history being written.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <hdf5.h>
 
+#include "io/describe.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/history.hpp"
 
@@ -91,5 +93,41 @@ TEST_CASE("history: one written before /task resumes with no task rows", "[io][h
   CHECK(file.read_doubles("/train/step") == std::vector<double>{1, 2, 3, 4});
   CHECK(file.read_doubles("/val/step") == std::vector<double>{0, 2});
   CHECK(file.read_doubles("/task/step") == std::vector<double>{4});
+  std::remove(path.c_str());
+}
+
+TEST_CASE("history: inspect's progress is the last row every column holds, as a running writer inside a row leaves it",
+          "[io][history]") {
+  const std::string path = "test_history_progress.h5";
+  std::remove(path.c_str());
+  io::RunMetadata m = metadata();
+  m.iterations = 10;
+  {
+    io::History history = io::History::create(path, m);
+    for (int step = 1; step <= 3; ++step) {
+      io::TrainRow row;
+      row.step = step;
+      row.tokens = 100 * step;
+      row.loss = 5.0 - step;
+      row.step_ms = 250;
+      row.tokens_per_s = 400;
+      row.time_left_s = 100.0 * (4 - step);  // 300, 200, 100
+      history.append(row);
+    }
+  }
+  {
+    // Step 4 as far as a writer gets before time_left_s: its columns up to the wall time.
+    io::Hdf5File file(path, io::Hdf5File::Mode::append);
+    for (const char* column : {"/train/step", "/train/tokens", "/train/loss", "/train/lr_matrix", "/train/lr_scalar",
+                               "/train/lr_embedding", "/train/lr_head", "/train/grad_norm", "/train/step_ms",
+                               "/train/tokens_per_s", "/train/allreduce_calls", "/train/allreduce_bytes",
+                               "/train/wall_time_s"}) {
+      file.append(column, std::string(column) == "/train/step" ? 4.0 : 1.0);
+    }
+  }
+  std::ostringstream out;
+  io::describe_file(path, out);
+  CHECK_THAT(out.str(), Catch::Contains("  progress: step 3/10 (30.0%), time left 1m40s\n") &&
+                            Catch::Contains("  last step: train_loss 2, step_ms 250.0, tok/s 400,"));
   std::remove(path.c_str());
 }
