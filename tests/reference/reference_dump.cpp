@@ -1,13 +1,16 @@
 // Writes a tiny model's weights, a batch, and kgpt's logits, loss, gradients and the losses of 10
 // optimizer steps to an HDF5 file, for tests/reference/compare.py to check against the independent
-// PyTorch model. usage: reference_dump FAMILY[-untied|-muon|-normuon|-smear|-parallel|-bigram|-recur|-ve] OUT.h5, FAMILY a
+// PyTorch model. usage: reference_dump FAMILY[-untied|-muon|-normuon|-smear|-parallel|-bigram|-recur|-ve|-xsa] OUT.h5,
+// FAMILY a
 // registered family with its defaults (golf: tied, Muon; gpt2: tied, AdamW), -untied with
 // model.tie_embeddings false (an output head trained with optim.head_lr), -muon with
 // optim.matrix_optimizer muon, -smear with model.smear_gate (golf), -parallel with blocks 1 and 2 of
 // 3 in parallel (model.parallel_residual_start: 1, golf), -bigram with BigramHash (11 buckets of 8,
 // projected) and SmearGate (golf), -recur with blocks 1 and 2 of 3 run twice (model.recur_start: 1,
 // recur_count: 2; every family) and, in golf, block 2 in parallel (parallel_residual_start: 2); -ve
-// with golf's value embeddings on layers 1 and 3 of 4 run (block 1 twice), projected from 4 wide.
+// with golf's value embeddings on layers 1 and 3 of 4 run (block 1 twice), projected from 4 wide; -xsa
+// with golf's partial RoPE (4 of 8 dimensions), LN scale and XSA on the last 3 of 4 layers run (block
+// 1 twice), the last adding a value embedding to the v that XSA reads.
 // reference_dump --families lists the registered families, one a line; --hf-families those that
 // Hugging Face transformers holds (kgpt export --format hf, model.init_from).
 #include <cstdio>
@@ -98,10 +101,14 @@ int dump(config::Config config, const char* path) {
   out.write("train/losses", {losses.size()}, losses.data());
   out.write_string("family", m.family.c_str());
   out.write_string("matrix_optimizer", config.optim.matrix_optimizer);
+  std::vector<std::pair<const char*, double>> settings;
   if (config::family_reads(m, "model.value_embed_layers")) {
     out.write_string("value_embed_layers", config::module_string(m.family_keys, "model.value_embed_layers"));
+    settings = {{"rope_dims", static_cast<double>(config::module_integer(m.family_keys, "model.rope_dims"))},
+                {"ln_scale", config::module_boolean(m.family_keys, "model.ln_scale") ? 1.0 : 0.0},
+                {"xsa_last_n", static_cast<double>(config::module_integer(m.family_keys, "model.xsa_last_n"))}};
   }
-  const std::vector<std::pair<const char*, double>> settings = {
+  settings.insert(settings.end(), {
       {"n_layer", m.n_layer}, {"n_head", m.n_head}, {"n_kv_head", m.n_kv_head}, {"rope_base", m.rope_base},
       {"logit_softcap", m.logit_softcap}, {"rms_eps", 1.1920928955078125e-07},
       {"parallel_residual_start", m.parallel_residual_start}, {"recur_start", m.recur_start},
@@ -113,7 +120,7 @@ int dump(config::Config config, const char* path) {
       {"head_weight_decay", config.optim.head_weight_decay}, {"scalar_weight_decay", config.optim.scalar_weight_decay},
       {"muon_momentum", config.optim.muon_momentum}, {"muon_momentum_warmup_start", config.optim.muon_momentum_warmup_start},
       {"muon_momentum_warmup_steps", config.optim.muon_momentum_warmup_steps},
-      {"muon_backend_steps", config.optim.muon_backend_steps}};
+      {"muon_backend_steps", config.optim.muon_backend_steps}});
   for (const auto& [key, value] : settings) out.set_attribute("loss", key, value);
   std::printf("wrote %s: %s loss %.6f, 10-step losses %.6f .. %.6f\n", path, m.family.c_str(), loss, losses.front(),
               losses.back());
@@ -139,8 +146,8 @@ int main(int argc, char** argv) {
   const std::string modifier = variant.find('-') == std::string::npos ? "" : variant.substr(variant.find('-') + 1);
   if (model::find_family(name) == nullptr ||
       (modifier != "" && modifier != "untied" && modifier != "muon" && modifier != "smear" && modifier != "parallel" &&
-       modifier != "bigram" && modifier != "recur" && modifier != "normuon" && modifier != "ve")) {
-    std::fprintf(stderr, "usage: %s FAMILY[-untied|-muon|-normuon|-smear|-parallel|-bigram|-recur|-ve] OUT.h5 (families: %s)\n", argv[0],
+       modifier != "bigram" && modifier != "recur" && modifier != "normuon" && modifier != "ve" && modifier != "xsa")) {
+    std::fprintf(stderr, "usage: %s FAMILY[-untied|-muon|-normuon|-smear|-parallel|-bigram|-recur|-ve|-xsa] OUT.h5 (families: %s)\n", argv[0],
                  model::family_names().c_str());
     return 2;
   }
@@ -201,6 +208,15 @@ int main(int argc, char** argv) {
     m.recur_start = 1;
     m.recur_count = 1;
     m.family_keys["model.value_embed_layers"] = std::string("1,3");
+    m.family_keys["model.value_embed_dim"] = 4LL;
+  }
+  if (modifier == "xsa") {
+    m.recur_start = 1;
+    m.recur_count = 1;
+    m.family_keys["model.rope_dims"] = 4LL;
+    m.family_keys["model.ln_scale"] = true;
+    m.family_keys["model.xsa_last_n"] = 3LL;
+    m.family_keys["model.value_embed_layers"] = std::string("3");
     m.family_keys["model.value_embed_dim"] = 4LL;
   }
   if (modifier == "recur") {

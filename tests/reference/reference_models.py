@@ -32,13 +32,21 @@ def rope_angles(t, d, base):
     return torch.outer(torch.arange(t, dtype=torch.float64), inv_freq)
 
 
-def rotary(x, base):
-    """Half-split rotary embedding over the full head dimension of x (B, H, T, D)."""
-    t, d = x.size(2), x.size(3)
+def rotary(x, base, dims=0):
+    """Half-split rotary embedding of x (B, H, T, D) over the first `dims` dimensions of each head (0:
+    all of them; partial RoPE passes the rest through)."""
+    t, d = x.size(2), dims if dims > 0 else x.size(3)
     angles = rope_angles(t, d, base)
     cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
-    x1, x2 = x[..., : d // 2], x[..., d // 2 :]
-    return torch.cat((x1 * cos + x2 * sin, -x1 * sin + x2 * cos), dim=-1)
+    x1, x2, rest = x[..., : d // 2], x[..., d // 2 : d], x[..., d:]
+    return torch.cat((x1 * cos + x2 * sin, -x1 * sin + x2 * cos, rest), dim=-1)
+
+
+def exclusive(y, v):
+    """XSA: each head's output y (B, H, T, D) minus its projection on its own token's normalized value,
+    v (B, KV, T, D) of the head's key/value group."""
+    vn = F.normalize(v, dim=-1).repeat_interleave(y.size(1) // v.size(1), dim=1)
+    return y - (y * vn).sum(dim=-1, keepdim=True) * vn
 
 
 def block_order(n_layer, recur_start, recur_count):
@@ -56,11 +64,14 @@ class Golf(torch.nn.Module):
     q_gain, residual mix with x0, attn/mlp scales, U-Net skips, tied embedding, logit softcap; the
     records' SmearGate where the weights hold a smear_gate, their BigramHash where they hold a
     bigram table, their parallel residuals from block parallel_from on, and their depth recurrence:
-    blocks recur_start .. recur_start + recur_count - 1 run again right after their first pass."""
+    blocks recur_start .. recur_start + recur_count - 1 run again right after their first pass; the
+    records' value embeddings, partial RoPE (rope_dims of each head rotate), LN scale (each block's
+    norms times 1/sqrt(layer + 1), the layer as run) and XSA (on the last xsa_last_n layers run)."""
 
     def __init__(self, params, n_layer, n_head, n_kv_head, rope_base, softcap, eps, parallel_from=-1,
-                 recur_start=-1, recur_count=1, value_embed_layers=()):
+                 recur_start=-1, recur_count=1, value_embed_layers=(), rope_dims=0, ln_scale=False, xsa_last_n=0):
         super().__init__()
+        self.rope_dims, self.ln_scale, self.xsa_last_n = rope_dims, ln_scale, xsa_last_n
         self.value_embed_layers = list(value_embed_layers)  # layers as run, each with ve_layer_scales.j
         self.p = torch.nn.ParameterDict({k.replace(".", "__"): torch.nn.Parameter(v) for k, v in params.items()})
         self.n_layer, self.n_head, self.n_kv_head = n_layer, n_head, n_kv_head
@@ -71,29 +82,34 @@ class Golf(torch.nn.Module):
     def w(self, name):
         return self.p[name.replace(".", "__")]
 
-    def block(self, i, x, x0, ve=None):
-        """Block i; ve: the value embedding this layer adds to v (the record's v + v_embed), or None."""
+    def block(self, i, x, x0, ve=None, layer=0):
+        """Block i run as layer `layer`; ve: the value embedding this layer adds to v (the record's
+        v + v_embed), or None."""
         b = f"blocks.{i}."
         bsz, t, c = x.shape
         d = c // self.n_head
+        scale = 1 / math.sqrt(layer + 1) if self.ln_scale else 1.0  # LN scale
         mix = self.w(b + "resid_mix")
         x = mix[0] * x + mix[1] * x0
-        h = rms_norm(x, self.eps)
+        h = rms_norm(x, self.eps) * scale
         q = (h @ self.w(b + "attn.c_q.weight").t()).view(bsz, t, self.n_head, d).transpose(1, 2)
         k = (h @ self.w(b + "attn.c_k.weight").t()).view(bsz, t, self.n_kv_head, d).transpose(1, 2)
         v = h @ self.w(b + "attn.c_v.weight").t()
         if ve is not None:
             v = v + ve
         v = v.view(bsz, t, self.n_kv_head, d).transpose(1, 2)
-        q = rotary(rms_norm(q, self.eps), self.rope_base)
-        k = rotary(rms_norm(k, self.eps), self.rope_base)
+        q = rotary(rms_norm(q, self.eps), self.rope_base, self.rope_dims)
+        k = rotary(rms_norm(k, self.eps), self.rope_base, self.rope_dims)
         q = q * self.w(b + "attn.q_gain")[None, :, None, None]
-        y = causal_attention(q, k, v).transpose(1, 2).reshape(bsz, t, c)
+        y = causal_attention(q, k, v)
+        if layer >= len(self.order) - self.xsa_last_n:
+            y = exclusive(y, v)
+        y = y.transpose(1, 2).reshape(bsz, t, c)
         attn = self.w(b + "attn_scale") * (y @ self.w(b + "attn.proj.weight").t())
         parallel = 0 <= self.parallel_from <= i
         if not parallel:  # sequential: the MLP reads the norm of the attention's residual
             x = x + attn
-            h = rms_norm(x, self.eps)
+            h = rms_norm(x, self.eps) * scale
         m = torch.relu(h @ self.w(b + "mlp.fc.weight").t()).square() @ self.w(b + "mlp.proj.weight").t()
         return x + self.w(b + "mlp_scale") * m + (attn if parallel else 0)
 
@@ -133,12 +149,12 @@ class Golf(torch.nn.Module):
         layers = len(self.order)
         encoders = layers // 2
         for i in range(encoders):
-            x = self.block(self.order[i], x, x0, self.value_embed(tokens, i))
+            x = self.block(self.order[i], x, x0, self.value_embed(tokens, i), i)
             skips.append(x)
         for i in range(layers - encoders):
             if skips:
                 x = x + self.w("skip_weights")[i] * skips.pop()
-            x = self.block(self.order[encoders + i], x, x0, self.value_embed(tokens, encoders + i))
+            x = self.block(self.order[encoders + i], x, x0, self.value_embed(tokens, encoders + i), encoders + i)
         z = rms_norm(x, self.eps) @ self.head().t()
         return self.softcap * torch.tanh(z / self.softcap) if self.softcap > 0 else z
 
@@ -253,7 +269,8 @@ FAMILIES = {
     "golf": lambda w, s: Golf(w, int(s["n_layer"]), int(s["n_head"]), int(s["n_kv_head"]), s["rope_base"],
                               s["logit_softcap"], s["rms_eps"], int(s.get("parallel_residual_start", -1)),
                               int(s.get("recur_start", -1)), int(s.get("recur_count", 1)),
-                              [int(n) for n in s.get("value_embed_layers", "").split(",") if n.strip()]),
+                              [int(n) for n in s.get("value_embed_layers", "").split(",") if n.strip()],
+                              int(s.get("rope_dims", 0)), bool(s.get("ln_scale", 0)), int(s.get("xsa_last_n", 0))),
     "gpt2": lambda w, s: Gpt2(w, int(s["n_layer"]), int(s["n_head"]), s["logit_softcap"],
                               recur_start=int(s.get("recur_start", -1)), recur_count=int(s.get("recur_count", 1))),
     "llama": lambda w, s: Llama(w, int(s["n_layer"]), int(s["n_head"]), int(s["n_kv_head"]), s["rope_base"],

@@ -2,15 +2,19 @@
 // golf's path from the q and k projections to attention, as one kernel each way: per head row of
 // D features (token n, head h) of q and of k,
 //   xn = x r, r = 1 / sqrt(mean(x^2) + eps)                         (RMSNorm over the head)
-//   rope: z[i] = xn[i] cos + xn[i + D/2] sin, z[i + D/2] = -xn[i] sin + xn[i + D/2] cos, i < D/2,
-//         angle(t, i) = t base^(-2i/D), t = n % T                       (half-split, full head dim)
+//   rope: z[i] = xn[i] cos + xn[i + R/2] sin, z[i + R/2] = -xn[i] sin + xn[i + R/2] cos, i < R/2,
+//         angle(t, i) = t base^(-2i/R), t = n % T; z[i] = xn[i] for i >= R         (half-split)
+//         R: the rotated dimensions, D (the whole head) or model.rope_dims (partial RoPE, as
+//         parameter-golf's records rotate the first R of each head and pass the rest through)
 //   q: y = gain(h) z;  k: y = z
 // Backward, from dy: dz = gain dy (q) or dy (k); dgain(h) += sum z dy (q); dxn = rope^T dz;
 //   dx = r dxn - r^3 x mean(dxn x).
 // raw: (N, W) activations (the fused QKV projection) holding q in columns [q_offset, q_offset + H D)
 // and k in [k_offset, k_offset + KV D); q_out (N, H D), k_out (N, KV D); q_rstd (N H), k_rstd
 // (N KV) of T kept for the backward; d_raw receives dq and dk at the same columns as raw (its v
-// columns are left alone). cos, sin: (Tmax, D/2) with Tmax >= T. gain, dgain: (H) parameters.
+// columns are left alone). cos, sin: (Tmax, D/2) with Tmax >= T, their columns from R/2 on cos 1 and
+// sin 0 (rope_tables), so the kernels treat the passed dimensions as pairs rotated by angle 0: slot
+// i < R/2 pairs i with i + R/2, slot i >= R/2 pairs i + R/2 with i + D/2. gain, dgain: (H) parameters.
 // A head row per thread and its vector lanes over the D/2 rotation pairs, P pairs a lane (PackedRows
 // over rows of D/2 elements): 16 bytes of each half per lane on a GPU where the arrays allow it, one
 // pair at a time on the host. Each kernel is written once with P a template parameter.
@@ -27,16 +31,18 @@
 
 namespace kgpt::model::ops {
 
-// Fills the tables; angles are computed in double, then rounded to T.
+// Fills the tables; angles are computed in double, then rounded to T. rotated_pairs: R/2, the pairs
+// rotated (0: all D/2); the columns after them hold angle 0.
 template <class T>
-void rope_tables(const Matrix<T>& cos_table, const Matrix<T>& sin_table, double base) {
+void rope_tables(const Matrix<T>& cos_table, const Matrix<T>& sin_table, double base, std::size_t rotated_pairs = 0) {
   const std::size_t t_max = cos_table.extent(0), half = cos_table.extent(1);
+  const std::size_t rotated = rotated_pairs == 0 ? half : rotated_pairs;
   auto host_cos = Kokkos::create_mirror(cos_table);
   auto host_sin = Kokkos::create_mirror(sin_table);
   for (std::size_t t = 0; t < t_max; ++t) {
     for (std::size_t i = 0; i < half; ++i) {
-      const double inv_freq = 1.0 / std::pow(base, static_cast<double>(2 * i) / static_cast<double>(2 * half));
-      const double angle = static_cast<double>(t) * inv_freq;
+      const double inv_freq = 1.0 / std::pow(base, static_cast<double>(2 * i) / static_cast<double>(2 * rotated));
+      const double angle = i < rotated ? static_cast<double>(t) * inv_freq : 0.0;
       host_cos(t, i) = static_cast<T>(std::cos(angle));
       host_sin(t, i) = static_cast<T>(std::sin(angle));
     }
@@ -57,6 +63,12 @@ struct QkRow {
 
 struct QkShape {
   int heads = 0, kv_heads = 0, dim = 0, seq = 0, q_offset = 0, k_offset = 0;
+  int rotated_pairs = 0;  // R/2, golf's rotated pairs of a head (model.rope_dims / 2); 0: all D/2
+
+  KOKKOS_INLINE_FUNCTION int rotated() const { return rotated_pairs > 0 ? rotated_pairs : dim / 2; }
+  // The two features slot i of a head pairs: (i, i + R/2) rotated, or two passed through.
+  KOKKOS_INLINE_FUNCTION int first_of(int i) const { return i < rotated() ? i : i + rotated(); }
+  KOKKOS_INLINE_FUNCTION int second_of(int i) const { return i < rotated() ? i + rotated() : i + dim / 2; }
 
   KOKKOS_INLINE_FUNCTION QkRow row(std::size_t row, std::size_t q_rows) const {
     QkRow r;
@@ -122,7 +134,8 @@ bool qk_packs_fit(const QkShape& s, const Raw& raw, const Out& a, const Out& b, 
   using O = std::remove_const_t<typename Out::value_type>;
   const auto cols_fit = [](int col, std::size_t bytes) { return static_cast<std::size_t>(col) * bytes % 16 == 0; };
   const int lanes = s.dim / 2 / P;
-  return s.dim % (2 * P) == 0 && lanes >= 1 && lanes <= 32 && (lanes & (lanes - 1)) == 0 && packs_aligned<P>(raw) &&
+  return s.dim % (2 * P) == 0 && s.rotated() % P == 0 && cols_fit(s.rotated(), sizeof(R)) &&
+         cols_fit(s.rotated(), sizeof(O)) && lanes >= 1 && lanes <= 32 && (lanes & (lanes - 1)) == 0 && packs_aligned<P>(raw) &&
          packs_aligned<P>(a) && packs_aligned<P>(b) && packs_aligned<P>(cos_table) && packs_aligned<P>(sin_table) &&
          cols_fit(s.q_offset, sizeof(R)) && cols_fit(s.k_offset, sizeof(R)) && cols_fit(s.dim / 2, sizeof(R)) &&
          cols_fit(s.dim / 2, sizeof(O)) && cols_fit(s.dim / 2, sizeof(T));
@@ -151,8 +164,8 @@ void qk_norm_rope_forward_rows(const ExecSpace& exec, const Raw& raw, const QkSh
         Kokkos::ThreadVectorRange(team, lanes),
         [&](const int lane, T& acc) {
           T x1[P], x2[P];
-          load_values<P>(&in(token, in_col + lane * P), x1);
-          load_values<P>(&in(token, in_col + lane * P + half), x2);
+          load_values<P>(&in(token, in_col + s.first_of(lane * P)), x1);
+          load_values<P>(&in(token, in_col + s.second_of(lane * P)), x2);
           for (int e = 0; e < P; ++e) acc += x1[e] * x1[e] + x2[e] * x2[e];
         },
         sum_sq);
@@ -162,8 +175,9 @@ void qk_norm_rope_forward_rows(const ExecSpace& exec, const Raw& raw, const QkSh
     Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, lanes), [&](const int lane) {
       const int i = lane * P;
       T x1[P], x2[P], c[P], sn[P], y1[P], y2[P];
-      load_values<P>(&in(token, in_col + i), x1);
-      load_values<P>(&in(token, in_col + i + half), x2);
+      const int first = s.first_of(i), second = s.second_of(i);
+      load_values<P>(&in(token, in_col + first), x1);
+      load_values<P>(&in(token, in_col + second), x2);
       angles.template load<P>(t, i, c, sn);
       for (int e = 0; e < P; ++e) {
         T z1, z2;
@@ -171,8 +185,8 @@ void qk_norm_rope_forward_rows(const ExecSpace& exec, const Raw& raw, const QkSh
         y1[e] = g * z1;
         y2[e] = g * z2;
       }
-      store_values<P>(&out(token, out_col + i), y1);
-      store_values<P>(&out(token, out_col + i + half), y2);
+      store_values<P>(&out(token, out_col + first), y1);
+      store_values<P>(&out(token, out_col + second), y2);
     });
     Kokkos::single(Kokkos::PerThread(team), [&]() {
       if (q_or_k.is_q) q_r[q_or_k.index] = r;
@@ -207,10 +221,11 @@ void qk_norm_rope_backward_rows(const ExecSpace& exec, const Raw& raw, const QkS
     const auto& dy = is_q ? d_q : d_k;
     // A lane's x, dy and rotation, read again by each pass.
     const auto load = [&](const int i, T* x1, T* x2, T* dy1, T* dy2, T* c, T* sn) {
-      load_values<P>(&in(token, in_col + i), x1);
-      load_values<P>(&in(token, in_col + i + half), x2);
-      load_values<P>(&dy(token, out_col + i), dy1);
-      load_values<P>(&dy(token, out_col + i + half), dy2);
+      const int first = s.first_of(i), second = s.second_of(i);
+      load_values<P>(&in(token, in_col + first), x1);
+      load_values<P>(&in(token, in_col + second), x2);
+      load_values<P>(&dy(token, out_col + first), dy1);
+      load_values<P>(&dy(token, out_col + second), dy2);
       angles.template load<P>(t, i, c, sn);
     };
     // sum z dy (the gain's term, q only) and sum dxn x (the norm's), over the row.
@@ -253,8 +268,8 @@ void qk_norm_rope_backward_rows(const ExecSpace& exec, const Raw& raw, const QkS
         dx1[e] = r * d1 - coefficient * x1[e];
         dx2[e] = r * d2 - coefficient * x2[e];
       }
-      store_values<P>(&d_in(token, in_col + i), dx1);
-      store_values<P>(&d_in(token, in_col + i + half), dx2);
+      store_values<P>(&d_in(token, in_col + s.first_of(i)), dx1);
+      store_values<P>(&d_in(token, in_col + s.second_of(i)), dx2);
     });
     Kokkos::single(Kokkos::PerThread(team), [&]() {
       if (is_q) gains(token, q_or_k.head) = gain_term;

@@ -48,24 +48,26 @@ KOKKOS_INLINE_FUNCTION T rms_row(const Team& team, int c, T eps, const PackValue
 }
 
 // The one forward kernel: for each of n rows, r of the values that values(row, j, v) puts in v pack
-// by pack (a fused op computes and stores its sum there), then h = from(row) r (w), where from(row)
-// points at the row as stored (rounded to A: what the backward reads) and w is read where Weighted.
+// by pack (a fused op computes and stores its sum there), then h = from(row) r (w) scale, where
+// from(row) points at the row as stored (rounded to A: what the backward reads) and w is read where
+// Weighted; scale is golf's LN scale (1 elsewhere: r 1 is r, so the product is unchanged).
 template <int P, bool Weighted, class T, class Values, class From, class H, class W>
 void rmsnorm_forward_kernel(const ExecSpace& exec, const char* label, int n, int c, const Values& values,
-                            const From& from, const RowView<H>& h, const W* w, T* r_out, T eps) {
+                            const From& from, const RowView<H>& h, const W* w, T* r_out, T eps, T scale = T(1)) {
   using Rows = PackedRows<P>;
   const int per_team = Rows::rows_per_team(c);
   kgpt::parallel_for(label, Rows::policy(exec, n, c), KOKKOS_LAMBDA(const Team& team) {
     const int row = Rows::row(team, per_team);
     if (row >= n) return;
     const T r = rms_row<P>(team, c, eps, [&](const int j, T* v) { values(row, j, v); });
+    const T r_scaled = r * scale;
     const auto* in = from(row);
     H* out = &h(row, 0);
     const W* weight = w;  // captured here: CUDA's lambdas may not first capture inside if constexpr
     Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, c / P), [&](const int p) {
       T v[P];
       load_values<P>(in + p * P, v);
-      for (int e = 0; e < P; ++e) v[e] *= r;
+      for (int e = 0; e < P; ++e) v[e] *= r_scaled;
       if constexpr (Weighted) {
         T wv[P];
         load_values<P>(weight + p * P, wv);
@@ -77,12 +79,12 @@ void rmsnorm_forward_kernel(const ExecSpace& exec, const char* label, int n, int
   });
 }
 
-// The one backward kernel: dx (+)= r g - k x with g = dy (w) and k = r^3 mean(g x), for each of n
-// rows, the row's x at x_row(row).
+// The one backward kernel: dx (+)= r g - k x with g = dy (w) scale and k = r^3 mean(g x), for each
+// of n rows, the row's x at x_row(row).
 template <int P, bool Weighted, class T, class XRow, class DY, class DX, class W>
 void rmsnorm_backward_kernel(const ExecSpace& exec, const char* label, int n, int c, const XRow& x_row,
                              const RowView<DY>& dy, const RowView<DX>& dx, const W* w, const T* r_in,
-                             bool accumulate) {
+                             bool accumulate, T scale = T(1)) {
   using Rows = PackedRows<P>;
   const int per_team = Rows::rows_per_team(c);
   kgpt::parallel_for(label, Rows::policy(exec, n, c), KOKKOS_LAMBDA(const Team& team) {
@@ -96,6 +98,7 @@ void rmsnorm_backward_kernel(const ExecSpace& exec, const char* label, int n, in
     // A lane's dy, x and (Weighted) w, read again by each pass.
     const auto load = [&](const int j, T* g, T* v, T* wv) {
       load_values<P>(grad + j, g);
+      for (int e = 0; e < P; ++e) g[e] *= scale;
       load_values<P>(in + j, v);
       if constexpr (Weighted) load_values<P>(weight + j, wv);
     };
@@ -139,12 +142,12 @@ void rmsnorm_forward_rows(const ExecSpace& exec, const char* label, const X& x, 
 
 template <int P, bool Weighted, class T, class X, class W, class DY, class DX>
 void rmsnorm_backward_rows(const ExecSpace& exec, const char* label, const X& x, const W* w,
-                           const ConstVector<T>& rstd, const DY& dy, const DX& dx, bool accumulate) {
+                           const ConstVector<T>& rstd, const DY& dy, const DX& dx, bool accumulate, T scale = T(1)) {
   const auto in = row_view(x);
   rmsnorm_backward_kernel<P, Weighted>(
       exec, label, static_cast<int>(x.extent(0)), static_cast<int>(x.extent(1)),
       KOKKOS_LAMBDA(const int row) { return &in(row, 0); }, row_view(dy), row_view(dx), w, rstd.data(),
-      accumulate);
+      accumulate, scale);
 }
 
 }  // namespace detail
@@ -162,16 +165,17 @@ void rmsnorm_forward(const ExecSpace& exec, const X& x, const Y& y, const Vector
   }
 }
 
-// dx = rmsnorm'(x)^T dy; with `accumulate`, dx += that instead.
+// dx = rmsnorm'(x)^T dy; with `accumulate`, dx += that instead. scale: of y = rmsnorm(x) scale (golf's
+// LN scale), so dy is scaled by it.
 template <class T, bool Packs = backend::Traits::packed_elementwise, class X, class DY, class DX>
 void rmsnorm_backward(const ExecSpace& exec, const X& x, const ConstVector<T>& rstd, const DY& dy, const DX& dx,
-                      bool accumulate = false) {
+                      bool accumulate = false, T scale = T(1)) {
   constexpr int P = detail::pack_of<X, DY, DX>();
   const T* none = nullptr;
   if (Packs && PackedRows<P>::fits(x.extent(1), x, dy, dx)) {
-    detail::rmsnorm_backward_rows<P, false>(exec, "kgpt::rmsnorm::backward", x, none, rstd, dy, dx, accumulate);
+    detail::rmsnorm_backward_rows<P, false>(exec, "kgpt::rmsnorm::backward", x, none, rstd, dy, dx, accumulate, scale);
   } else {
-    detail::rmsnorm_backward_rows<1, false>(exec, "kgpt::rmsnorm::backward", x, none, rstd, dy, dx, accumulate);
+    detail::rmsnorm_backward_rows<1, false>(exec, "kgpt::rmsnorm::backward", x, none, rstd, dy, dx, accumulate, scale);
   }
 }
 
@@ -266,7 +270,7 @@ namespace detail {
 template <int P, class T, class X, class W, class Mix, class Y>
 void mix_rmsnorm_forward_rows(const ExecSpace& exec, const X& x_prev, const X& skip, const W& w, const X& x0,
                               const Mix& mix, const Y& x_in, const Y& x_mix, const Y& h, const Vector<T>& rstd,
-                              T eps) {
+                              T eps, T scale) {
   using A = typename Y::value_type;
   const bool with_skip = skip.extent(0) != 0;
   // Nine arrays: as RowViews and pointers, so that the kernel fits a CUDA kernel argument.
@@ -297,17 +301,17 @@ void mix_rmsnorm_forward_rows(const ExecSpace& exec, const X& x_prev, const X& s
         for (int e = 0; e < P; ++e) m[e] = T(store<A>(m0[e] * in[e] + m1[e] * x0v[e]));
         store_values<P>(&mix_out(row, j), m);
       },
-      KOKKOS_LAMBDA(const int row) { return &mix_out(row, 0); }, row_view(h), none, rstd.data(), eps);
+      KOKKOS_LAMBDA(const int row) { return &mix_out(row, 0); }, row_view(h), none, rstd.data(), eps, scale);
 }
 
 template <int P, class T, class X, class S, class Y>
 void residual_rmsnorm_forward_rows(const ExecSpace& exec, const X& base, const S& s, const X& y, const Y& x_sum,
-                                   const Y& h, const Vector<T>& rstd, T eps) {
+                                   const Y& h, const Vector<T>& rstd, T eps, T scale) {
   using A = typename Y::value_type;
   const auto b = row_view(base);
   const auto added = row_view(y);
   const auto sum_out = row_view(x_sum);
-  const auto* scale = s.data();
+  const auto* residual_scale = s.data();
   const T* none = nullptr;
   // x_sum as stored (rounded to A): what the norm and the backward read.
   rmsnorm_forward_kernel<P, false>(
@@ -315,56 +319,59 @@ void residual_rmsnorm_forward_rows(const ExecSpace& exec, const X& base, const S
       KOKKOS_LAMBDA(const int row, const int j, T* v) {
         T bv[P], sv[P], yv[P];
         load_values<P>(&b(row, j), bv);
-        load_values<P>(scale + j, sv);
+        load_values<P>(residual_scale + j, sv);
         load_values<P>(&added(row, j), yv);
         for (int e = 0; e < P; ++e) v[e] = T(store<A>(bv[e] + sv[e] * yv[e]));
         store_values<P>(&sum_out(row, j), v);
       },
-      KOKKOS_LAMBDA(const int row) { return &sum_out(row, 0); }, row_view(h), none, rstd.data(), eps);
+      KOKKOS_LAMBDA(const int row) { return &sum_out(row, 0); }, row_view(h), none, rstd.data(), eps, scale);
 }
 
 }  // namespace detail
 
 // x_in = x_prev (+ w * skip when `skip` is given; x_in is then stored), x_mix = mix(0) * x_in +
-// mix(1) * x0 (stored), h = rmsnorm(x_mix). mix: (2, C) and w: (C) parameters. Without a skip,
-// `skip`, `w` and `x_in` are empty Views.
+// mix(1) * x0 (stored), h = rmsnorm(x_mix) scale. mix: (2, C) and w: (C) parameters. Without a
+// skip, `skip`, `w` and `x_in` are empty Views. scale: golf's LN scale (model.ln_scale), else 1.
 template <class T, bool Packs = backend::Traits::packed_elementwise, class X, class W, class Mix, class Y>
 void mix_rmsnorm_forward(const ExecSpace& exec, const X& x_prev, const X& skip, const W& w, const X& x0,
-                         const Mix& mix, const Y& x_in, const Y& x_mix, const Y& h, const Vector<T>& rstd, T eps) {
+                         const Mix& mix, const Y& x_in, const Y& x_mix, const Y& h, const Vector<T>& rstd, T eps,
+                         T scale = T(1)) {
   const std::size_t c = x_mix.extent(1);
   const bool with_skip = skip.extent(0) != 0;
   constexpr int P = detail::pack_of<X, Y, Mix>();
   using Rows = PackedRows<P>;
   if (Packs && Rows::fits(c, x_prev, x0, mix, x_mix, h) &&
       (!with_skip || (Rows::fits(c, skip, x_in) && Rows::aligned(w.data())))) {
-    detail::mix_rmsnorm_forward_rows<P>(exec, x_prev, skip, w, x0, mix, x_in, x_mix, h, rstd, eps);
+    detail::mix_rmsnorm_forward_rows<P>(exec, x_prev, skip, w, x0, mix, x_in, x_mix, h, rstd, eps, scale);
   } else {
-    detail::mix_rmsnorm_forward_rows<1>(exec, x_prev, skip, w, x0, mix, x_in, x_mix, h, rstd, eps);
+    detail::mix_rmsnorm_forward_rows<1>(exec, x_prev, skip, w, x0, mix, x_in, x_mix, h, rstd, eps, scale);
   }
 }
 
 // The backward of mix_rmsnorm from dh, the gradient reaching h, and dx, the gradient reaching x_mix
 // by the residual path: dx += rmsnorm'(x_mix)^T dh, then dx becomes the gradient of x_in
 // (mix(0) dx), dx0 += mix(1) dx, and dmix += the column sums (mix_backward, elementwise.hpp).
-// x_in: what the forward mixed (x_prev, or its stored x_in where a skip was added).
+// x_in: what the forward mixed (x_prev, or its stored x_in where a skip was added); scale: the
+// forward's.
 template <class T, class X, class DY, class Mix, class DX, class DMix>
 void mix_rmsnorm_backward(const ExecSpace& exec, const X& x_mix, const ConstVector<T>& rstd, const DY& dh,
                           const X& x_in, const X& x0, const Mix& mix, const DX& dx, const DX& dx0, const DMix& dmix,
-                          const Workspace<T>& partials = {}) {
-  rmsnorm_backward<T>(exec, x_mix, rstd, dh, dx, true);
+                          const Workspace<T>& partials = {}, T scale = T(1)) {
+  rmsnorm_backward<T>(exec, x_mix, rstd, dh, dx, true, scale);
   mix_backward<T>(exec, x_in, x0, mix, dx, dx0, dmix, partials);
 }
 
-// x_sum = base + s * y (stored), h = rmsnorm(x_sum). s: (C) parameters.
+// x_sum = base + s * y (stored), h = rmsnorm(x_sum) scale. s: (C) parameters; scale: golf's LN
+// scale, else 1.
 template <class T, bool Packs = backend::Traits::packed_elementwise, class X, class S, class Y>
 void residual_rmsnorm_forward(const ExecSpace& exec, const X& base, const S& s, const X& y, const Y& x_sum,
-                              const Y& h, const Vector<T>& rstd, T eps) {
+                              const Y& h, const Vector<T>& rstd, T eps, T scale = T(1)) {
   const std::size_t c = x_sum.extent(1);
   constexpr int P = detail::pack_of<X, Y, S>();
   if (Packs && PackedRows<P>::fits(c, base, y, x_sum, h) && PackedRows<P>::aligned(s.data())) {
-    detail::residual_rmsnorm_forward_rows<P>(exec, base, s, y, x_sum, h, rstd, eps);
+    detail::residual_rmsnorm_forward_rows<P>(exec, base, s, y, x_sum, h, rstd, eps, scale);
   } else {
-    detail::residual_rmsnorm_forward_rows<1>(exec, base, s, y, x_sum, h, rstd, eps);
+    detail::residual_rmsnorm_forward_rows<1>(exec, base, s, y, x_sum, h, rstd, eps, scale);
   }
 }
 
@@ -374,8 +381,8 @@ void residual_rmsnorm_forward(const ExecSpace& exec, const X& base, const S& s, 
 template <class T, class X, class DH, class S, class DX, class DY, class DS>
 void residual_rmsnorm_backward(const ExecSpace& exec, const X& x_sum, const ConstVector<T>& rstd, const DH& dh,
                                const X& y, const S& s, const DX& dx, const DY& dy, const DS& ds,
-                               const Workspace<T>& partials = {}) {
-  rmsnorm_backward<T>(exec, x_sum, rstd, dh, dx, true);
+                               const Workspace<T>& partials = {}, T scale = T(1)) {
+  rmsnorm_backward<T>(exec, x_sum, rstd, dh, dx, true, scale);
   scaled_add_backward<T>(exec, y, s, dx, dy, ds, partials);
 }
 

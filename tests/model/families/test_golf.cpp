@@ -89,6 +89,47 @@ TEST_CASE("golf with value embeddings: the whole model's gradient matches finite
   test::check_model_gradient(model, inputs, targets);
 }
 
+TEST_CASE("golf with partial RoPE, LN scale and XSA: the whole model's gradient matches finite differences",
+          "[model][golf][gradcheck]") {
+  // 2 of each head's 4 dimensions rotate; LN scale on every layer; XSA on the last 2 of 4 layers run
+  // (block 1 twice: only its second run subtracts), the last of them adding a value embedding to the
+  // v that XSA reads; blocks from 2 on in parallel or none.
+  const int parallel_from = GENERATE(-1, 2);
+  INFO("model.parallel_residual_start " << parallel_from);
+  config::ModelConfig m = tiny_golf();
+  m.recur_start = 1;
+  m.recur_count = 1;
+  m.parallel_residual_start = parallel_from;
+  m.family_keys["model.rope_dims"] = 2LL;
+  m.family_keys["model.ln_scale"] = true;
+  m.family_keys["model.xsa_last_n"] = 2LL;
+  m.family_keys["model.value_embed_layers"] = std::string("3");
+  m.family_keys["model.value_embed_dim"] = 8LL;
+  model::GolfModel<double> model(m, 2, 7);
+  randomize(model);
+  const auto inputs = test::random_tokens(2, 5, 19, 5), targets = test::random_tokens(2, 5, 19, 6);
+  test::check_model_gradient(model, inputs, targets);
+}
+
+TEST_CASE("golf's XSA, partial RoPE and LN scale each change the loss; off, the keys change nothing", "[model][golf]") {
+  const auto inputs = test::random_tokens(2, 5, 19, 7), targets = test::random_tokens(2, 5, 19, 8);
+  auto loss = [&](const std::string& key, const config::Value& value) {
+    config::ModelConfig m = tiny_golf();
+    if (!key.empty()) m.family_keys[key] = value;
+    model::GolfModel<double> model(m, 2, 7);
+    randomize(model);
+    return model.forward(ExecSpace(), inputs, targets);
+  };
+  const double plain = loss("", config::Value(0LL));
+  CHECK(loss("model.rope_dims", config::Value(0LL)) == plain);
+  CHECK(loss("model.rope_dims", config::Value(4LL)) == plain);  // all 4 of a head's dimensions: full RoPE
+  CHECK(loss("model.ln_scale", config::Value(false)) == plain);
+  CHECK(loss("model.xsa_last_n", config::Value(0LL)) == plain);
+  CHECK(loss("model.rope_dims", config::Value(2LL)) != plain);
+  CHECK(loss("model.ln_scale", config::Value(true)) != plain);
+  CHECK(loss("model.xsa_last_n", config::Value(1LL)) != plain);
+}
+
 TEST_CASE("golf: gradients accumulate over micro-steps with the grad scale", "[model][golf]") {
   model::GolfModel<double> model(tiny_golf(), 2, 7);
   randomize(model);

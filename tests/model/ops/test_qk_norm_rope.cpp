@@ -17,11 +17,12 @@ namespace {
 
 // B 2, T 5, H 4 query heads, KV 2 key heads of D 8, in a raw (N, W) matrix with q at column 0, k
 // after it, and v columns the op must leave alone.
+// rope: the rotated dimensions of a head (partial RoPE, model.rope_dims), 0 for all.
 struct Case {
-  int b = 2, t = 5, h = 4, kv = 2, d = 8;
+  int b = 2, t = 5, h = 4, kv = 2, d = 8, rope = 0;
   int n() const { return b * t; }
   int width() const { return (h + 2 * kv) * d; }
-  model::ops::QkShape shape() const { return {h, kv, d, t, 0, h * d}; }
+  model::ops::QkShape shape() const { return {h, kv, d, t, 0, h * d, rope / 2}; }
 };
 
 constexpr double kEps = 1.1920928955078125e-07;
@@ -29,8 +30,8 @@ constexpr double kEps = 1.1920928955078125e-07;
 template <class T>
 struct Tables {
   Matrix<T> cos, sin;
-  explicit Tables(int t_max, int d) : cos("cos", t_max, d / 2), sin("sin", t_max, d / 2) {
-    model::ops::rope_tables(cos, sin, 100.0);
+  explicit Tables(int t_max, int d, int rope = 0) : cos("cos", t_max, d / 2), sin("sin", t_max, d / 2) {
+    model::ops::rope_tables(cos, sin, 100.0, static_cast<std::size_t>(rope / 2));
   }
 };
 
@@ -39,7 +40,7 @@ void reference(const Case& c, const std::vector<double>& raw, const std::vector<
                std::vector<double>& k) {
   q.assign(std::size_t(c.n()) * c.h * c.d, 0);
   k.assign(std::size_t(c.n()) * c.kv * c.d, 0);
-  const int half = c.d / 2;
+  const int rotated = c.rope > 0 ? c.rope : c.d, half = rotated / 2;
   for (int n = 0; n < c.n(); ++n) {
     const int t = n % c.t;
     for (int head = 0; head < c.h + c.kv; ++head) {
@@ -48,14 +49,15 @@ void reference(const Case& c, const std::vector<double>& raw, const std::vector<
       double sum = 0;
       for (int x = 0; x < c.d; ++x) sum += raw[n * c.width() + col + x] * raw[n * c.width() + col + x];
       const double r = 1 / std::sqrt(sum / c.d + kEps);
+      const double g = is_q ? gain[head] : 1.0;
+      double* out = is_q ? &q[(n * c.h + head) * c.d] : &k[(n * c.kv + head - c.h) * c.d];
       for (int i = 0; i < half; ++i) {
-        const double angle = t * std::pow(100.0, -2.0 * i / c.d);
+        const double angle = t * std::pow(100.0, -2.0 * i / rotated);
         const double x1 = raw[n * c.width() + col + i] * r, x2 = raw[n * c.width() + col + i + half] * r;
-        const double g = is_q ? gain[head] : 1.0;
-        double* out = is_q ? &q[(n * c.h + head) * c.d] : &k[(n * c.kv + head - c.h) * c.d];
         out[i] = g * (x1 * std::cos(angle) + x2 * std::sin(angle));
         out[i + half] = g * (x2 * std::cos(angle) - x1 * std::sin(angle));
       }
+      for (int i = rotated; i < c.d; ++i) out[i] = g * raw[n * c.width() + col + i] * r;  // passed through
     }
   }
 }
@@ -91,15 +93,32 @@ TEST_CASE("rope tables hold cos and sin of t base^(-2i/D)", "[model][rope]") {
     }
 }
 
+TEST_CASE("rope tables of partial RoPE rotate R/2 pairs at t base^(-2i/R), the rest by angle 0", "[model][rope]") {
+  Tables<double> tables(7, 16, 4);
+  auto hc = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tables.cos);
+  auto hs = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tables.sin);
+  for (int t = 0; t < 7; ++t) {
+    for (int i = 0; i < 2; ++i) {
+      CHECK(hc(t, i) == Approx(std::cos(t * std::pow(100.0, -2.0 * i / 4))).epsilon(1e-15));
+      CHECK(hs(t, i) == Approx(std::sin(t * std::pow(100.0, -2.0 * i / 4))).margin(1e-15));
+    }
+    for (int i = 2; i < 8; ++i) {
+      CHECK(hc(t, i) == 1.0);
+      CHECK(hs(t, i) == 0.0);
+    }
+  }
+}
+
 TEST_CASE("q/k norm, rope and gain match their definitions and leave v alone", "[model][rope][head_gain]") {
   const bool packed = GENERATE(false, true);
-  INFO((packed ? "16-byte packs per lane" : "a lane per feature pair"));
-  const Case c;
+  Case c;
+  c.rope = GENERATE(0, 4, 2);
+  INFO((packed ? "16-byte packs per lane" : "a lane per feature pair") << ", rotating " << c.rope << " (0: all)");
   Matrix<double> raw("raw", c.n(), c.width()), q("q", c.n(), c.h * c.d), k("k", c.n(), c.kv * c.d);
   Vector<double> gain("gain", c.h), q_rstd("q_rstd", c.n() * c.h), k_rstd("k_rstd", c.n() * c.kv);
   random::fill_normal(raw, 1, 0, 2.0);
   random::fill_normal(gain, 1, 1, 1.0);
-  const Tables<double> tables(c.t, c.d);
+  const Tables<double> tables(c.t, c.d, c.rope);
   const auto before = host_values(raw);
   forward<double>(packed, ExecSpace(), raw, c.shape(), tables.cos, tables.sin, gain, q, k, q_rstd, k_rstd,
                                            kEps);
@@ -113,8 +132,9 @@ TEST_CASE("q/k norm, rope and gain match their definitions and leave v alone", "
 
 TEST_CASE("q/k norm, rope and gain backward matches finite differences", "[model][rope][head_gain][gradcheck]") {
   const bool packed = GENERATE(false, true);
-  INFO((packed ? "16-byte packs per lane" : "a lane per feature pair"));
-  const Case c;
+  Case c;
+  c.rope = GENERATE(0, 4);
+  INFO((packed ? "16-byte packs per lane" : "a lane per feature pair") << ", rotating " << c.rope << " (0: all)");
   Matrix<double> raw("raw", c.n(), c.width()), q("q", c.n(), c.h * c.d), k("k", c.n(), c.kv * c.d);
   Matrix<double> wq("wq", c.n(), c.h * c.d), wk("wk", c.n(), c.kv * c.d), d_raw("d_raw", c.n(), c.width());
   Matrix<double> gain_rows("gain_rows", c.n(), c.h);
@@ -123,7 +143,7 @@ TEST_CASE("q/k norm, rope and gain backward matches finite differences", "[model
   random::fill_normal(gain, 2, 1, 1.0);
   random::fill_normal(wq, 2, 2, 1.0);
   random::fill_normal(wk, 2, 3, 1.0);
-  const Tables<double> tables(c.t, c.d);
+  const Tables<double> tables(c.t, c.d, c.rope);
   auto loss = [&] {
     forward<double>(packed, ExecSpace(), raw, c.shape(), tables.cos, tables.sin, gain, q, k, q_rstd,
                                              k_rstd, kEps);
@@ -145,8 +165,9 @@ TEST_CASE("q/k norm, rope and gain backward matches finite differences", "[model
 
 TEST_CASE("q/k norm, rope and gain in float and bf16 agree with double", "[model][rope][float][bf16]") {
   const bool packed = GENERATE(false, true);
-  INFO((packed ? "16-byte packs per lane" : "a lane per feature pair"));
   Case c;
+  c.rope = GENERATE(0, 16);
+  INFO((packed ? "16-byte packs per lane" : "a lane per feature pair") << ", rotating " << c.rope << " (0: all)");
   c.b = 3;
   c.t = 32;
   c.d = 64;
@@ -159,7 +180,7 @@ TEST_CASE("q/k norm, rope and gain in float and bf16 agree with double", "[model
   auto run = [&](auto zero) {
     using A = decltype(zero);
     using T = compute_t<A>;
-    const Tables<T> tables(c.t, c.d);
+    const Tables<T> tables(c.t, c.d, c.rope);
     const auto raw_a = test::converted<Matrix<A>>("raw", raw);
     const auto dq_a = test::converted<Matrix<A>>("dq", dq), dk_a = test::converted<Matrix<A>>("dk", dk);
     const auto gain_t = test::converted<Vector<T>>("gain", gain);

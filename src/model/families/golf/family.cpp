@@ -64,8 +64,34 @@ void check_value_embeds(const config::ResolvedDeck& deck, std::vector<std::strin
   }
 }
 
+// Partial RoPE rotates an even number of a head's dimensions, at most all of them; XSA's layers run
+// and its KV groups are at most golf::kXsaMaxGroup heads.
+void check_attention_options(const config::ResolvedDeck& deck, std::vector<std::string>& problems) {
+  const config::ModelConfig& m = deck.config.model;
+  const int head_dim = m.n_head > 0 ? m.d_model / m.n_head : 0;
+  const int rope_dims = golf::rope_dims(m);
+  if (rope_dims % 2 != 0 || rope_dims > head_dim) {
+    problems.push_back(deck.where(golf::kRopeDimsKey) + ": " + std::to_string(rope_dims) +
+                       " dimensions cannot rotate: partial RoPE rotates an even number of them, at most the head "
+                       "dimension d_model / n_head = " + std::to_string(head_dim) + "; 0 rotates all");
+  }
+  const long long xsa = config::module_integer(m.family_keys, golf::kXsaLastKey);
+  const int layers = run_layers(m);
+  if (xsa > layers) {
+    problems.push_back(deck.where(golf::kXsaLastKey) + ": " + std::to_string(xsa) + " layers, but " +
+                       std::to_string(layers) + " run (model.n_layer plus model.recur_count where model.recur_start "
+                       "is set); at most that many");
+  }
+  if (xsa > 0 && m.n_kv_head > 0 && m.n_head / m.n_kv_head > golf::kXsaMaxGroup) {
+    problems.push_back(deck.where(golf::kXsaLastKey) + ": XSA serves at most " + std::to_string(golf::kXsaMaxGroup) +
+                       " query heads a key/value head; model.n_head / model.n_kv_head = " +
+                       std::to_string(m.n_head / m.n_kv_head));
+  }
+}
+
 void check(const config::ResolvedDeck& deck, std::vector<std::string>& problems) {
   family_entry::check_rope_head_dim(deck, problems);
+  check_attention_options(deck, problems);
   const config::ModelConfig& m = deck.config.model;
   if (m.parallel_residual_start >= m.n_layer) {
     problems.push_back(deck.where("model.parallel_residual_start") + ": " + std::to_string(m.parallel_residual_start) +
@@ -105,10 +131,28 @@ const Family& golf_family() {
          "sample use the checkpoint deck's; --resume refuses another value."},
         {golf::kValueEmbedDimKey, config::ValueKind::integer, config::Bounds{1, 65536, true, true, false, false},
          config::Value(128LL), "The width of the value embeddings' table rows (the record: 128); at most d_model."},
+        {golf::kRopeDimsKey, config::ValueKind::integer, config::Bounds{0, 65536, true, true, false, false},
+         config::Value(0LL),
+         "Partial RoPE, as parameter-golf's records from 2026-03-21 use it (16 of 64): the dimensions of each q "
+         "and k head that rotate, the first ones, as two halves with angles t * rope_base^(-2i/rope_dims); the "
+         "rest pass through unrotated. Even, at most the head dimension; 0 rotates all. Part of the model: eval "
+         "and sample use the checkpoint deck's; --resume refuses another value."},
+        {golf::kLnScaleKey, config::ValueKind::boolean, config::Bounds{}, config::Value(false),
+         "LN scale, as parameter-golf's records from 2026-03-21 use it: each block's two norms (before the "
+         "attention and before the MLP) scaled by 1/sqrt(l + 1), l the layer as run, counted from 0. Part of "
+         "the model."},
+        {golf::kXsaLastKey, config::ValueKind::integer, config::Bounds{0, 65536, true, true, false, false},
+         config::Value(0LL),
+         "Exclusive self-attention (XSA) on the last N layers as run, as parameter-golf's records from "
+         "2026-03-20 use it (the SP1024 record: all 11): each head's attention output loses its projection on "
+         "the normalized value of its own token (its key/value head's v), y - (y . v/|v|) v/|v|, before the "
+         "output projection. 0: none. Part of the model."},
     };
     made.rules = std::string("the head dimension is even (RoPE); model.parallel_residual_start is below model.n_layer; ") +
                  family_entry::kRecurrenceRule + "; model.bigram_buckets is not 1; model.value_embed_layers lists "
-                 "layers that run, each once; model.value_embed_dim is at most d_model";
+                 "layers that run, each once; model.value_embed_dim is at most d_model; model.rope_dims is even and "
+                 "at most the head dimension; model.xsa_last_n is at most the layers run, with at most 32 query "
+                 "heads a key/value head";
     made.check = check;
     made.layout = layout;
     made.make_float = family_entry::make_float<GolfModel>;

@@ -27,7 +27,11 @@ GolfModel<T, A>::GolfModel(const config::ModelConfig& config, int max_batch, int
       encoders_(golf_encoder_layers(run_layers(config))),
       skips_(golf_skip_count(run_layers(config))) {
   declare_golf_activations(config, this->max_rows_, acts_, ActivationAllocator(this->prefix_, this->max_rows_));
-  rotary_ = layers::RotaryTables<T>(this->prefix_, max_seq, this->heads_, config.rope_base);
+  rotary_ = layers::RotaryTables<T>(this->prefix_, max_seq, this->heads_, config.rope_base, golf::rope_dims(config));
+  for (int l = 0; l < this->layers(); ++l) {
+    ln_scale_.push_back(golf::ln_scale(config, l));
+    exclusive_.push_back(golf::exclusive_attention(config, l) ? 1 : 0);
+  }
   for (int l = 0; l < config.n_layer; ++l) {
     const auto& Wa = this->wa_.blocks[static_cast<std::size_t>(l)];
     const auto& G = this->g_.blocks[static_cast<std::size_t>(l)];
@@ -122,15 +126,17 @@ void GolfModel<T, A>::block_forward(const ExecSpace& exec, int l) {
   const Matrix<A> x_prev = block_input(l);
   const Matrix<A> x_mix = L.x_mix.mat(n, c), h_attn = L.h_attn.mat(n, c), qkv = L.qkv.mat(n, w);
   const int decoder = l - encoders_;
+  const T ln_scale = T(ln_scale_[static_cast<std::size_t>(l)]);
   if (decoder >= 0 && decoder < skips_) {
     const Matrix<A> skip = acts_.blocks.kept(encoders_ - 1 - decoder).x_out.mat(n, c);
     ops::mix_rmsnorm_forward<T>(exec, CM(x_prev), CM(skip),
                                 Kokkos::subview(ConstMatrix<T>(this->w_.skip_weights), decoder, Kokkos::ALL()),
                                 CM(acts_.x0.mat(n, c)), ConstMatrix<T>(W.resid_mix), L.x_in.mat(n, c), x_mix, h_attn,
-                                L.rstd_attn.vec(n), T(kRmsEps));
+                                L.rstd_attn.vec(n), T(kRmsEps), ln_scale);
   } else {
     ops::mix_rmsnorm_forward<T>(exec, CM(x_prev), CM(), ConstVector<T>(), CM(acts_.x0.mat(n, c)),
-                                ConstMatrix<T>(W.resid_mix), Matrix<A>(), x_mix, h_attn, L.rstd_attn.vec(n), T(kRmsEps));
+                                ConstMatrix<T>(W.resid_mix), Matrix<A>(), x_mix, h_attn, L.rstd_attn.vec(n), T(kRmsEps),
+                                ln_scale);
   }
   attn_[block].qkv.forward(exec, h_attn, qkv);
   const int ve = value_embed_slot_[static_cast<std::size_t>(l)];
@@ -144,7 +150,9 @@ void GolfModel<T, A>::block_forward(const ExecSpace& exec, int l) {
                                T(kRmsEps));
   this->attend(exec, l, this->qkv_heads(q_final, k_final, qkv), this->query_heads(o));
   const Matrix<A> attn_out = L.attn_out.mat(n, c), x_attn = L.x_attn.mat(n, c);
-  ops::linear_forward(exec, attn_[block].out, o, attn_out);
+  const bool exclusive = exclusive_[static_cast<std::size_t>(l)] != 0;
+  if (exclusive) golf::exclusive_attention_forward<T>(exec, this->heads_, CM(o), CM(qkv), L.o_exclusive.mat(n, c));
+  ops::linear_forward(exec, attn_[block].out, exclusive ? L.o_exclusive.mat(n, c) : o, attn_out);
   // In parallel the MLP reads the attention's input, h_attn; else the norm of the attention's residual.
   const bool parallel = runs_parallel(static_cast<int>(block));
   const Matrix<A> h_mlp = parallel ? h_attn : L.h_mlp.mat(n, c);
@@ -152,7 +160,7 @@ void GolfModel<T, A>::block_forward(const ExecSpace& exec, int l) {
     ops::scaled_add_forward<T>(exec, x_mix, W.attn_scale, attn_out, x_attn);
   } else {
     ops::residual_rmsnorm_forward<T>(exec, CM(x_mix), W.attn_scale, CM(attn_out), x_attn, h_mlp, L.rstd_mlp.vec(n),
-                                     T(kRmsEps));
+                                     T(kRmsEps), ln_scale);
   }
   const Matrix<A> fc = L.fc.mat(n, f), act = L.act.mat(n, f), mlp_out = L.mlp_out.mat(n, c);
   mlp_[block].forward(exec, h_mlp, fc, act, Matrix<A>(), mlp_out);
@@ -229,6 +237,8 @@ void GolfModel<T, A>::block_backward(const ExecSpace& exec, int l, const Gradien
   const Matrix<A> dx = acts_.dx.mat(n, c);
   const Matrix<A> d_branch = acts_.d_branch.mat(n, c), d_hidden = acts_.d_hidden.mat(n, f);
   const Matrix<A> d_h = this->d_final();  // scratch once the head's gradient is consumed
+  const T ln_scale = T(ln_scale_[static_cast<std::size_t>(l)]);
+  const bool exclusive = exclusive_[static_cast<std::size_t>(l)] != 0;
   // An encoder's output also feeds a decoder through its skip.
   if (l < skips_) ops::add_into<T>(exec, acts_.d_skips[static_cast<std::size_t>(l)].mat(n, c), dx);
   // x_out = x_attn + mlp_scale * mlp_out; dx continues as the gradient of x_attn.
@@ -246,14 +256,17 @@ void GolfModel<T, A>::block_backward(const ExecSpace& exec, int l, const Gradien
     // x_attn = x_mix + attn_scale * attn_out (residual_rmsnorm): dx += the norm's gradient, then
     // continues as the gradient of x_mix; d_branch becomes the gradient of attn_out.
     ops::residual_rmsnorm_backward<T>(exec, L.x_attn.mat(n, c), ConstVector<T>(L.rstd_mlp.vec(n)), d_h,
-                                      L.attn_out.mat(n, c), W.attn_scale, dx, d_branch, G.attn_scale, partials());
+                                      L.attn_out.mat(n, c), W.attn_scale, dx, d_branch, G.attn_scale, partials(), ln_scale);
   }
   const Matrix<A> d_o = acts_.d_o.mat(n, c), o = L.o.mat(n, c), qkv = L.qkv.mat(n, w), d_qkv = acts_.d_qkv.mat(n, w);
-  ops::linear_backward(exec, attn_[block].out, o, d_branch, d_o);
+  ops::linear_backward(exec, attn_[block].out, exclusive ? L.o_exclusive.mat(n, c) : o, d_branch, d_o);
+  // XSA: d_o becomes the gradient of the attention's output; its share of v's waits in d_xsa_v.
+  if (exclusive) golf::exclusive_attention_backward<T>(exec, this->heads_, CM(o), CM(qkv), d_o, acts_.d_xsa_v.mat(n, kvd));
   const Matrix<A> q_final = L.q_final.mat(n, c), k_final = L.k_final.mat(n, kvd);
   const Matrix<A> d_qf = acts_.d_qf.mat(n, c), d_kf = acts_.d_kf.mat(n, kvd);
   this->attend_backward(exec, l, this->qkv_heads(q_final, k_final, qkv), this->query_heads(o), this->query_heads(d_o),
                         this->qkv_heads(d_qf, d_kf, d_qkv));
+  if (exclusive) ops::add_into<T>(exec, acts_.d_xsa_v.mat(n, kvd), value_columns(d_qkv));
   const int ve = value_embed_slot_[static_cast<std::size_t>(l)];
   if (ve >= 0) {
     // v_l += g_j e: dg_j += sum dv e, and g_j dv joins e's gradient.
@@ -275,7 +288,7 @@ void GolfModel<T, A>::block_backward(const ExecSpace& exec, int l, const Gradien
   const bool adds_skip = decoder >= 0 && decoder < skips_;
   const Matrix<A> x_in = adds_skip ? L.x_in.mat(n, c) : block_input(l);
   ops::mix_rmsnorm_backward<T>(exec, L.x_mix.mat(n, c), ConstVector<T>(L.rstd_attn.vec(n)), d_h, x_in,
-                               acts_.x0.mat(n, c), W.resid_mix, dx, acts_.dx0.mat(n, c), G.resid_mix, partials());
+                               acts_.x0.mat(n, c), W.resid_mix, dx, acts_.dx0.mat(n, c), G.resid_mix, partials(), ln_scale);
   if (adds_skip) {
     // x_in = x_prev + skip_weight * (the source encoder's output): the source's share waits in its d_skip.
     const int source = encoders_ - 1 - decoder;

@@ -6,7 +6,8 @@
 // with model.recur_start, some blocks run twice: L counts the layers run, model/block_sequence.hpp)
 // with GQA attention (RMSNorm and RoPE on q and k, per-head q_gain) and a relu^2 MLP; U-Net skips
 // (the first L/2 block outputs are added back, scaled by skip_weights, before the last blocks, in
-// reverse order); final RMSNorm; logits through the tied embedding (or an untied head), softcapped;
+// reverse order); partial RoPE, LN scale and XSA where the deck asks (golf/attention_options.hpp);
+// final RMSNorm; logits through the tied embedding (or an untied head), softcapped;
 // cross-entropy. Forward keeps every activation the hand-written backward needs, token-major and in
 // the activation type A (T, or bf16 for train.precision: bf16); parameters, their gradients, norm
 // statistics and the loss stay in T.
@@ -17,6 +18,7 @@
 
 #include "config/config.hpp"
 #include "model/attention/heads.hpp"
+#include "model/families/golf/attention_options.hpp"
 #include "model/families/golf/value_embeddings.hpp"
 #include "model/block_sequence.hpp"
 #include "model/layers/attention.hpp"
@@ -149,9 +151,10 @@ struct GolfActivations {
     Buffer<A> x_out;  // the block's output: the next block's input, a skip's source
   };
   // What a block's backward reads, its own or (rebuilt blocks, model/recompute.hpp) shared. x_in
-  // only where a user is a decoder block that adds a skip.
+  // only where a user is a decoder block that adds a skip; o_exclusive (XSA's output, which the
+  // projection reads) only where a user runs XSA.
   struct Working {
-    Buffer<A> x_in, x_mix, h_attn, qkv, q_final, k_final, o, attn_out, x_attn, h_mlp, fc, act, mlp_out;
+    Buffer<A> x_in, x_mix, h_attn, qkv, q_final, k_final, o, o_exclusive, attn_out, x_attn, h_mlp, fc, act, mlp_out;
     Buffer<T> rstd_attn, q_rstd, k_rstd, rstd_mlp;
   };
   BlockActivations<Kept, Working> blocks;
@@ -171,6 +174,7 @@ struct GolfActivations {
   Buffer<T> rstd0, rstd_final;
   // Backward scratch, shared by all layers, and the gradients the U-Net skips carry.
   Buffer<A> dx, dx0, d_branch, d_hidden, d_o, d_qf, d_kf, d_qkv;
+  Buffer<A> d_xsa_v;  // with model.xsa_last_n: XSA's share of v's gradient
   std::vector<Buffer<A>> d_skips;
   Buffer<T> gain_rows, partials;
 };
@@ -193,8 +197,11 @@ void declare_golf_activations(const config::ModelConfig& m, std::size_t max_toke
   a.blocks.declare(
       m, [&](typename Acts::Kept& k) { declare(k.x_out, ActivationSpec{"x_out", c}); },
       [&](typename Acts::Working& L, const std::vector<int>& users) {
-        bool skip = false;
-        for (int l : users) skip = skip || golf_adds_skip(m, l);
+        bool skip = false, exclusive = false;
+        for (int l : users) {
+          skip = skip || golf_adds_skip(m, l);
+          exclusive = exclusive || golf::exclusive_attention(m, l);
+        }
         if (skip) declare(L.x_in, ActivationSpec{"x_in", c});
         declare(L.x_mix, ActivationSpec{"x_mix", c});
         declare(L.h_attn, ActivationSpec{"h_attn", c});
@@ -205,6 +212,7 @@ void declare_golf_activations(const config::ModelConfig& m, std::size_t max_toke
         declare(L.q_rstd, ActivationSpec{"q_rstd", heads});
         declare(L.k_rstd, ActivationSpec{"k_rstd", kv_heads});
         declare(L.o, ActivationSpec{"o", c});
+        if (exclusive) declare(L.o_exclusive, ActivationSpec{"o_exclusive", c});
         declare(L.attn_out, ActivationSpec{"attn_out", c});
         declare(L.x_attn, ActivationSpec{"x_attn", c});
         declare(L.h_mlp, ActivationSpec{"h_mlp", c});
@@ -243,6 +251,7 @@ void declare_golf_activations(const config::ModelConfig& m, std::size_t max_toke
   declare(a.rstd_final, ActivationSpec{"rstd_final", 1});
   for (Buffer<A>* b : {&a.dx, &a.dx0, &a.d_branch, &a.d_o, &a.d_qf}) declare(*b, ActivationSpec{"backward", c});
   declare(a.d_kf, ActivationSpec{"backward_kv", kvd});
+  if (golf::any_exclusive_attention(m)) declare(a.d_xsa_v, ActivationSpec{"backward_xsa_v", kvd});
   declare(a.d_hidden, ActivationSpec{"backward_hidden", f});
   declare(a.d_qkv, ActivationSpec{"backward_qkv", w});
   a.d_skips.resize(static_cast<std::size_t>(skips));
@@ -287,6 +296,8 @@ class GolfModel final : public ModelBase<T, A, GolfTensors> {
   }
 
   int hidden_, encoders_, skips_;
+  std::vector<double> ln_scale_;   // per layer as run: its norms' factor (model.ln_scale), else 1
+  std::vector<char> exclusive_;    // per layer as run: whether it runs XSA (model.xsa_last_n)
   std::vector<layers::AttentionProjections<T, A>> attn_;           // per block: q, k, v (stacked, or three), proj
   std::vector<layers::Mlp<T, A, layers::ReluSquared<T>>> mlp_;   // per block: fc, relu^2, proj
   layers::TableEmbedding<T, A> bigram_;                          // with model.bigram_buckets
