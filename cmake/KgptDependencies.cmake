@@ -1,6 +1,6 @@
 # Finds every package kgpt builds against and gives each one target to link:
 #   Kokkos::kokkos, kgpt::kokkos_kernels, MPI::MPI_CXX, HDF5::HDF5, kgpt::yaml_cpp,
-#   kgpt::sentencepiece, ZLIB::ZLIB, kgpt::zstd, and, in CUDA
+#   kgpt::sentencepiece, ZLIB::ZLIB, kgpt::zstd, kgpt::brotli, and, in CUDA
 #   builds, kgpt::nccl (CPU builds may add the library kgpt_nccl_transport, see KGPT_NCCL_TRANSPORT).
 #   Works with Debian 12's Trilinos packages and with upstream installs found through CMAKE_PREFIX_PATH.
 
@@ -83,6 +83,15 @@ add_library(kgpt_sentencepiece INTERFACE)
 add_library(kgpt::sentencepiece ALIAS kgpt_sentencepiece)
 target_link_libraries(kgpt_sentencepiece INTERFACE PkgConfig::KGPT_SENTENCEPIECE)
 find_package(ZLIB REQUIRED)
+# brotli, the artifacts' third compressor (export.compression: brotli): Debian's libbrotli-dev.
+pkg_check_modules(KGPT_BROTLI IMPORTED_TARGET libbrotlienc libbrotlidec)
+if(NOT KGPT_BROTLI_FOUND)
+  message(FATAL_ERROR "brotli was not found (pkg-config libbrotlienc libbrotlidec): install libbrotli-dev")
+endif()
+add_library(kgpt_brotli INTERFACE)
+add_library(kgpt::brotli ALIAS kgpt_brotli)
+target_link_libraries(kgpt_brotli INTERFACE PkgConfig::KGPT_BROTLI)
+
 # zstd, the artifacts' second compressor (export.compression: zstd): Debian's libzstd-dev.
 pkg_check_modules(KGPT_ZSTD IMPORTED_TARGET libzstd)
 if(NOT KGPT_ZSTD_FOUND)

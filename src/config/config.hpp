@@ -29,7 +29,7 @@ enum class Schedule { constant, cosine };
 enum class Precision { fp32, bf16 };
 enum class Recompute { none, block };
 enum class Fp8 { none, mlp, all };
-enum class Compression { zlib, zstd };
+enum class Compression { zlib, zstd, brotli };
 enum class CodeLayout { automatic, packed, bytes };
 enum class Weights { live, ema, swa };
 
@@ -73,7 +73,7 @@ struct ChoiceNames<CodeLayout> {
 };
 template <>
 struct ChoiceNames<Compression> {
-  static constexpr const char* names[] = {"zlib", "zstd"};
+  static constexpr const char* names[] = {"zlib", "zstd", "brotli"};
 };
 
 // "golf", "auto", ... : the deck spelling of a value.

@@ -604,8 +604,9 @@ std::vector<KeySpec> build_schema() {
           "kgpt export: bits per weight of the MLP's matrices (as export.embed_bits; parameter-golf's "
           "records store them in 6, then 5)."),
       key("export", "compression", &Config::export_, &EC::compression, VK::choice, none,
-          "kgpt export: the compressor of the artifact's payload: zlib (level 9, parameter-golf's baseline) "
-          "or zstd (level 22, its records)."),
+          "kgpt export: the compressor of the artifact's payload: zlib (level 9, parameter-golf's baseline), "
+          "zstd (level 22, its records of March) or brotli (quality 11 with a 16 MiB window, its SP1024 record "
+          "of 2026-03-31)."),
       key("export", "code_layout", &Config::export_, &EC::code_layout, VK::choice, none,
           "kgpt export: how 4-7 bit codes are stored: packed (b bits each: the payload's size follows from the "
           "shapes, and little is left for the compressor), bytes (one int8 each, as parameter-golf's records "

@@ -85,7 +85,7 @@ struct ExportSummary {
   std::size_t bytes = 0;          // the artifact file
   std::size_t float32_bytes = 0;  // the same tensors in fp32
   std::size_t payload_bytes = 0;  // the stored tensors before compression
-  std::string compression;        // zlib or zstd
+  std::string compression;        // zlib, zstd or brotli
   std::string code_layout;        // packed or bytes (export.code_layout), "" without 4-7 bit codes
   std::vector<ExportedTensor> tensors;
   std::vector<ExportedGroup> groups;  // the groups that hold tensors, in io::WeightGroup's order

@@ -1,5 +1,7 @@
 #include "io/artifact.hpp"
 
+#include <brotli/decode.h>
+#include <brotli/encode.h>
 #include <zlib.h>
 #include <zstd.h>
 
@@ -28,8 +30,9 @@ constexpr double kClipQuantile = 99.99984 / 100.0;
 constexpr double kPackedClipQuantiles[] = {0.999, 0.9995, 0.9999, 0.99999, 1.0};
 constexpr int kZlibLevel = 9;
 constexpr int kZstdLevel = 22;
+constexpr int kBrotliQuality = 11, kBrotliWindowBits = 24;  // brotli's best, and its largest standard window
 // The header's compressor field.
-constexpr std::uint32_t kZlibCodec = 0, kZstdCodec = 1;
+constexpr std::uint32_t kZlibCodec = 0, kZstdCodec = 1, kBrotliCodec = 2;
 // A zstd block of at least 3 bytes yields at most 128 KiB: a payload size beyond that bound is a
 // corrupted header, refused before it is allocated.
 constexpr std::uint64_t kZstdBlockBytes = 3, kZstdBlockOutput = 128 * 1024;
@@ -399,8 +402,55 @@ std::string payload_of(const Artifact& artifact) {
   return std::move(payload.bytes());
 }
 
+std::uint32_t codec_of(config::Compression compression) {
+  switch (compression) {
+    case config::Compression::zlib: return kZlibCodec;
+    case config::Compression::zstd: return kZstdCodec;
+    case config::Compression::brotli: return kBrotliCodec;
+  }
+  return kZlibCodec;
+}
+
+// Brotli's output, grown as it comes and never past `expected` bytes (a corrupted header's size is
+// never allocated up front); false where the stream is damaged, ends early or holds more.
+bool brotli_decompress(const char* source, std::size_t size, std::size_t expected, std::string& raw) {
+  BrotliDecoderState* state = BrotliDecoderCreateInstance(nullptr, nullptr, nullptr);
+  if (state == nullptr) throw Error(ExitCode::failure, "artifact: brotli could not start a decoder");
+  raw.clear();
+  const auto* next_in = reinterpret_cast<const std::uint8_t*>(source);
+  std::size_t available_in = size;
+  BrotliDecoderResult result = BROTLI_DECODER_RESULT_NEEDS_MORE_OUTPUT;
+  while (result == BROTLI_DECODER_RESULT_NEEDS_MORE_OUTPUT && raw.size() < expected) {
+    const std::size_t done = raw.size();
+    raw.resize(std::min(expected, std::max<std::size_t>(done * 2, 1 << 16)));
+    auto* next_out = reinterpret_cast<std::uint8_t*>(&raw[done]);
+    std::size_t available_out = raw.size() - done;
+    result = BrotliDecoderDecompressStream(state, &available_in, &next_in, &available_out, &next_out, nullptr);
+    raw.resize(raw.size() - available_out);
+  }
+  if (result == BROTLI_DECODER_RESULT_NEEDS_MORE_OUTPUT && raw.size() == expected) {
+    // Full: the stream may still have its end to read, or more output than the header declares.
+    std::size_t available_out = 0;
+    std::uint8_t* next_out = nullptr;
+    result = BrotliDecoderDecompressStream(state, &available_in, &next_in, &available_out, &next_out, nullptr);
+  }
+  const bool whole = result == BROTLI_DECODER_RESULT_SUCCESS && available_in == 0 && raw.size() == expected;
+  BrotliDecoderDestroyInstance(state);
+  return whole;
+}
+
 std::string compressed(const std::string& raw, config::Compression compression) {
   std::string out(largest_file_bytes(raw.size(), compression) - kHeaderBytes, '\0');
+  if (compression == config::Compression::brotli) {
+    std::size_t size = out.size();
+    if (BrotliEncoderCompress(kBrotliQuality, kBrotliWindowBits, BROTLI_MODE_GENERIC, raw.size(),
+                              reinterpret_cast<const std::uint8_t*>(raw.data()), &size,
+                              reinterpret_cast<std::uint8_t*>(&out[0])) == BROTLI_FALSE) {
+      throw Error(ExitCode::failure, "artifact: brotli compression failed");
+    }
+    out.resize(size);
+    return out;
+  }
   if (compression == config::Compression::zstd) {
     const std::size_t size = ZSTD_compress(&out[0], out.size(), raw.data(), raw.size(), kZstdLevel);
     if (ZSTD_isError(size)) throw Error(ExitCode::failure, std::string("artifact: zstd compression failed: ") + ZSTD_getErrorName(size));
@@ -421,9 +471,12 @@ std::string compressed(const std::string& raw, config::Compression compression) 
 std::size_t payload_bytes(const Artifact& artifact) { return payload_of(artifact).size(); }
 
 std::size_t largest_file_bytes(std::size_t payload, config::Compression compression) {
-  const std::size_t bound = compression == config::Compression::zstd ? ZSTD_compressBound(payload)
-                                                                      : compressBound(static_cast<uLong>(payload));
-  return kHeaderBytes + bound;
+  switch (compression) {
+    case config::Compression::zstd: return kHeaderBytes + ZSTD_compressBound(payload);
+    case config::Compression::brotli: return kHeaderBytes + BrotliEncoderMaxCompressedSize(payload);
+    case config::Compression::zlib: break;
+  }
+  return kHeaderBytes + compressBound(static_cast<uLong>(payload));
 }
 
 std::string serialize_artifact(const Artifact& artifact) {
@@ -431,7 +484,7 @@ std::string serialize_artifact(const Artifact& artifact) {
   Writer header;
   header.bytes().append(kMagic, sizeof(kMagic));
   header.put(kFormatVersion);
-  header.put(artifact.compression == config::Compression::zstd ? kZstdCodec : kZlibCodec);
+  header.put(codec_of(artifact.compression));
   header.put(static_cast<std::uint64_t>(raw.size()));
   header.put(crc_of(raw));
   header.put(std::uint32_t{0});
@@ -497,29 +550,37 @@ Artifact read_artifact(const std::string& path) {
     throw InputError(path + ": artifact format version " + std::to_string(version) + "; this kgpt reads versions 1 and " +
                      std::to_string(kFormatVersion));
   }
-  if (codec != kZlibCodec && (version == 1 || codec != kZstdCodec)) {
+  if (codec != kZlibCodec && (version == 1 || (codec != kZstdCodec && codec != kBrotliCodec))) {
     throw InputError(path + ": the artifact's header names compressor " + std::to_string(codec) +
-                     ", neither zlib (0) nor zstd (1): corrupted, or written by a newer kgpt");
+                     ", none of zlib (0), zstd (1) and brotli (2): corrupted, or written by a newer kgpt");
   }
   if (raw_size > (std::uint64_t{1} << 40)) throw InputError(path + ": the artifact's header is corrupted");
   // A payload size above what the compressed bytes can expand to is a corrupted header, refused
   // before it is allocated (a 1.5 kB file claiming 537 MB took 7 s and its memory to refuse): zlib
   // expands at most 1032-fold, zstd at most 128 KiB per 3-byte block.
   const std::uint64_t packed = file.size() - kHeaderBytes;
+  // Brotli's decoder grows its output as it goes (brotli_decompress), so its size needs no such bound.
   const std::uint64_t most = codec == kZstdCodec ? (packed / kZstdBlockBytes + 1) * kZstdBlockOutput : packed * 1032 + 64;
-  if (raw_size > most) {
+  if (codec != kBrotliCodec && raw_size > most) {
     throw InputError(path + ": the artifact is truncated or corrupted (its header declares " + std::to_string(raw_size) +
                      " bytes of payload, more than its " + std::to_string(packed) + " compressed bytes can hold)");
   }
-  std::string raw(static_cast<std::size_t>(raw_size), '\0');
+  std::string raw;
   const char* source = file.data() + kHeaderBytes;
-  if (codec == kZstdCodec) {
+  if (codec == kBrotliCodec) {
+    if (!brotli_decompress(source, packed, static_cast<std::size_t>(raw_size), raw)) {
+      throw InputError(path + ": the artifact is truncated or corrupted (brotli: the stream is damaged, or does not "
+                       "hold the " + std::to_string(raw_size) + " bytes its header declares)");
+    }
+  } else if (codec == kZstdCodec) {
+    raw.assign(static_cast<std::size_t>(raw_size), '\0');
     const std::size_t produced = ZSTD_decompress(&raw[0], raw.size(), source, packed);
     if (ZSTD_isError(produced) || produced != raw_size) {
       throw InputError(path + ": the artifact is truncated or corrupted (" +
                        (ZSTD_isError(produced) ? std::string("zstd: ") + ZSTD_getErrorName(produced) : "short payload") + ")");
     }
   } else {
+    raw.assign(static_cast<std::size_t>(raw_size), '\0');
     uLongf produced = static_cast<uLongf>(raw_size);
     const int code = uncompress(reinterpret_cast<Bytef*>(&raw[0]), &produced, reinterpret_cast<const Bytef*>(source),
                                 static_cast<uLong>(packed));
@@ -532,7 +593,9 @@ Artifact read_artifact(const std::string& path) {
 
   Reader r(raw, path);
   Artifact artifact;
-  artifact.compression = codec == kZstdCodec ? config::Compression::zstd : config::Compression::zlib;
+  artifact.compression = codec == kZstdCodec     ? config::Compression::zstd
+                         : codec == kBrotliCodec ? config::Compression::brotli
+                                                 : config::Compression::zlib;
   artifact.deck_text = r.get_string();
   artifact.step = r.get<std::int64_t>();
   const auto entries = r.get<std::uint32_t>();

@@ -23,7 +23,8 @@
 //     scales, gains, mixes, skip weights, SmearGate's gate and BigramHash's scale), fp16 for the rest.
 // The rounding of a row is quant/rows.hpp's, which late QAT trains against.
 // The file is a 32-byte header (magic "KGPTINT8", format version 2, the compressor, the payload's
-// size and CRC-32) followed by the payload compressed with zlib at level 9 or zstd at level 22. The
+// size and CRC-32) followed by the payload compressed with zlib at level 9, zstd at level 22 or brotli
+// at quality 11 with a 2^24-byte window (compressor 2, parameter-golf's SP1024 record's). The
 // payload holds the checkpoint's resolved deck, its step, a few metadata strings and the tensors,
 // little-endian. Version 1 files (zlib, no packed rows) read as before.
 

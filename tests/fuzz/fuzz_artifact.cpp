@@ -1,4 +1,4 @@
-// The model artifact (kgpt export; int8 or packed rows, zlib or zstd): read_artifact, then every tensor's values as eval reads them.
+// The model artifact (kgpt export; int8 or packed rows, zlib, zstd or brotli): read_artifact, then every tensor's values as eval reads them.
 #include "fuzz_input.hpp"
 #include "io/artifact.hpp"
 

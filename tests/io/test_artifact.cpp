@@ -272,16 +272,16 @@ TEST_CASE("planned tensors take the bytes of quantized ones, and the payload has
   }
 }
 
-TEST_CASE("zstd artifacts and version 1 files read back, and damage is refused by name", "[train][artifact]") {
+TEST_CASE("zstd and brotli artifacts and version 1 files read back, and damage is refused by name", "[train][artifact]") {
   test::TempDir dir;
-  for (const auto compression : {config::Compression::zlib, config::Compression::zstd}) {
+  for (const auto compression : {config::Compression::zlib, config::Compression::zstd, config::Compression::brotli}) {
     INFO(config::name_of(compression));
     const io::Artifact a = sample_artifact(compression);
     const std::string path = dir.file(std::string("model.") + config::name_of(compression));
     io::write_artifact(path, a);
     const std::string whole = test::read_file(path);
     CHECK(whole[8] == 2);                                                  // format version 2
-    CHECK(whole[12] == (compression == config::Compression::zstd ? 1 : 0));  // the compressor
+    CHECK(whole[12] == static_cast<char>(compression));  // the compressor: zlib 0, zstd 1, brotli 2
     const io::Artifact b = io::read_artifact(path);
     CHECK(b.compression == compression);
     CHECK(b.step == 77);
@@ -326,6 +326,24 @@ TEST_CASE("zstd artifacts and version 1 files read back, and damage is refused b
   std::memcpy(&bomb[16], &huge, sizeof(huge));
   test::write_file(dir.file("bomb"), bomb);
   CHECK_THROWS_WITH(io::read_artifact(dir.file("bomb")), Catch::Contains("compressed bytes can hold"));
+  // brotli's output is grown as it comes: a header declaring more, or fewer, bytes than the stream
+  // holds is refused, and nothing of the declared size is allocated first.
+  const std::string brotli_file = io::serialize_artifact(sample_artifact(config::Compression::brotli));
+  std::uint64_t size = 0;
+  std::memcpy(&size, &brotli_file[16], sizeof(size));
+  for (const std::uint64_t declared : {std::uint64_t{1} << 39, size + 1, size - 1, std::uint64_t{0}}) {
+    INFO("declared " << declared << " of " << size);
+    std::string lying = brotli_file;
+    std::memcpy(&lying[16], &declared, sizeof(declared));
+    test::write_file(dir.file("brotli_size"), lying);
+    CHECK_THROWS_WITH(io::read_artifact(dir.file("brotli_size")), Catch::Contains("brotli: the stream is damaged"));
+  }
+  std::string damaged = brotli_file;
+  damaged[40] = static_cast<char>(damaged[40] ^ 0x5a);
+  test::write_file(dir.file("brotli_damaged"), damaged);
+  CHECK_THROWS_AS(io::read_artifact(dir.file("brotli_damaged")), InputError);
+  // The same payload as zstd's, smaller or not, read back the same.
+  CHECK(io::read_artifact(dir.file("model.brotli")).deck_text == sample_artifact(config::Compression::zstd).deck_text);
 }
 
 TEST_CASE("every family's tensors fall in the export's weight groups", "[train][artifact]") {

@@ -4,11 +4,12 @@ the storage rules (src/io/artifact.hpp), with the real kgpt.
 
 usage: test_artifact_export.py KGPT SOURCE_DIR WORKDIR
 
-A small golf model trains 30 steps on hand-written shards, then is exported five ways (embed 8,
-attention 6, mlp 5 bits with zstd, its codes packed, a byte each and the smaller of the two; every
-group in 4 bits with zlib; 7 bits with zstd), with --keep-float-max 1000 so that its small matrices
-are quantized. Each file is read here from its
-bytes (header, zlib or zstd, CRC-32, payload, codes unpacked bit by bit), and its tensors are
+A small golf model trains 30 steps on hand-written shards, then is exported six ways (embed 8,
+attention 6, mlp 5 bits with zstd, its codes packed, a byte each and the smaller of the two; the same
+in bytes with brotli; every group in 4 bits with zlib; 7 bits with zstd), with --keep-float-max 1000
+so that its small matrices are quantized. Each file is read here from its
+bytes (header, zlib, zstd or brotli by Debian's python3-brotli, CRC-32, payload, codes unpacked bit
+by bit), and its tensors are
 checked against the checkpoint's weights (read with h5py) quantized by this file's own numpy code:
 - fp16/fp32 tensors and 8-bit rows (torch.quantile's clip, the 1/127 floor) are equal bit for bit;
 - 4-7 bit rows: every row's fp16 scale and codes equal the reference's, the clip chosen among the
@@ -37,6 +38,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 import yaml
+import brotli
 import zstandard
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -90,7 +92,8 @@ def read_artifact(path):
     magic, version, codec, raw_size, crc, _ = struct.unpack("<8sIIQII", whole[:32])
     check(magic == b"KGPTINT8" and version == 2, f"{path}: header {magic} version {version}")
     body = whole[32:]
-    raw = zstandard.ZstdDecompressor().decompress(body) if codec == 1 else zlib.decompress(body)
+    raw = (zstandard.ZstdDecompressor().decompress(body) if codec == 1 else brotli.decompress(body) if codec == 2
+           else zlib.decompress(body))
     check(len(raw) == raw_size and zlib.crc32(raw) == crc, f"{path}: payload size or CRC-32 differs from the header")
     r = Bytes(raw)
     deck, (step,) = r.string(), r.unpack("q")
@@ -264,6 +267,7 @@ def main():
     ways = [("mixed", {"embed": 8, "attention": 6, "mlp": 5}, "zstd", "packed"),
             ("mixed_bytes", {"embed": 8, "attention": 6, "mlp": 5}, "zstd", "bytes"),
             ("mixed_auto", {"embed": 8, "attention": 6, "mlp": 5}, "zstd", "auto"),
+            ("mixed_brotli", {"embed": 8, "attention": 6, "mlp": 5}, "brotli", "bytes"),
             ("int4", {"embed": 4, "attention": 4, "mlp": 4}, "zlib", "packed"),
             ("int7", {"embed": 7, "attention": 7, "mlp": 7}, "zstd", "auto")]
     results = {}
@@ -275,7 +279,7 @@ def main():
             export += ["--set", f"export.{group}_bits={b}"]
         printed = run(export).stdout
         artifact = read_artifact(out)
-        check(artifact["codec"] == (1 if compression == "zstd" else 0), f"{label}: compressor {artifact['codec']}")
+        check(artifact["codec"] == {"zlib": 0, "zstd": 1, "brotli": 2}[compression], f"{label}: compressor {artifact['codec']}")
         kinds = {t["storage"] for t in artifact["tensors"].values()}
         chosen = re.search(r" codes:(\w+) ", printed)
         check(chosen is not None and (layout == "auto" or chosen.group(1) == layout),
@@ -327,6 +331,13 @@ def main():
     same = all(np.array_equal(packed["tensors"][n]["codes"], byte_codes["tensors"][n]["codes"])
                for n in packed["tensors"] if "codes" in packed["tensors"][n])
     check(same, "packed and byte codes differ")
+    # brotli stores what zstd does: the same tensors, bit for bit.
+    by_brotli = results["mixed_brotli"][0]
+    check(set(by_brotli["tensors"]) == set(byte_codes["tensors"]) and
+          all(set(t) == set(by_brotli["tensors"][n]) and
+              all(np.array_equal(np.asarray(t[k]), np.asarray(by_brotli["tensors"][n][k])) for k in t)
+              for n, t in byte_codes["tensors"].items()),
+          "brotli's file holds other tensors than zstd's")
     smaller = 4 if packed["bytes"] <= byte_codes["bytes"] else 5
     kept = {t["storage"] for t in auto["tensors"].values()}
     # The files differ only by their metadata's "code_layout=auto" from the one kept.
