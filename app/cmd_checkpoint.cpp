@@ -151,7 +151,7 @@ const CommandSpec& export_spec() {
   static const CommandSpec spec{
       "export",
       "CKPT --out FILE|DIR [--set export.key=value]... [--keep-float-max N] [--weights live|ema|swa] [--format artifact|hf] [--dtype fp32|bf16]",
-      "compress a checkpoint into a model artifact (int8/int6/int5 + zlib/zstd), or write it for Hugging Face transformers",
+      "compress a checkpoint into a model artifact (int8/int6/int5 + zlib/zstd/brotli), or write it for Hugging Face transformers",
       "Writes the checkpoint's weights as parameter-golf scores a model, as the deck's export section\n"
       "says (--set changes it): 2-D tensors of more than export.keep_float_max (65,536) elements in\n"
       "their group's bits, export.embed_bits, attention_bits and mlp_bits (8: int8 per row, clip at the\n"
@@ -160,7 +160,7 @@ const CommandSpec& export_spec() {
       "export.code_layout says: auto keeps the smaller file), larger tensors\n"
       "of other ranks as int8 with one scale, smaller tensors in fp16 (the control tensors attn_scale,\n"
       "mlp_scale, resid_mix, q_gain, skip_weights in fp32), all compressed with export.compression\n"
-      "(zlib at level 9, or zstd at level 22); the checkpoint's deck travels inside. Prints every\n"
+      "(zlib at level 9, zstd at level 22 or brotli at quality 11); the checkpoint's deck travels inside. Prints every\n"
       "tensor's storage and round-trip error, each group's bytes and error, and the artifact's bytes\n"
       "against parameter-golf's 16,000,000-byte limit (kgpt check predicts them from a deck).\n"
       "`kgpt eval FILE` gives the round-trip val_loss and val_bpb, and `kgpt sample FILE` and\n"

@@ -40,6 +40,9 @@ int run_sample(const ParsedArgs& args);
 const CommandSpec& export_spec();
 int run_export(const ParsedArgs& args);
 
+const CommandSpec& golf_check_spec();
+int run_golf_check(const ParsedArgs& args);
+
 const CommandSpec& inspect_spec();
 int run_inspect(const ParsedArgs& args);
 

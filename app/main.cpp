@@ -1,6 +1,7 @@
 // kgpt: trains GPT language models from a YAML input deck. This file turns the command line into
 // a subcommand call, and errors into one message and an exit code.
 
+#include <algorithm>
 #include <csignal>
 #include <exception>
 #include <iostream>
@@ -26,6 +27,7 @@ const std::vector<Command>& commands() {
       {eval_spec(), run_eval, true},
       {sample_spec(), run_sample},
       {export_spec(), run_export},
+      {golf_check_spec(), run_golf_check, true},
       {inspect_spec(), run_inspect},
       {sweep_spec(), run_sweep},
   };
@@ -40,9 +42,11 @@ void print_overview(std::ostream& out) {
   out << "usage: kgpt COMMAND [ARGS]...\n"
          "       kgpt --version | --help | help COMMAND\n\n"
          "Trains GPT language models from a YAML input deck on MPI ranks.\n\ncommands:\n";
+  std::size_t width = 0;  // the longest name, then two spaces
+  for (const auto& command : kgpt::app::commands()) width = std::max(width, command.spec.name.size());
   for (const auto& command : kgpt::app::commands()) {
     std::string name = "  " + command.spec.name;
-    name.append(12 - name.size(), ' ');
+    name.append(width + 4 - name.size(), ' ');
     out << name << command.spec.summary << "\n";
   }
   out << "\nexit codes: 0 success, 1 failure during a run, 2 bad input (deck, options, data files),\n"

@@ -24,7 +24,7 @@ packages=(
   libhdf5-dev libyaml-cpp-dev catch2
   libsentencepiece-dev sentencepiece zlib1g-dev libzstd-dev libbrotli-dev nlohmann-json3-dev
   clang libclang-rt-14-dev
-  python3 python3-h5py python3-numpy python3-pandas python3-matplotlib python3-sentencepiece python3-zstandard python3-brotli
+  python3 python3-h5py python3-numpy python3-scipy python3-pandas python3-matplotlib python3-sentencepiece python3-zstandard python3-brotli
   python3-torch slurm-wlm munge iproute2
   fortunes fortunes-min fortunes-zh fortunes-ru fortunes-de fortunes-es fortunes-bg
   libicu-dev nodejs

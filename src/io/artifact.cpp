@@ -470,6 +470,8 @@ std::string compressed(const std::string& raw, config::Compression compression) 
 
 std::size_t payload_bytes(const Artifact& artifact) { return payload_of(artifact).size(); }
 
+std::string compress(const std::string& raw, config::Compression compression) { return compressed(raw, compression); }
+
 std::size_t largest_file_bytes(std::size_t payload, config::Compression compression) {
   switch (compression) {
     case config::Compression::zstd: return kHeaderBytes + ZSTD_compressBound(payload);

@@ -97,6 +97,9 @@ int export_bits(WeightGroup group, const config::ExportConfig& config);
 // compressor's own bound, plus the header): the artifact's size can be no larger.
 std::size_t payload_bytes(const Artifact& artifact);
 std::size_t largest_file_bytes(std::size_t payload_bytes, config::Compression compression);
+// `raw` compressed as an artifact's payload is, without the header (kgpt golf-check counts the
+// source's bytes with it).
+std::string compress(const std::string& raw, config::Compression compression);
 
 // The file's bytes, and back. read_artifact throws InputError naming the file when it is not an
 // artifact, is truncated or corrupted (size, CRC or structure), or has another format version.

@@ -103,7 +103,7 @@ TEST_CASE("every command's usage line lists its options, and a missing argument 
   const std::map<std::string, std::string> first_argument = {
       {"train", "DECK"}, {"check", "DECK"}, {"tokenizer", "train"}, {"bench", "DECK"},
       {"eval", "CKPT|ARTIFACT"}, {"sample", "CKPT|ARTIFACT"}, {"export", "CKPT"}, {"inspect", "FILE|RUN_DIR"},
-      {"sweep", "SWEEP.yaml"}, {"prepare", "--input FILE..."}};
+      {"sweep", "SWEEP.yaml"}, {"prepare", "--input FILE..."}, {"golf-check", "RUN_DIR..."}};
   for (const std::string& name : names) {
     INFO(name);
     const auto help = run_kgpt({name, "--help"});
