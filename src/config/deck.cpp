@@ -524,6 +524,19 @@ std::string render_resolved(const ResolvedDeck& deck) {
   return out.str();
 }
 
+std::string render_values(const ResolvedDeck& deck) {
+  std::ostringstream out;
+  std::string current;
+  for (const auto& spec : deck_schema()) {
+    if (spec.section != current) {
+      current = spec.section;
+      out << current << ":\n";
+    }
+    out << "  " << spec.name << ": " << yaml_scalar(spec, spec.get(deck.config)) << "\n";
+  }
+  return out.str();
+}
+
 namespace {
 
 // "- Rules of each family: golf: ...; gpt2: ...", from the registry.

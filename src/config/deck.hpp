@@ -59,6 +59,11 @@ ResolvedDeck parse_deck(const std::string& text, const std::string& display_name
 // gives the same Config.
 std::string render_resolved(const ResolvedDeck& deck);
 
+// The same values with nothing of how the run was started (no comments: not the deck's path, the
+// overrides, the world size or where each value came from), so that one deck renders the same text
+// however it was given. What an exported artifact stores. Reading it back gives the same Config.
+std::string render_values(const ResolvedDeck& deck);
+
 // Markdown reference of every key: type, default, allowed values, meaning.
 std::string render_reference();
 

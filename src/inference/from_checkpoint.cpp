@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
@@ -264,8 +265,14 @@ std::vector<ExportedGroup> export_groups(const model::ParameterLayout& layout, c
   return groups;
 }
 
+// `path` relative to the folder `base`, both made absolute first.
+std::string relative_to(const std::string& path, const std::string& base) {
+  namespace fs = std::filesystem;
+  return fs::weakly_canonical(fs::absolute(path)).lexically_relative(fs::weakly_canonical(fs::absolute(base))).generic_string();
+}
+
 // The metadata every artifact carries; its export line says how the tensors were stored, and
-// `weights` which of the checkpoint's weights they are.
+// `weights` which of the checkpoint's weights they are. checkpoint and run: as artifact_paths gives them.
 std::map<std::string, std::string> artifact_metadata(const std::string& checkpoint, const std::string& run,
                                                      const config::ExportConfig& e, config::Weights weights) {
   return {{"kgpt_version", versions().kgpt},
@@ -290,14 +297,20 @@ ExportSummary export_checkpoint(const std::string& checkpoint, const std::string
   const std::vector<float> values = to_host(model->parameters().values());
 
   io::Artifact artifact;
-  {
-    io::Hdf5File file(checkpoint, io::Hdf5File::Mode::read);
-    artifact.deck_text = file.read_string("/metadata/deck");
-  }
+  // The deck's values alone: the same deck gives the same text however its run was started.
+  artifact.deck_text = config::render_values(deck);
   artifact.step = step;
   artifact.compression = settings.compression;
   const std::string run = run_directory_of(checkpoint);
-  artifact.metadata = artifact_metadata(absolute(checkpoint), run, settings, weights);
+  // Relative paths, so that the same checkpoint exports to the same bytes wherever its run lies: the
+  // checkpoint's to its run directory (its file name outside one), the run directory's to the
+  // artifact's folder ("" outside one).
+  {
+    namespace fs = std::filesystem;
+    const std::string out_folder = fs::absolute(out).parent_path().string();
+    artifact.metadata = artifact_metadata(run.empty() ? fs::path(checkpoint).filename().string() : relative_to(checkpoint, run),
+                                          run.empty() ? "" : relative_to(run, out_folder), settings, weights);
+  }
   ExportSummary summary;
   summary.step = step;
   summary.compression = config::name_of(settings.compression);
@@ -371,7 +384,7 @@ ArtifactPlan plan_artifact(const config::ResolvedDeck& deck) {
   const config::ExportConfig& settings = deck.config.export_;
   const model::ParameterLayout layout = model::family(deck.config.model.family).layout(deck.config.model, deck.config.train.seq_len);
   io::Artifact artifact;
-  artifact.deck_text = config::render_resolved(deck);
+  artifact.deck_text = config::render_values(deck);
   artifact.compression = settings.compression;
   // The checkpoint's path and run directory are not known yet: room for two paths of 512 bytes.
   artifact.metadata = artifact_metadata(std::string(512, '/'), std::string(512, '/'), settings, config::Weights::live);
@@ -398,7 +411,12 @@ std::string record_artifact_evaluation(const std::string& artifact_path, const C
   const io::Artifact artifact = io::read_artifact(artifact_path);
   const auto run = artifact.metadata.find("run_dir");
   if (run == artifact.metadata.end() || run->second.empty()) return "";
-  const std::string file = run->second + "/artifact.yaml";
+  // Relative to the artifact's folder (absolute in artifacts of earlier versions).
+  const std::filesystem::path run_dir(run->second);
+  const std::string file =
+      ((run_dir.is_absolute() ? run_dir : std::filesystem::absolute(artifact_path).parent_path() / run_dir) / "artifact.yaml")
+          .lexically_normal()
+          .string();
   auto fields = read_record(file);
   const auto named = std::find_if(fields.begin(), fields.end(), [](const auto& f) { return f.first == "artifact"; });
   if (named == fields.end() || named->second != quoted(absolute(artifact_path))) return "";

@@ -5,8 +5,8 @@
 usage: test_record_deck.py KGPT SOURCE_DIR WORKDIR
 
 Its architecture as it is (11 blocks with 4 and 5 run twice, a 3x MLP, BigramHash 2816 x 112,
-SmearGate, parallel residuals from block 7, value embeddings on layers 9 and 10: 27.0 M parameters)
-and its export section (8/5/4 bits, zstd), at a CPU's scale: the byte tokenizer's data, fp32,
+SmearGate, parallel residuals from block 7, value embeddings on layers 9 and 10, partial RoPE, LN scale and XSA on 11 layers: 27.0 M parameters)
+and its export section (8/5/4 bits, brotli), at a CPU's scale: the byte tokenizer's data, fp32,
 sequences of 128, 4 steps of 1,024 tokens. Checks:
 - kgpt check predicts, from the shapes alone, an artifact that fits whatever the weights, and
   estimates the step on 8 H100s;
@@ -78,7 +78,7 @@ def main():
     print(f"artifact: {size:,} bytes (check's bound {bound:,})")
     check(size < 16000000, f"the artifact is {size} bytes, not under 16,000,000")
     check(size <= bound, f"the artifact is {size} bytes, above kgpt check's bound {bound}")
-    check("zstd" in export.stdout, f"kgpt export did not use the deck's zstd: {export.stdout[-400:]}")
+    check("brotli" in export.stdout, f"kgpt export did not use the deck's brotli: {export.stdout[-400:]}")
     scored = run([KGPT, "eval", artifact])
     found = re.search(r"val_bpb:([0-9.]+)", scored.stdout)
     check(found is not None, f"kgpt eval of the artifact printed no val_bpb: {scored.stdout}")
