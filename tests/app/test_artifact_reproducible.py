@@ -4,14 +4,16 @@ started (parameter-golf's issue 1978: +-5 KB between identical exports).
 
 usage: test_artifact_reproducible.py KGPT SOURCE_DIR WORKDIR
 
-A small golf deck trains 4 steps twice: from deck.yaml, and from a copy under another name with an
-override that sets a key to its default. Checks:
+A small golf deck with the SP1024 record's partial RoPE, LN scale and XSA trains 4 steps twice: from
+deck.yaml, and from a copy under another name with an override that sets a key to its default.
+Checks:
 - both checkpoints hold the same weights (h5py), and their exports (brotli, 6/5-bit rows) are the same
   bytes, as are two exports of one checkpoint;
 - the run directory copied elsewhere and exported from another working directory: the same bytes;
 - the artifact stores the deck's values without comments (no path, override or world size) and
   relative paths: the checkpoint's to its run, the run's to the artifact's folder;
-- kgpt eval of the copy records its round trip in the copy's artifact.yaml, not the original's.
+- kgpt eval of the copy records its round trip in the copy's artifact.yaml, not the original's;
+- the run resumed from its step-2 checkpoint writes the step-4 checkpoint bit for bit.
 """
 
 import os
@@ -39,8 +41,9 @@ def payload(path):
 
 def main():
     fresh_text_shards(ROOT)
-    text = (SMALL_GOLF_SECTIONS + "train:\n  seq_len: 16\n  global_batch_tokens: 64\n  accum_total: 1\n"
-            "  iterations: 4\n  eval_every: 0\n  val_tokens: 128\n"
+    model = SMALL_GOLF_SECTIONS.replace("  n_kv_head: 1\n", "  n_kv_head: 1\n  rope_dims: 8\n  ln_scale: true\n  xsa_last_n: 1\n")
+    text = (model + "train:\n  seq_len: 16\n  global_batch_tokens: 64\n  accum_total: 1\n"
+            "  iterations: 4\n  eval_every: 0\n  val_tokens: 128\nrun:\n  checkpoint_every: 2\n"
             "export:\n  compression: brotli\n  attention_bits: 6\n  mlp_bits: 5\n  keep_float_max: 256\n")
     for name in ("deck.yaml", "other_name.yaml"):
         open(os.path.join(ROOT, name), "w").write(text)
@@ -81,6 +84,16 @@ def main():
     original = open(os.path.join(ROOT, "first", "artifact.yaml")).read()
     check("roundtrip_val_bpb" in copy_record, f"the copy's artifact.yaml has no round trip: {copy_record}")
     check("roundtrip_val_bpb" not in original, "the original run's artifact.yaml got the copy's round trip")
+    # Resumed from step 2: the step-4 checkpoint bit for bit.
+    resumed = os.path.join(ROOT, "resumed")
+    shutil.copytree(os.path.join(ROOT, "first"), resumed)
+    os.remove(os.path.join(resumed, checkpoint))
+    run([KGPT, "train", "deck.yaml", "--run-dir", "resumed", "--resume"])
+    with h5py.File(os.path.join(ROOT, "first", checkpoint), "r") as a, h5py.File(os.path.join(resumed, checkpoint), "r") as b:
+        names = []
+        a.visit(lambda n: names.append(n) if isinstance(a[n], h5py.Dataset) and n.startswith(("params", "optim")) else None)
+        differing = [n for n in names if n not in b or not np.array_equal(a[n][()], b[n][()])]
+        check(names and not differing, f"resumed at step 2, the step-4 checkpoint differs in {differing[:5]} of {len(names)}")
     if failures:
         sys.exit(f"{len(failures)} check(s) failed")
 
