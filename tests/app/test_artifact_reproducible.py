@@ -4,7 +4,7 @@ started (parameter-golf's issue 1978: +-5 KB between identical exports).
 
 usage: test_artifact_reproducible.py KGPT SOURCE_DIR WORKDIR
 
-A small golf deck with the SP1024 record's partial RoPE, LN scale and XSA trains 4 steps twice: from
+A small golf deck with the records' partial RoPE, LN scale, XSA and output gate trains 4 steps twice: from
 deck.yaml, and from a copy under another name with an override that sets a key to its default.
 Checks:
 - both checkpoints hold the same weights (h5py), and their exports (brotli, 6/5-bit rows) are the same
@@ -41,7 +41,7 @@ def payload(path):
 
 def main():
     fresh_text_shards(ROOT)
-    model = SMALL_GOLF_SECTIONS.replace("  n_kv_head: 1\n", "  n_kv_head: 1\n  rope_dims: 8\n  ln_scale: true\n  xsa_last_n: 1\n")
+    model = SMALL_GOLF_SECTIONS.replace("  n_kv_head: 1\n", "  n_kv_head: 1\n  rope_dims: 8\n  ln_scale: true\n  xsa_last_n: 1\n  attn_gate_width: 4\n")
     text = (model + "train:\n  seq_len: 16\n  global_batch_tokens: 64\n  accum_total: 1\n"
             "  iterations: 4\n  eval_every: 0\n  val_tokens: 128\nrun:\n  checkpoint_every: 2\n"
             "export:\n  compression: brotli\n  attention_bits: 6\n  mlp_bits: 5\n  keep_float_max: 256\n")

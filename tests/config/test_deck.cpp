@@ -319,7 +319,7 @@ TEST_CASE("a family's own keys are deck keys like any other: defaults, values, b
   auto named = [&schema](const std::string& key) {
     return std::find_if(schema.begin(), schema.end(), [&key](const auto& k) { return k.dotted() == key; });
   };
-  const auto at = named("model.value_embed_dim"), last = named("model.xsa_last_n");  // golf's first and last
+  const auto at = named("model.value_embed_dim"), last = named("model.attn_gate_width");  // golf's first and last
   REQUIRE(last + 1 != schema.end());
   CHECK((last + 1)->section == "data");
   CHECK(named("model.init_from") < at);

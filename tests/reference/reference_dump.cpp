@@ -9,8 +9,8 @@
 // projected) and SmearGate (golf), -recur with blocks 1 and 2 of 3 run twice (model.recur_start: 1,
 // recur_count: 2; every family) and, in golf, block 2 in parallel (parallel_residual_start: 2); -ve
 // with golf's value embeddings on layers 1 and 3 of 4 run (block 1 twice), projected from 4 wide; -xsa
-// with golf's partial RoPE (4 of 8 dimensions), LN scale and XSA on the last 3 of 4 layers run (block
-// 1 twice), the last adding a value embedding to the v that XSA reads.
+// with golf's partial RoPE (4 of 8 dimensions), LN scale, XSA on the last 3 of 4 layers run (block 1
+// twice), the last adding a value embedding to the v that XSA reads, and the output gate on 3 features.
 // reference_dump --families lists the registered families, one a line; --hf-families those that
 // Hugging Face transformers holds (kgpt export --format hf, model.init_from).
 #include <cstdio>
@@ -216,6 +216,7 @@ int main(int argc, char** argv) {
     m.family_keys["model.rope_dims"] = 4LL;
     m.family_keys["model.ln_scale"] = true;
     m.family_keys["model.xsa_last_n"] = 3LL;
+    m.family_keys["model.attn_gate_width"] = 3LL;
     m.family_keys["model.value_embed_layers"] = std::string("3");
     m.family_keys["model.value_embed_dim"] = 4LL;
   }

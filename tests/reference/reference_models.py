@@ -66,7 +66,8 @@ class Golf(torch.nn.Module):
     bigram table, their parallel residuals from block parallel_from on, and their depth recurrence:
     blocks recur_start .. recur_start + recur_count - 1 run again right after their first pass; the
     records' value embeddings, partial RoPE (rope_dims of each head rotate), LN scale (each block's
-    norms times 1/sqrt(layer + 1), the layer as run) and XSA (on the last xsa_last_n layers run)."""
+    norms times 1/sqrt(layer + 1), the layer as run), XSA (on the last xsa_last_n layers run) and the
+    attention output gate (where the weights hold attn.attn_gate_proj)."""
 
     def __init__(self, params, n_layer, n_head, n_kv_head, rope_base, softcap, eps, parallel_from=-1,
                  recur_start=-1, recur_count=1, value_embed_layers=(), rope_dims=0, ln_scale=False, xsa_last_n=0):
@@ -104,6 +105,10 @@ class Golf(torch.nn.Module):
         y = causal_attention(q, k, v)
         if layer >= len(self.order) - self.xsa_last_n:
             y = exclusive(y, v)
+        gate = b + "attn.attn_gate_proj.weight"
+        if gate.replace(".", "__") in self.p:  # the output gate: 2 sigmoid of the input's first features
+            w = self.w(gate)
+            y = y * (2 * torch.sigmoid(h[..., : w.size(1)] @ w.t())).transpose(1, 2)[..., None]
         y = y.transpose(1, 2).reshape(bsz, t, c)
         attn = self.w(b + "attn_scale") * (y @ self.w(b + "attn.proj.weight").t())
         parallel = 0 <= self.parallel_from <= i

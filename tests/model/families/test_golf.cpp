@@ -89,11 +89,12 @@ TEST_CASE("golf with value embeddings: the whole model's gradient matches finite
   test::check_model_gradient(model, inputs, targets);
 }
 
-TEST_CASE("golf with partial RoPE, LN scale and XSA: the whole model's gradient matches finite differences",
+TEST_CASE("golf with partial RoPE, LN scale, XSA and the output gate: the whole model's gradient matches finite differences",
           "[model][golf][gradcheck]") {
   // 2 of each head's 4 dimensions rotate; LN scale on every layer; XSA on the last 2 of 4 layers run
   // (block 1 twice: only its second run subtracts), the last of them adding a value embedding to the
-  // v that XSA reads; blocks from 2 on in parallel or none.
+  // v that XSA reads; the output gate reading 3 features, after XSA; blocks from 2 on in parallel
+  // or none.
   const int parallel_from = GENERATE(-1, 2);
   INFO("model.parallel_residual_start " << parallel_from);
   config::ModelConfig m = tiny_golf();
@@ -103,6 +104,7 @@ TEST_CASE("golf with partial RoPE, LN scale and XSA: the whole model's gradient 
   m.family_keys["model.rope_dims"] = 2LL;
   m.family_keys["model.ln_scale"] = true;
   m.family_keys["model.xsa_last_n"] = 2LL;
+  m.family_keys["model.attn_gate_width"] = 3LL;
   m.family_keys["model.value_embed_layers"] = std::string("3");
   m.family_keys["model.value_embed_dim"] = 8LL;
   model::GolfModel<double> model(m, 2, 7);
@@ -111,7 +113,7 @@ TEST_CASE("golf with partial RoPE, LN scale and XSA: the whole model's gradient 
   test::check_model_gradient(model, inputs, targets);
 }
 
-TEST_CASE("golf's XSA, partial RoPE and LN scale each change the loss; off, the keys change nothing", "[model][golf]") {
+TEST_CASE("golf's XSA, partial RoPE, LN scale and output gate each change the loss; off, the keys change nothing", "[model][golf]") {
   const auto inputs = test::random_tokens(2, 5, 19, 7), targets = test::random_tokens(2, 5, 19, 8);
   auto loss = [&](const std::string& key, const config::Value& value) {
     config::ModelConfig m = tiny_golf();
@@ -125,9 +127,11 @@ TEST_CASE("golf's XSA, partial RoPE and LN scale each change the loss; off, the 
   CHECK(loss("model.rope_dims", config::Value(4LL)) == plain);  // all 4 of a head's dimensions: full RoPE
   CHECK(loss("model.ln_scale", config::Value(false)) == plain);
   CHECK(loss("model.xsa_last_n", config::Value(0LL)) == plain);
+  CHECK(loss("model.attn_gate_width", config::Value(0LL)) == plain);
   CHECK(loss("model.rope_dims", config::Value(2LL)) != plain);
   CHECK(loss("model.ln_scale", config::Value(true)) != plain);
   CHECK(loss("model.xsa_last_n", config::Value(1LL)) != plain);
+  CHECK(loss("model.attn_gate_width", config::Value(2LL)) != plain);
 }
 
 TEST_CASE("golf: gradients accumulate over micro-steps with the grad scale", "[model][golf]") {

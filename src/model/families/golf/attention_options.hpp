@@ -13,6 +13,11 @@
 //     dy_h = dy'_h - (dy'_h . vn) vn
 //     dvn = -sum_h [(y_h . vn) dy'_h + (dy'_h . vn) y_h]
 //     dv = (dvn - (dvn . vn) vn) / |v| where |v| > 1e-12, else dvn / 1e-12 (the clamp's slope)
+//   model.attn_gate_width  the attention output gate of the record of 2026-04-16 (and the later
+//                     ones' stacks): each head's output, after XSA, times g = 2 sigmoid(z), z = the
+//                     first W features of the attention's input h times the head's row of
+//                     attn.attn_gate_proj.weight (H, W; from zero, so g starts at 1)
+//   backward: dy = g dy';  dz = 2 sigmoid'(z) (dy' . y);  dW += dz h[:W]^T;  dh[:W] += dz W
 
 #include <cmath>
 
@@ -31,6 +36,12 @@ inline constexpr const char* kRopeDimsKey = "model.rope_dims";
 inline constexpr const char* kLnScaleKey = "model.ln_scale";
 inline constexpr const char* kXsaLastKey = "model.xsa_last_n";
 inline constexpr int kXsaMaxGroup = 32;  // query heads a KV head serves, at most, under XSA
+inline constexpr const char* kAttnGateWidthKey = "model.attn_gate_width";
+
+// The attention output gate's input width (0: no gate).
+inline int attn_gate_width(const config::ModelConfig& m) {
+  return static_cast<int>(config::module_integer(m.family_keys, kAttnGateWidthKey));
+}
 
 // The dimensions of a head that rotate (0: all of them).
 inline int rope_dims(const config::ModelConfig& m) {
@@ -128,6 +139,70 @@ void exclusive_attention_backward(const ExecSpace& exec, const HeadShape& heads,
       for (int i = 0; i < d; ++i) dh[i] = store<A>(T(dh[i]) - d_dots[j] * (T(v[i]) * inv));
     }
   });
+}
+
+// The gate's logit of head h at row n: the first `width` features of h_in times W's row h.
+template <class T, class A, class W>
+KOKKOS_INLINE_FUNCTION T gate_logit(const RowView<const A>& h_in, const W* weight, std::size_t n, int h, int width) {
+  T z = 0;
+  for (int j = 0; j < width; ++j) z += T(h_in(n, j)) * T(weight[h * width + j]);
+  return z;
+}
+
+// out = y times each head's 2 sigmoid(z), a thread per token and head. y, out: (N, H D); h_in: the
+// attention's input (N, C); weight: (H, width) parameters.
+template <class T, class A, class W>
+void attention_gate_forward(const ExecSpace& exec, const HeadShape& heads, int width, const ConstMatrix<A>& h_in,
+                            const W& weight, const ConstMatrix<A>& y, const Matrix<A>& out) {
+  const RowView<const A> in(h_in), values(y);
+  const RowView<A> result(out);
+  const auto* w = weight.data();
+  const int d = static_cast<int>(heads.dim), count = static_cast<int>(heads.heads);
+  ops::flat_for(exec, "kgpt::golf::attn_gate::forward", y.extent(0) * static_cast<std::size_t>(count),
+                KOKKOS_LAMBDA(const std::size_t row) {
+                  const std::size_t n = row / static_cast<std::size_t>(count);
+                  const int h = static_cast<int>(row % static_cast<std::size_t>(count));
+                  const T g = T(2) / (T(1) + compat::exp(-gate_logit<T>(in, w, n, h, width)));
+                  for (int i = 0; i < d; ++i) result(n, h * d + i) = store<A>(T(values(n, h * d + i)) * g);
+                });
+}
+
+// From dy' in d_out (overwritten with dy, the gradient of y): dz into dz_rows (N, H) of T, the
+// input's share into d_in (N, width) (for the caller to add to h's gradient), and dW += the column
+// sums of dz h[:width], in a fixed order.
+template <class T, class A, class W, class DW>
+void attention_gate_backward(const ExecSpace& exec, const HeadShape& heads, int width, const ConstMatrix<A>& h_in,
+                             const W& weight, const ConstMatrix<A>& y, const Matrix<A>& d_out, const Matrix<T>& dz_rows,
+                             const Matrix<A>& d_in, const DW& dweight, const Workspace<T>& partials) {
+  const RowView<const A> in(h_in), values(y);
+  const RowView<A> grad(d_out), d_input(d_in);
+  const RowView<T> dz(dz_rows);
+  const auto* w = weight.data();
+  const int d = static_cast<int>(heads.dim), count = static_cast<int>(heads.heads);
+  const std::size_t n_rows = y.extent(0);
+  ops::flat_for(exec, "kgpt::golf::attn_gate::backward", n_rows * static_cast<std::size_t>(count),
+                KOKKOS_LAMBDA(const std::size_t row) {
+                  const std::size_t n = row / static_cast<std::size_t>(count);
+                  const int h = static_cast<int>(row % static_cast<std::size_t>(count));
+                  const T s = T(1) / (T(1) + compat::exp(-gate_logit<T>(in, w, n, h, width)));
+                  T dot = 0;
+                  for (int i = 0; i < d; ++i) dot += T(grad(n, h * d + i)) * T(values(n, h * d + i));
+                  dz(n, h) = T(2) * s * (T(1) - s) * dot;
+                  for (int i = 0; i < d; ++i) grad(n, h * d + i) = store<A>(T(grad(n, h * d + i)) * (T(2) * s));
+                });
+  ops::flat_for(exec, "kgpt::golf::attn_gate::backward_input", n_rows, KOKKOS_LAMBDA(const std::size_t n) {
+    for (int j = 0; j < width; ++j) {
+      T sum = 0;
+      for (int h = 0; h < count; ++h) sum += dz(n, h) * T(w[h * width + j]);
+      d_input(n, j) = store<A>(sum);
+    }
+  });
+  ops::ColumnSums<T, 1>::run(
+      exec, "kgpt::golf::attn_gate::backward_weight", n_rows, static_cast<std::size_t>(count * width), partials,
+      KOKKOS_LAMBDA(const std::size_t n, const std::size_t col, T* acc) {
+        acc[0] += dz(n, static_cast<int>(col) / width) * T(in(n, static_cast<int>(col) % width));
+      },
+      KOKKOS_LAMBDA(const int, const std::size_t col, const T sum) { dweight.data()[col] += sum; });
 }
 
 }  // namespace

@@ -82,6 +82,12 @@ void check_attention_options(const config::ResolvedDeck& deck, std::vector<std::
                        std::to_string(layers) + " run (model.n_layer plus model.recur_count where model.recur_start "
                        "is set); at most that many");
   }
+  const int gate_width = golf::attn_gate_width(m);
+  if (gate_width > head_dim) {
+    problems.push_back(deck.where(golf::kAttnGateWidthKey) + ": " + std::to_string(gate_width) +
+                       " features, more than the head dimension d_model / n_head = " + std::to_string(head_dim) +
+                       " (the records read 12 of 512 for 64-wide heads)");
+  }
   if (xsa > 0 && m.n_kv_head > 0 && m.n_head / m.n_kv_head > golf::kXsaMaxGroup) {
     problems.push_back(deck.where(golf::kXsaLastKey) + ": XSA serves at most " + std::to_string(golf::kXsaMaxGroup) +
                        " query heads a key/value head; model.n_head / model.n_kv_head = " +
@@ -147,12 +153,19 @@ const Family& golf_family() {
          "2026-03-20 use it (the SP1024 record: all 11): each head's attention output loses its projection on "
          "the normalized value of its own token (its key/value head's v), y - (y . v/|v|) v/|v|, before the "
          "output projection. 0: none. Part of the model."},
+        {golf::kAttnGateWidthKey, config::ValueKind::integer, config::Bounds{0, 65536, true, true, false, false},
+         config::Value(0LL),
+         "The attention output gate of parameter-golf's record of 2026-04-16 (GATE_ATTN_OUT, GATE_WIDTH 12): "
+         "each head's output (after XSA) times 2 sigmoid(z), z the first attn_gate_width features of the "
+         "attention's input times the head's row of blocks.i.attn.attn_gate_proj.weight (n_head x "
+         "attn_gate_width, from zero: every gate starts at 1; a control, trained with optim.scalar_lr). At most "
+         "the head dimension; 0: no gate. Part of the model."},
     };
     made.rules = std::string("the head dimension is even (RoPE); model.parallel_residual_start is below model.n_layer; ") +
                  family_entry::kRecurrenceRule + "; model.bigram_buckets is not 1; model.value_embed_layers lists "
                  "layers that run, each once; model.value_embed_dim is at most d_model; model.rope_dims is even and "
                  "at most the head dimension; model.xsa_last_n is at most the layers run, with at most 32 query "
-                 "heads a key/value head";
+                 "heads a key/value head; model.attn_gate_width is at most the head dimension";
     made.check = check;
     made.layout = layout;
     made.make_float = family_entry::make_float<GolfModel>;

@@ -25,7 +25,8 @@ GolfModel<T, A>::GolfModel(const config::ModelConfig& config, int max_batch, int
            [&config](auto& tensors, auto&& visit) { declare_golf(config, tensors, visit); }, "golf"),
       hidden_(config.d_model * config.mlp_mult),
       encoders_(golf_encoder_layers(run_layers(config))),
-      skips_(golf_skip_count(run_layers(config))) {
+      skips_(golf_skip_count(run_layers(config))),
+      gate_width_(golf::attn_gate_width(config)) {
   declare_golf_activations(config, this->max_rows_, acts_, ActivationAllocator(this->prefix_, this->max_rows_));
   rotary_ = layers::RotaryTables<T>(this->prefix_, max_seq, this->heads_, config.rope_base, golf::rope_dims(config));
   for (int l = 0; l < this->layers(); ++l) {
@@ -152,7 +153,13 @@ void GolfModel<T, A>::block_forward(const ExecSpace& exec, int l) {
   const Matrix<A> attn_out = L.attn_out.mat(n, c), x_attn = L.x_attn.mat(n, c);
   const bool exclusive = exclusive_[static_cast<std::size_t>(l)] != 0;
   if (exclusive) golf::exclusive_attention_forward<T>(exec, this->heads_, CM(o), CM(qkv), L.o_exclusive.mat(n, c));
-  ops::linear_forward(exec, attn_[block].out, exclusive ? L.o_exclusive.mat(n, c) : o, attn_out);
+  Matrix<A> projected = exclusive ? L.o_exclusive.mat(n, c) : o;  // what the output projection reads
+  if (gate_width_ > 0) {
+    golf::attention_gate_forward<T>(exec, this->heads_, gate_width_, CM(h_attn), W.attn_gate, CM(projected),
+                                    L.o_gated.mat(n, c));
+    projected = L.o_gated.mat(n, c);
+  }
+  ops::linear_forward(exec, attn_[block].out, projected, attn_out);
   // In parallel the MLP reads the attention's input, h_attn; else the norm of the attention's residual.
   const bool parallel = runs_parallel(static_cast<int>(block));
   const Matrix<A> h_mlp = parallel ? h_attn : L.h_mlp.mat(n, c);
@@ -259,7 +266,15 @@ void GolfModel<T, A>::block_backward(const ExecSpace& exec, int l, const Gradien
                                       L.attn_out.mat(n, c), W.attn_scale, dx, d_branch, G.attn_scale, partials(), ln_scale);
   }
   const Matrix<A> d_o = acts_.d_o.mat(n, c), o = L.o.mat(n, c), qkv = L.qkv.mat(n, w), d_qkv = acts_.d_qkv.mat(n, w);
-  ops::linear_backward(exec, attn_[block].out, exclusive ? L.o_exclusive.mat(n, c) : o, d_branch, d_o);
+  const Matrix<A> gated_in = exclusive ? L.o_exclusive.mat(n, c) : o;  // the gate's input
+  ops::linear_backward(exec, attn_[block].out, gate_width_ > 0 ? L.o_gated.mat(n, c) : gated_in, d_branch, d_o);
+  // The gate: d_o becomes its input's gradient; h's share waits in d_gate_h (gain_rows is free
+  // until the q/k backward below).
+  if (gate_width_ > 0) {
+    golf::attention_gate_backward<T>(exec, this->heads_, gate_width_, CM(L.h_attn.mat(n, c)), W.attn_gate, CM(gated_in),
+                                     d_o, acts_.gain_rows.mat(n, this->heads_.heads),
+                                     acts_.d_gate_h.mat(n, static_cast<std::size_t>(gate_width_)), G.attn_gate, partials());
+  }
   // XSA: d_o becomes the gradient of the attention's output; its share of v's waits in d_xsa_v.
   if (exclusive) golf::exclusive_attention_backward<T>(exec, this->heads_, CM(o), CM(qkv), d_o, acts_.d_xsa_v.mat(n, kvd));
   const Matrix<A> q_final = L.q_final.mat(n, c), k_final = L.k_final.mat(n, kvd);
@@ -282,6 +297,10 @@ void GolfModel<T, A>::block_backward(const ExecSpace& exec, int l, const Gradien
                                 ConstVector<T>(L.k_rstd.vec(n * this->heads_.kv_heads)), CM(d_qf), CM(d_kf), d_qkv, G.q_gain,
                                 acts_.gain_rows.mat(n, this->heads_.heads), partials());
   attn_[block].qkv.backward(exec, L.h_attn.mat(n, c), d_qkv, d_h, parallel);
+  if (gate_width_ > 0) {
+    ops::add_into<T>(exec, acts_.d_gate_h.mat(n, static_cast<std::size_t>(gate_width_)),
+                     Kokkos::subview(d_h, Kokkos::ALL(), std::make_pair(std::size_t{0}, static_cast<std::size_t>(gate_width_))));
+  }
   // x_mix = mix0 * x_in + mix1 * x0, h_attn = rmsnorm(x_mix): dx becomes the gradient of x_in; x0's
   // share accumulates in dx0.
   const int decoder = l - encoders_;

@@ -42,6 +42,7 @@ struct GolfBlockTensors {
   Matrix<T> fc, mlp_proj;           // mlp.fc.weight (F, C), mlp.proj.weight (C, F)
   Vector<T> attn_scale, mlp_scale;  // (C)
   Matrix<T> resid_mix;              // (2, C)
+  Matrix<T> attn_gate;              // attn.attn_gate_proj.weight (H, model.attn_gate_width), else empty
 };
 
 template <class T>
@@ -106,6 +107,12 @@ void declare_golf(const config::ModelConfig& m, Tensors& t, Declare&& declare) {
     declare(b.attn_scale, spec({p + "attn_scale", {c}, Role::control, Init::constant, 1.0}));
     declare(b.mlp_scale, spec({p + "mlp_scale", {c}, Role::control, Init::constant, 1.0}));
     declare(b.resid_mix, spec({p + "resid_mix", {2, c}, Role::control, Init::first_row, 1.0}));
+    // The attention output gate as the records declare it: from zero (every gate 1), a control.
+    const int gate_width = golf::attn_gate_width(m);
+    if (gate_width > 0) {
+      declare(b.attn_gate, spec({p + "attn.attn_gate_proj.weight", {h, static_cast<std::size_t>(gate_width)},
+                                 Role::control, Init::zeros}));
+    }
   }
   const int skips = golf_skip_count(run_layers(m));
   if (skips > 0) {
@@ -151,10 +158,11 @@ struct GolfActivations {
     Buffer<A> x_out;  // the block's output: the next block's input, a skip's source
   };
   // What a block's backward reads, its own or (rebuilt blocks, model/recompute.hpp) shared. x_in
-  // only where a user is a decoder block that adds a skip; o_exclusive (XSA's output, which the
-  // projection reads) only where a user runs XSA.
+  // only where a user is a decoder block that adds a skip; o_exclusive (XSA's output) only where a
+  // user runs XSA; o_gated (the output gate's, which the projection then reads) with the gate.
   struct Working {
-    Buffer<A> x_in, x_mix, h_attn, qkv, q_final, k_final, o, o_exclusive, attn_out, x_attn, h_mlp, fc, act, mlp_out;
+    Buffer<A> x_in, x_mix, h_attn, qkv, q_final, k_final, o, o_exclusive, o_gated, attn_out, x_attn, h_mlp, fc, act,
+        mlp_out;
     Buffer<T> rstd_attn, q_rstd, k_rstd, rstd_mlp;
   };
   BlockActivations<Kept, Working> blocks;
@@ -174,7 +182,8 @@ struct GolfActivations {
   Buffer<T> rstd0, rstd_final;
   // Backward scratch, shared by all layers, and the gradients the U-Net skips carry.
   Buffer<A> dx, dx0, d_branch, d_hidden, d_o, d_qf, d_kf, d_qkv;
-  Buffer<A> d_xsa_v;  // with model.xsa_last_n: XSA's share of v's gradient
+  Buffer<A> d_xsa_v;   // with model.xsa_last_n: XSA's share of v's gradient
+  Buffer<A> d_gate_h;  // with model.attn_gate_width: the gate's share of the first features of h's
   std::vector<Buffer<A>> d_skips;
   Buffer<T> gain_rows, partials;
 };
@@ -213,6 +222,7 @@ void declare_golf_activations(const config::ModelConfig& m, std::size_t max_toke
         declare(L.k_rstd, ActivationSpec{"k_rstd", kv_heads});
         declare(L.o, ActivationSpec{"o", c});
         if (exclusive) declare(L.o_exclusive, ActivationSpec{"o_exclusive", c});
+        if (golf::attn_gate_width(m) > 0) declare(L.o_gated, ActivationSpec{"o_gated", c});
         declare(L.attn_out, ActivationSpec{"attn_out", c});
         declare(L.x_attn, ActivationSpec{"x_attn", c});
         declare(L.h_mlp, ActivationSpec{"h_mlp", c});
@@ -252,6 +262,9 @@ void declare_golf_activations(const config::ModelConfig& m, std::size_t max_toke
   for (Buffer<A>* b : {&a.dx, &a.dx0, &a.d_branch, &a.d_o, &a.d_qf}) declare(*b, ActivationSpec{"backward", c});
   declare(a.d_kf, ActivationSpec{"backward_kv", kvd});
   if (golf::any_exclusive_attention(m)) declare(a.d_xsa_v, ActivationSpec{"backward_xsa_v", kvd});
+  if (golf::attn_gate_width(m) > 0) {
+    declare(a.d_gate_h, ActivationSpec{"backward_gate_h", static_cast<std::size_t>(golf::attn_gate_width(m))});
+  }
   declare(a.d_hidden, ActivationSpec{"backward_hidden", f});
   declare(a.d_qkv, ActivationSpec{"backward_qkv", w});
   a.d_skips.resize(static_cast<std::size_t>(skips));
@@ -296,6 +309,7 @@ class GolfModel final : public ModelBase<T, A, GolfTensors> {
   }
 
   int hidden_, encoders_, skips_;
+  int gate_width_;                 // model.attn_gate_width: 0 without the output gate
   std::vector<double> ln_scale_;   // per layer as run: its norms' factor (model.ln_scale), else 1
   std::vector<char> exclusive_;    // per layer as run: whether it runs XSA (model.xsa_last_n)
   std::vector<layers::AttentionProjections<T, A>> attn_;           // per block: q, k, v (stacked, or three), proj
