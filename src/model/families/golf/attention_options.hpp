@@ -63,6 +63,14 @@ namespace {  // kernels: internal linkage, see core/kernel.hpp
 
 constexpr double kXsaNormFloor = 1e-12;  // F.normalize's eps
 
+// |v| of a token's value row of d features, summed in T.
+template <class T, class A>
+KOKKOS_INLINE_FUNCTION T value_norm(const A* v, int d) {
+  T norm_sq = 0;
+  for (int i = 0; i < d; ++i) norm_sq += T(v[i]) * T(v[i]);
+  return compat::sqrt(norm_sq);
+}
+
 // y' = y - (y . vn) vn for every query head, a thread per token and KV group. y, out: (N, H D)
 // (out may not be y); qkv: (N, W) with v's columns from v_column.
 template <class T, class A>
@@ -72,13 +80,12 @@ void exclusive_attention_forward(const ExecSpace& exec, const HeadShape& heads, 
   const RowView<A> result(out);
   const int d = static_cast<int>(heads.dim), kv = static_cast<int>(heads.kv_heads);
   const int group = static_cast<int>(heads.heads / heads.kv_heads), v_column = static_cast<int>(heads.v_column());
-  ops::flat_for(exec, "kgpt::golf::xsa::forward", y.extent(0) * static_cast<std::size_t>(heads.kv_heads), KOKKOS_LAMBDA(const std::size_t row) {
+  const std::size_t rows = y.extent(0) * static_cast<std::size_t>(kv);
+  ops::flat_for(exec, "kgpt::golf::xsa::forward", rows, KOKKOS_LAMBDA(const std::size_t row) {
     const std::size_t token = row / static_cast<std::size_t>(kv);
     const int g = static_cast<int>(row % static_cast<std::size_t>(kv));
     const A* v = &values(token, v_column + g * d);
-    T norm_sq = 0;
-    for (int i = 0; i < d; ++i) norm_sq += T(v[i]) * T(v[i]);
-    const T inv = T(1) / compat::max(compat::sqrt(norm_sq), T(kXsaNormFloor));
+    const T inv = T(1) / compat::max(value_norm<T>(v, d), T(kXsaNormFloor));
     for (int h = g * group; h < (g + 1) * group; ++h) {
       const A* yh = &in(token, h * d);
       T dot = 0;
@@ -99,13 +106,12 @@ void exclusive_attention_backward(const ExecSpace& exec, const HeadShape& heads,
   const RowView<A> grad(d_out), dv_out(d_v);
   const int d = static_cast<int>(heads.dim), kv = static_cast<int>(heads.kv_heads);
   const int group = static_cast<int>(heads.heads / heads.kv_heads), v_column = static_cast<int>(heads.v_column());
-  ops::flat_for(exec, "kgpt::golf::xsa::backward", y.extent(0) * static_cast<std::size_t>(heads.kv_heads), KOKKOS_LAMBDA(const std::size_t row) {
+  const std::size_t rows = y.extent(0) * static_cast<std::size_t>(kv);
+  ops::flat_for(exec, "kgpt::golf::xsa::backward", rows, KOKKOS_LAMBDA(const std::size_t row) {
     const std::size_t token = row / static_cast<std::size_t>(kv);
     const int g = static_cast<int>(row % static_cast<std::size_t>(kv));
     const A* v = &values(token, v_column + g * d);
-    T norm_sq = 0;
-    for (int i = 0; i < d; ++i) norm_sq += T(v[i]) * T(v[i]);
-    const T norm = compat::sqrt(norm_sq);
+    const T norm = value_norm<T>(v, d);
     const bool clamped = !(norm > T(kXsaNormFloor));
     const T inv = T(1) / (clamped ? T(kXsaNormFloor) : norm);
     // Each head's y . vn and dy' . vn.
