@@ -3,10 +3,10 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <fstream>
@@ -272,7 +272,8 @@ std::string relative_to(const std::string& path, const std::string& base) {
 }
 
 // The metadata every artifact carries; its export line says how the tensors were stored, and
-// `weights` which of the checkpoint's weights they are. checkpoint and run: as artifact_paths gives them.
+// `weights` which of the checkpoint's weights they are. checkpoint and run: the paths it stores
+// (export_checkpoint makes them relative).
 std::map<std::string, std::string> artifact_metadata(const std::string& checkpoint, const std::string& run,
                                                      const config::ExportConfig& e, config::Weights weights) {
   return {{"kgpt_version", versions().kgpt},
