@@ -113,7 +113,7 @@ TEST_CASE("golf with partial RoPE, LN scale, XSA and the output gate: the whole 
   test::check_model_gradient(model, inputs, targets);
 }
 
-TEST_CASE("golf's XSA, partial RoPE, LN scale and output gate each change the loss; off, the keys change nothing", "[model][golf]") {
+TEST_CASE("golf's XSA, partial RoPE, LN scale and output gate each change the loss, and at their defaults nothing", "[model][golf]") {
   const auto inputs = test::random_tokens(2, 5, 19, 7), targets = test::random_tokens(2, 5, 19, 8);
   auto loss = [&](const std::string& key, const config::Value& value) {
     config::ModelConfig m = tiny_golf();
